@@ -1,0 +1,366 @@
+//! `tinydelta`: create, append, overwrite, read, describe, history, restore and vacuum tables
+//! (SPEC section 3). Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 not found, 5 bad input.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use serde_json::json;
+use tinydelta::{Error, Result, Schema, Table, WriteOptions};
+
+#[derive(Parser)]
+#[command(
+    name = "tinydelta",
+    version,
+    about = "A single-node Delta-Lake-compatible table format with JSONL data files"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create a table: version 0 with protocol and metaData. Columns are NAME:TYPE, TYPE one of
+    /// int, float, str, bool, date, timestamp; a trailing ! means NOT NULL.
+    Create {
+        /// Table folder (created if missing).
+        table: PathBuf,
+        /// Columns, e.g. id:int! region:str year:int.
+        #[arg(required = true)]
+        columns: Vec<String>,
+    },
+    /// Append JSONL rows (from --file or stdin) as one WRITE/Append commit.
+    Append {
+        /// Table folder.
+        table: PathBuf,
+        /// Input file (default: stdin).
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// Commit only if the latest version is still N.
+        #[arg(long, value_name = "N")]
+        expect_version: Option<u64>,
+    },
+    /// Replace all rows with the input as one WRITE/Overwrite commit.
+    Overwrite {
+        /// Table folder.
+        table: PathBuf,
+        /// Input file (default: stdin).
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// Commit only if the latest version is still N.
+        #[arg(long, value_name = "N")]
+        expect_version: Option<u64>,
+    },
+    /// Print a version's rows as canonical JSONL.
+    Read {
+        /// Table folder.
+        table: PathBuf,
+        /// Version to read (default: latest).
+        #[arg(long, conflicts_with = "as_of")]
+        version: Option<u64>,
+        /// Read the newest version committed at or before this RFC 3339 time.
+        #[arg(long, value_name = "TIME")]
+        as_of: Option<String>,
+    },
+    /// Show version, schema, file count, row count and bytes.
+    Describe {
+        /// Table folder.
+        table: PathBuf,
+        /// Version (default: latest).
+        #[arg(long)]
+        version: Option<u64>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One line per version: version, time, operation, rows.
+    History {
+        /// Table folder.
+        table: PathBuf,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Commit a new version whose snapshot equals version K's.
+    Restore {
+        /// Table folder.
+        table: PathBuf,
+        /// The version to restore.
+        #[arg(long, value_name = "K")]
+        version: u64,
+        /// Commit only if the latest version is still N.
+        #[arg(long, value_name = "N")]
+        expect_version: Option<u64>,
+    },
+    /// Delete data files no version names, stale commit temporaries and staging leftovers.
+    Vacuum {
+        /// Table folder.
+        table: PathBuf,
+        /// Only delete files older than this (e.g. 0s, 30m, 1h; default 1h).
+        #[arg(long, value_name = "DUR")]
+        older_than: Option<String>,
+        /// List what would be deleted, delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = Cli::parse();
+    match run(cli.cmd) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tinydelta: {e}");
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}
+
+fn input(file: &Option<PathBuf>) -> Result<(String, Box<dyn BufRead>)> {
+    Ok(match file {
+        Some(p) => {
+            let f = File::open(p).map_err(|e| match e.kind() {
+                io::ErrorKind::NotFound => Error::Usage(format!("input file {} not found", p.display())),
+                _ => Error::io("open", p, e),
+            })?;
+            (p.display().to_string(), Box::new(BufReader::with_capacity(1 << 20, f)))
+        }
+        None => (
+            "<stdin>".to_string(),
+            Box::new(BufReader::with_capacity(1 << 20, io::stdin())),
+        ),
+    })
+}
+
+fn rfc3339_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        .unwrap_or_else(|| ms.to_string())
+}
+
+fn stdout_err(e: io::Error) -> Error {
+    Error::io("write", "<stdout>", e)
+}
+
+fn run(cmd: Cmd) -> Result<()> {
+    let mut out = io::stdout().lock();
+    match cmd {
+        Cmd::Create { table, columns } => {
+            let schema = Schema::parse_cli(&columns)?;
+            Table::create(&table, &schema)?;
+            writeln!(
+                out,
+                "created table {} at version 0: {}",
+                table.display(),
+                schema.to_cli_string()
+            )
+            .map_err(stdout_err)?;
+        }
+        Cmd::Append {
+            table,
+            file,
+            expect_version,
+        } => {
+            let t = Table::open(&table)?;
+            let (name, reader) = input(&file)?;
+            let opts = WriteOptions {
+                expect_version,
+                ..Default::default()
+            };
+            match t.append(&name, reader, &opts)? {
+                Some(v) => {
+                    let rows = t.snapshot_rows_added(v)?;
+                    writeln!(out, "appended {rows} rows to {} as version {v}", table.display())
+                }
+                None => writeln!(out, "no rows in {name}; nothing committed to {}", table.display()),
+            }
+            .map_err(stdout_err)?;
+        }
+        Cmd::Overwrite {
+            table,
+            file,
+            expect_version,
+        } => {
+            let t = Table::open(&table)?;
+            let (name, reader) = input(&file)?;
+            let opts = WriteOptions {
+                expect_version,
+                ..Default::default()
+            };
+            let v = t.overwrite(&name, reader, &opts)?;
+            let rows = t.snapshot_rows_added(v)?;
+            writeln!(out, "overwrote {} with {rows} rows as version {v}", table.display()).map_err(stdout_err)?;
+        }
+        Cmd::Read { table, version, as_of } => {
+            let t = Table::open(&table)?;
+            let v = match (version, as_of) {
+                (Some(v), _) => v,
+                (None, Some(time)) => {
+                    let ts = chrono::DateTime::parse_from_rfc3339(&time)
+                        .map_err(|e| Error::Usage(format!("--as-of {time:?} is not an RFC 3339 time: {e}")))?;
+                    match t.version_as_of(ts.timestamp_millis())? {
+                        Some(v) => v,
+                        None => {
+                            return Err(Error::NoVersionAsOf {
+                                table: table.clone(),
+                                time,
+                                first: rfc3339_ms(t.commit_info(0)?.timestamp),
+                            });
+                        }
+                    }
+                }
+                (None, None) => t.latest_version()?,
+            };
+            let snap = t.snapshot(v)?;
+            t.write_rows(&snap, &mut out)?;
+            out.flush().map_err(stdout_err)?;
+        }
+        Cmd::Describe { table, version, json } => {
+            let t = Table::open(&table)?;
+            let v = match version {
+                Some(v) => v,
+                None => t.latest_version()?,
+            };
+            let s = t.snapshot(v)?;
+            if json {
+                let files: Vec<_> = s
+                    .files
+                    .iter()
+                    .map(|f| json!({"path": f.path, "size": f.size, "numRecords": f.num_records}))
+                    .collect();
+                let schema: serde_json::Value = serde_json::from_str(&s.schema.to_pretty_json()).unwrap_or_default();
+                let doc = json!({
+                    "table": table.display().to_string(),
+                    "version": s.version,
+                    "timestamp": s.timestamp,
+                    "time": rfc3339_ms(s.timestamp),
+                    "tableId": s.metadata.id,
+                    "schema": schema["columns"],
+                    "schemaString": s.metadata.schema_string,
+                    "numFiles": s.files.len(),
+                    "numRecords": s.num_records(),
+                    "sizeBytes": s.size_bytes(),
+                    "files": files,
+                });
+                writeln!(out, "{doc}").map_err(stdout_err)?;
+            } else {
+                writeln!(
+                    out,
+                    "table:   {}\nversion: {}\ntime:    {}\nschema:  {}\nfiles:   {}\nrows:    {}\nbytes:   {}",
+                    table.display(),
+                    s.version,
+                    rfc3339_ms(s.timestamp),
+                    s.schema.to_cli_string(),
+                    s.files.len(),
+                    s.num_records(),
+                    s.size_bytes()
+                )
+                .map_err(stdout_err)?;
+            }
+        }
+        Cmd::History { table, json } => {
+            let t = Table::open(&table)?;
+            let h = t.history()?;
+            if json {
+                let rows: Vec<_> = h
+                    .iter()
+                    .map(|e| {
+                        json!({
+                            "version": e.version,
+                            "timestamp": e.commit_info.timestamp,
+                            "time": rfc3339_ms(e.commit_info.timestamp),
+                            "operation": e.commit_info.short_operation(),
+                            "deltaOperation": e.commit_info.operation,
+                            "operationParameters": e.commit_info.operation_parameters,
+                            "rows": rows_of(&e.commit_info),
+                            "tableRows": e.table_rows,
+                            "tableFiles": e.table_files,
+                        })
+                    })
+                    .collect();
+                writeln!(out, "{}", serde_json::Value::Array(rows)).map_err(stdout_err)?;
+            } else {
+                writeln!(
+                    out,
+                    "{:<8} {:<24} {:<10} {:>10} {:>12}",
+                    "VERSION", "TIME", "OPERATION", "ROWS", "TABLE_ROWS"
+                )
+                .map_err(stdout_err)?;
+                for e in &h {
+                    writeln!(
+                        out,
+                        "{:<8} {:<24} {:<10} {:>10} {:>12}",
+                        e.version,
+                        rfc3339_ms(e.commit_info.timestamp),
+                        e.commit_info.short_operation(),
+                        rows_of(&e.commit_info),
+                        e.table_rows
+                    )
+                    .map_err(stdout_err)?;
+                }
+            }
+        }
+        Cmd::Restore {
+            table,
+            version,
+            expect_version,
+        } => {
+            let t = Table::open(&table)?;
+            let opts = WriteOptions {
+                expect_version,
+                ..Default::default()
+            };
+            let v = t.restore(version, &opts)?;
+            writeln!(out, "restored {} to version {version} as version {v}", table.display()).map_err(stdout_err)?;
+        }
+        Cmd::Vacuum {
+            table,
+            older_than,
+            dry_run,
+        } => {
+            let t = Table::open(&table)?;
+            let retention = match older_than {
+                Some(d) => humantime::parse_duration(&d).map_err(|e| {
+                    Error::Usage(format!("--older-than {d:?} is not a duration like 0s, 30m or 1h: {e}"))
+                })?,
+                None => tinydelta::vacuum::DEFAULT_RETENTION,
+            };
+            let report = tinydelta::vacuum::vacuum(&t, retention, dry_run)?;
+            let verb = if dry_run { "would delete" } else { "deleted" };
+            for p in &report.deleted {
+                writeln!(out, "{verb} {}", p.display()).map_err(stdout_err)?;
+            }
+            writeln!(
+                out,
+                "{verb} {} files ({} bytes) from {}",
+                report.deleted.len(),
+                report.bytes,
+                table.display()
+            )
+            .map_err(stdout_err)?;
+        }
+    }
+    Ok(())
+}
+
+fn rows_of(ci: &tinydelta::actions::CommitInfo) -> u64 {
+    ci.operation_metrics
+        .get("numOutputRows")
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+trait RowsAdded {
+    fn snapshot_rows_added(&self, v: u64) -> Result<u64>;
+}
+
+impl RowsAdded for Table {
+    fn snapshot_rows_added(&self, v: u64) -> Result<u64> {
+        Ok(rows_of(&self.commit_info(v)?))
+    }
+}

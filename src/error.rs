@@ -1,0 +1,150 @@
+//! The crate's one error type and its `Result` alias.
+//!
+//! Every variant renders as one readable sentence that names the table, version, file, line or
+//! path involved, and maps to one of the CLI exit codes of SPEC section 3 via [`Error::exit_code`].
+
+use std::io;
+use std::path::PathBuf;
+
+/// `Result` with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in tinydelta.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O error on a named path.
+    #[error("{op} {}: {source}", path.display())]
+    Io {
+        /// What was being done ("open", "read", "fsync", ...).
+        op: &'static str,
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+
+    /// The path holds no table (no `_delta_log/00000000000000000000.json`).
+    #[error("table not found: {} has no _delta_log/00000000000000000000.json", .0.display())]
+    TableNotFound(PathBuf),
+
+    /// `create` on a folder that already holds a table.
+    #[error("table already exists: {}", .0.display())]
+    TableExists(PathBuf),
+
+    /// A version that the log does not have.
+    #[error("table {}: version {version} not found (latest is {latest})", table.display())]
+    VersionNotFound {
+        /// Table root.
+        table: PathBuf,
+        /// The requested version.
+        version: u64,
+        /// The newest version that exists.
+        latest: u64,
+    },
+
+    /// `--as-of` names a time before version 0 was committed.
+    #[error("table {}: no version was committed at or before {time} (version 0 was committed at {first})", table.display())]
+    NoVersionAsOf {
+        /// Table root.
+        table: PathBuf,
+        /// The requested time, as given.
+        time: String,
+        /// Version 0's commit time, RFC 3339.
+        first: String,
+    },
+
+    /// Input rows that break the rules of SPEC section 1 ("Canonical rows").
+    #[error("{file}: line {line}, column {column}: {reason}")]
+    BadInput {
+        /// The input's name (a path, `<stdin>`, or an `incoming/` name).
+        file: String,
+        /// 1-based line number.
+        line: u64,
+        /// The schema column name, or a 1-based character position for syntax errors.
+        column: String,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// A commit lost a race it cannot rebase over (SPEC section 2, "Concurrency").
+    #[error("table {}: concurrent write: version {version} was committed after this write read version {read_version}; nothing was committed", table.display())]
+    ConcurrentWrite {
+        /// Table root.
+        table: PathBuf,
+        /// The version this write read (or was told to expect).
+        read_version: u64,
+        /// The version somebody else committed first.
+        version: u64,
+    },
+
+    /// The log or a data file is not what the protocol allows.
+    #[error("corrupt table: {}: {reason}", path.display())]
+    Corrupt {
+        /// The offending file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// The table's `protocol` action asks for reader or writer features tinydelta lacks.
+    #[error("table {} needs Delta reader version {reader} / writer version {writer}; tinydelta supports reader 1 / writer 2", table.display())]
+    UnsupportedProtocol {
+        /// Table root.
+        table: PathBuf,
+        /// minReaderVersion.
+        reader: i64,
+        /// minWriterVersion.
+        writer: i64,
+    },
+
+    /// The file system cannot make hard links, so no commit can be published safely.
+    #[error("cannot publish {}: the file system does not support hard links ({source}); nothing was committed", path.display())]
+    LinkUnsupported {
+        /// The version file that could not be linked.
+        path: PathBuf,
+        /// The OS error from link(2).
+        source: io::Error,
+    },
+
+    /// Bad command-line usage (an unknown type, a malformed duration...).
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl Error {
+    /// The CLI exit code of SPEC section 3: 1 error, 2 usage, 3 conflict, 4 not found, 5 bad input.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Io { .. }
+            | Error::TableExists(_)
+            | Error::Corrupt { .. }
+            | Error::UnsupportedProtocol { .. }
+            | Error::LinkUnsupported { .. } => 1,
+            Error::Usage(_) => 2,
+            Error::ConcurrentWrite { .. } => 3,
+            Error::TableNotFound(_) | Error::VersionNotFound { .. } | Error::NoVersionAsOf { .. } => 4,
+            Error::BadInput { .. } => 5,
+        }
+    }
+
+    /// An [`Error::Io`] for `op` on `path`.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// Attach an operation and a path to an `io::Result`.
+pub trait IoContext<T> {
+    /// Map the error into [`Error::Io`] naming `op` and `path`.
+    fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T>;
+}
+
+impl<T> IoContext<T> for io::Result<T> {
+    fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T> {
+        self.map_err(|e| Error::io(op, path, e))
+    }
+}

@@ -1,0 +1,22 @@
+//! tinydelta: a single-node table format with a Delta-Lake-compatible transaction log and JSONL
+//! data files. See `SPEC.md`-derived docs in the README.
+//!
+//! The library is what both binaries stand on: open a [`table::Table`], get a
+//! [`snapshot::Snapshot`] of any version by log replay, stream its rows, and commit appends,
+//! overwrites and restores with the link-publish protocol of [`commit`].
+
+pub mod actions;
+pub mod commit;
+pub mod error;
+pub mod failpoint;
+pub mod log;
+pub mod rows;
+pub mod schema;
+pub mod snapshot;
+pub mod table;
+pub mod vacuum;
+
+pub use error::{Error, Result};
+pub use schema::Schema;
+pub use snapshot::{FileEntry, Snapshot};
+pub use table::{Table, WriteOptions};

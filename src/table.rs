@@ -1,0 +1,520 @@
+//! A table on disk and its operations: create, append, overwrite, restore, snapshots, history.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufWriter, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::actions::{Action, Add, CommitInfo, Format, Metadata, Protocol, Remove};
+use crate::commit::{self, Isolation, Publish};
+use crate::error::{Error, IoContext, Result};
+use crate::failpoint;
+use crate::log::{self, LOG_DIR};
+use crate::rows;
+use crate::schema::Schema;
+use crate::snapshot::{Replay, Snapshot, WRITER_VERSION};
+
+/// `commitInfo.engineInfo`.
+pub const ENGINE_INFO: &str = concat!("tinydelta/", env!("CARGO_PKG_VERSION"));
+
+/// Options shared by every write.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// Commit only if the latest version is still this one (`--expect-version`).
+    pub expect_version: Option<u64>,
+    /// Extra `commitInfo.operationParameters` (e.g. the mount's `stagingId`).
+    pub extra_params: Vec<(String, String)>,
+}
+
+/// A table folder: data files plus `_delta_log/`.
+#[derive(Debug, Clone)]
+pub struct Table {
+    root: PathBuf,
+    log_dir: PathBuf,
+}
+
+/// One line of `history`.
+#[derive(Debug, Clone)]
+pub struct HistoryEntry {
+    /// The version.
+    pub version: u64,
+    /// The commit's commitInfo.
+    pub commit_info: CommitInfo,
+    /// Rows live after the commit.
+    pub table_rows: u64,
+    /// Live files after the commit.
+    pub table_files: usize,
+}
+
+impl Table {
+    /// Open an existing table. Errors: [`Error::TableNotFound`] when `root` has no version 0.
+    pub fn open(root: impl AsRef<Path>) -> Result<Table> {
+        let root = root.as_ref().to_path_buf();
+        let log_dir = root.join(LOG_DIR);
+        if !log_dir.join(log::commit_file_name(0)).is_file() {
+            return Err(Error::TableNotFound(root));
+        }
+        Ok(Table { root, log_dir })
+    }
+
+    /// Create a table with `schema` as version 0 (`CREATE TABLE`: commitInfo, protocol,
+    /// metaData). The folder may exist (empty or not) but must hold no table.
+    ///
+    /// Errors: [`Error::TableExists`]; [`Error::Io`].
+    pub fn create(root: impl AsRef<Path>, schema: &Schema) -> Result<Table> {
+        let root = root.as_ref().to_path_buf();
+        let log_dir = root.join(LOG_DIR);
+        fs::create_dir_all(&log_dir).ctx("create", &log_dir)?;
+        if log_dir.join(log::commit_file_name(0)).exists() {
+            return Err(Error::TableExists(root));
+        }
+        if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
+            let _ = commit::fsync_dir(parent);
+        }
+        commit::fsync_dir(&root)?;
+        let ts = commit::now_ms();
+        let schema_string = schema.to_schema_string();
+        let actions = vec![
+            Action::commit_info(CommitInfo {
+                timestamp: ts,
+                operation: "CREATE TABLE".into(),
+                operation_parameters: BTreeMap::from([
+                    ("mode".into(), "ErrorIfExists".into()),
+                    ("partitionBy".into(), "[]".into()),
+                    ("description".into(), String::new()),
+                    ("properties".into(), "{}".into()),
+                ]),
+                read_version: None,
+                isolation_level: Some("Serializable".into()),
+                is_blind_append: true,
+                operation_metrics: BTreeMap::new(),
+                engine_info: Some(ENGINE_INFO.into()),
+            }),
+            Action::protocol(Protocol {
+                min_reader_version: 1,
+                min_writer_version: WRITER_VERSION,
+            }),
+            Action::metadata(Metadata {
+                id: uuid::Uuid::new_v4().to_string(),
+                format: Format {
+                    provider: "json".into(),
+                    options: BTreeMap::new(),
+                },
+                schema_string,
+                partition_columns: vec![],
+                configuration: BTreeMap::new(),
+                created_time: Some(ts),
+            }),
+        ];
+        match commit::publish(&root, 0, &commit::encode(&actions))? {
+            Publish::Won => Ok(Table { root, log_dir }),
+            Publish::Lost => Err(Error::TableExists(root)),
+        }
+    }
+
+    /// The table folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `_delta_log/{version:020}.json`.
+    pub fn commit_path(&self, version: u64) -> PathBuf {
+        self.log_dir.join(log::commit_file_name(version))
+    }
+
+    /// The newest version: a listing of `_delta_log/`, then a probe for versions published
+    /// since. Errors: [`Error::Io`].
+    pub fn latest_version(&self) -> Result<u64> {
+        let listed = log::list_versions(&self.log_dir)?.last().copied().unwrap_or(0);
+        Ok(self.latest_version_from(listed))
+    }
+
+    /// The newest version at or after `hint` (a version known to exist), found by probing
+    /// `hint + 1, hint + 2, ...` with stat(2); cost proportional to the commits since `hint`.
+    pub fn latest_version_from(&self, hint: u64) -> u64 {
+        let mut v = hint;
+        while self.commit_path(v + 1).exists() {
+            v += 1;
+        }
+        v
+    }
+
+    /// The commitInfo of one version. Errors: [`Error::VersionNotFound`], [`Error::Corrupt`].
+    pub fn commit_info(&self, version: u64) -> Result<CommitInfo> {
+        log::read_commit_info(&self.commit_path(version)).map_err(|e| self.not_found(version, e))
+    }
+
+    fn not_found(&self, version: u64, e: Error) -> Error {
+        match e {
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => Error::VersionNotFound {
+                table: self.root.clone(),
+                version,
+                latest: self.latest_version().unwrap_or(0),
+            },
+            e => e,
+        }
+    }
+
+    /// Replay versions `0..=version`, calling `each` after every commit. Errors:
+    /// [`Error::VersionNotFound`] (including a gap in the log), [`Error::Corrupt`].
+    fn replay(
+        &self,
+        version: u64,
+        replay: &mut Replay,
+        mut each: impl FnMut(u64, &Replay, CommitInfo) -> Result<()>,
+    ) -> Result<()> {
+        for v in 0..=version {
+            let path = self.commit_path(v);
+            let actions = match log::read_commit(&path) {
+                Ok(a) => a,
+                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                    let latest = self.latest_version()?;
+                    if v <= latest {
+                        return Err(Error::Corrupt {
+                            path,
+                            reason: format!("the log has a gap: version {v} is missing but version {latest} exists"),
+                        });
+                    }
+                    return Err(Error::VersionNotFound {
+                        table: self.root.clone(),
+                        version,
+                        latest,
+                    });
+                }
+                Err(e) => return Err(e),
+            };
+            let info = replay.apply(&self.root, &path, actions)?;
+            each(v, replay, info)?;
+        }
+        Ok(())
+    }
+
+    /// The snapshot of `version` by log replay from version 0.
+    ///
+    /// Errors: [`Error::VersionNotFound`], [`Error::Corrupt`], [`Error::UnsupportedProtocol`].
+    pub fn snapshot(&self, version: u64) -> Result<Snapshot> {
+        let mut replay = Replay::default();
+        let mut last = None;
+        self.replay(version, &mut replay, |v, _, info| {
+            if v == version {
+                last = Some(info);
+            }
+            Ok(())
+        })?;
+        replay.snapshot(&self.root, version, last.unwrap_or_default())
+    }
+
+    /// The snapshot of the newest version.
+    pub fn latest_snapshot(&self) -> Result<Snapshot> {
+        self.snapshot(self.latest_version()?)
+    }
+
+    /// One entry per version, oldest first, with the table's rows and files after each commit.
+    pub fn history(&self) -> Result<Vec<HistoryEntry>> {
+        let latest = self.latest_version()?;
+        let mut out = Vec::new();
+        let mut replay = Replay::default();
+        self.replay(latest, &mut replay, |v, r, info| {
+            let snap_rows = r.live_rows();
+            out.push(HistoryEntry {
+                version: v,
+                commit_info: info,
+                table_rows: snap_rows.0,
+                table_files: snap_rows.1,
+            });
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Every data file path any `add` of any version named (for vacuum).
+    pub fn all_added_paths(&self) -> Result<HashSet<String>> {
+        let mut replay = Replay::recording_added();
+        let latest = self.latest_version()?;
+        self.replay(latest, &mut replay, |_, _, _| Ok(()))?;
+        Ok(replay.ever_added.unwrap_or_default())
+    }
+
+    /// The newest version whose commit timestamp is at or before `time_ms` (timestamps are
+    /// strictly increasing, so a binary search). Errors: `None` when `time_ms` is before
+    /// version 0.
+    pub fn version_as_of(&self, time_ms: i64) -> Result<Option<u64>> {
+        let latest = self.latest_version()?;
+        if self.commit_info(0)?.timestamp > time_ms {
+            return Ok(None);
+        }
+        let (mut lo, mut hi) = (0u64, latest);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if self.commit_info(mid)?.timestamp <= time_ms {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        Ok(Some(lo))
+    }
+
+    /// Open a data file of a snapshot for reading, refusing a symlink that leads out of the table.
+    pub fn open_data_file(&self, rel: &str) -> Result<File> {
+        let path = self.root.join(rel);
+        let meta = fs::symlink_metadata(&path).ctx("stat", &path)?;
+        if meta.file_type().is_symlink() {
+            let real = fs::canonicalize(&path).ctx("resolve", &path)?;
+            let root = fs::canonicalize(&self.root).ctx("resolve", &self.root)?;
+            if !real.starts_with(&root) {
+                return Err(Error::Corrupt {
+                    path,
+                    reason: "data file is a symlink leading out of the table".into(),
+                });
+            }
+        }
+        File::open(&path).ctx("open", &path)
+    }
+
+    /// Write the rows of `snapshot` (its data files concatenated) to `out`.
+    pub fn write_rows(&self, snapshot: &Snapshot, out: &mut impl Write) -> Result<u64> {
+        let mut n = 0;
+        for f in &snapshot.files {
+            let mut file = self.open_data_file(&f.path)?;
+            n += std::io::copy(&mut file, out).map_err(|e| Error::io("copy", self.root.join(&f.path), e))?;
+        }
+        Ok(n)
+    }
+
+    /// Validate and canonicalise `input` into a new `part-<uuid>.jsonl`, fsynced with its folder.
+    /// Returns the `add` action, or `None` (and no file) when the input has no rows.
+    fn write_data_file(&self, schema: &Schema, source: &str, input: impl BufRead) -> Result<Option<Add>> {
+        let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
+        let path = self.root.join(&name);
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&path)
+            .ctx("create", &path)?;
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        let result = rows::canonicalize(schema, source, input, &mut w, &path).and_then(|stats| {
+            let file = w.into_inner().map_err(|e| Error::io("write", &path, e.into_error()))?;
+            file.sync_all().ctx("fsync", &path)?;
+            Ok(stats)
+        });
+        let stats = match result {
+            Ok(s) if s.num_records > 0 => s,
+            other => {
+                let _ = fs::remove_file(&path);
+                return other.map(|_| None);
+            }
+        };
+        commit::fsync_dir(&self.root)?;
+        failpoint::hit("data-written")?;
+        Ok(Some(Add {
+            path: name,
+            partition_values: BTreeMap::new(),
+            size: stats.bytes,
+            modification_time: commit::now_ms(),
+            data_change: true,
+            stats: Some(stats.to_stats_json(schema)),
+        }))
+    }
+
+    /// Append the rows of `input` as one `WRITE` (mode `Append`) commit, a blind append that
+    /// rebases over concurrent appends. Returns the new version, or `None` when the input has no
+    /// rows (nothing is committed).
+    ///
+    /// Errors: [`Error::BadInput`] (nothing committed, no file left); [`Error::ConcurrentWrite`]
+    /// when a concurrent commit changed the schema or `expect_version` no longer holds.
+    pub fn append(&self, source: &str, input: impl BufRead, opts: &WriteOptions) -> Result<Option<u64>> {
+        let read_version = self.latest_version()?;
+        let snap = self.snapshot(read_version)?;
+        self.check_writable(&snap)?;
+        let Some(add) = self.write_data_file(&snap.schema, source, input)? else {
+            return Ok(None);
+        };
+        let rows = add.num_records().unwrap_or(0);
+        let mut params = BTreeMap::from([("mode".to_string(), "Append".to_string())]);
+        params.extend(opts.extra_params.iter().cloned());
+        let metrics = BTreeMap::from([
+            ("numFiles".into(), "1".into()),
+            ("numOutputRows".into(), rows.to_string()),
+            ("numOutputBytes".into(), add.size.to_string()),
+        ]);
+        let res = commit::commit_loop(
+            &self.root,
+            read_version,
+            Isolation::BlindAppend,
+            opts.expect_version,
+            |v, ts| {
+                vec![
+                    Action::commit_info(CommitInfo {
+                        timestamp: ts,
+                        operation: "WRITE".into(),
+                        operation_parameters: params.clone(),
+                        read_version: Some(v as i64 - 1),
+                        isolation_level: Some("Serializable".into()),
+                        is_blind_append: true,
+                        operation_metrics: metrics.clone(),
+                        engine_info: Some(ENGINE_INFO.into()),
+                    }),
+                    Action::add(add.clone()),
+                ]
+            },
+        );
+        self.cleanup_on_error(res, &[&add.path]).map(Some)
+    }
+
+    fn cleanup_on_error(&self, res: Result<u64>, files: &[&str]) -> Result<u64> {
+        if res.is_err() {
+            for f in files {
+                let _ = fs::remove_file(self.root.join(f));
+            }
+        }
+        res
+    }
+
+    fn check_writable(&self, snap: &Snapshot) -> Result<()> {
+        if snap.protocol.min_writer_version > WRITER_VERSION {
+            return Err(Error::UnsupportedProtocol {
+                table: self.root.clone(),
+                reader: snap.protocol.min_reader_version,
+                writer: snap.protocol.min_writer_version,
+            });
+        }
+        Ok(())
+    }
+
+    fn removes(snap_files: &[&crate::snapshot::FileEntry], ts: i64) -> Vec<Action> {
+        snap_files
+            .iter()
+            .map(|f| {
+                Action::remove(Remove {
+                    path: f.path.clone(),
+                    deletion_timestamp: Some(ts),
+                    data_change: true,
+                    extended_file_metadata: Some(true),
+                    partition_values: Some(BTreeMap::new()),
+                    size: Some(f.size),
+                })
+            })
+            .collect()
+    }
+
+    /// Replace every live file with the rows of `input` as one `WRITE` (mode `Overwrite`)
+    /// commit. Returns the new version.
+    ///
+    /// Errors: [`Error::BadInput`]; [`Error::ConcurrentWrite`] if any commit landed after the
+    /// version this overwrite read.
+    pub fn overwrite(&self, source: &str, input: impl BufRead, opts: &WriteOptions) -> Result<u64> {
+        let read_version = self.latest_version()?;
+        let snap = self.snapshot(read_version)?;
+        self.check_writable(&snap)?;
+        let add = self.write_data_file(&snap.schema, source, input)?;
+        let rows = add.as_ref().and_then(Add::num_records).unwrap_or(0);
+        let mut params = BTreeMap::from([("mode".to_string(), "Overwrite".to_string())]);
+        params.extend(opts.extra_params.iter().cloned());
+        let metrics = BTreeMap::from([
+            ("numFiles".into(), usize::from(add.is_some()).to_string()),
+            ("numOutputRows".into(), rows.to_string()),
+            ("numOutputBytes".into(), add.as_ref().map_or(0, |a| a.size).to_string()),
+            ("numRemovedFiles".into(), snap.files.len().to_string()),
+        ]);
+        let live: Vec<_> = snap.files.iter().collect();
+        let res = commit::commit_loop(
+            &self.root,
+            read_version,
+            Isolation::ReadDependent,
+            opts.expect_version,
+            |v, ts| {
+                let mut actions = vec![Action::commit_info(CommitInfo {
+                    timestamp: ts,
+                    operation: "WRITE".into(),
+                    operation_parameters: params.clone(),
+                    read_version: Some(v as i64 - 1),
+                    isolation_level: Some("Serializable".into()),
+                    is_blind_append: false,
+                    operation_metrics: metrics.clone(),
+                    engine_info: Some(ENGINE_INFO.into()),
+                })];
+                actions.extend(Self::removes(&live, ts));
+                actions.extend(add.iter().cloned().map(Action::add));
+                actions
+            },
+        );
+        let files: Vec<&str> = add.iter().map(|a| a.path.as_str()).collect();
+        self.cleanup_on_error(res, &files)
+    }
+
+    /// Commit a `RESTORE` whose snapshot equals version `target`'s: same files in the same order
+    /// (so `read` is byte-identical) and the same schema. Later versions stay readable.
+    ///
+    /// Errors: [`Error::VersionNotFound`]; [`Error::ConcurrentWrite`].
+    pub fn restore(&self, target: u64, opts: &WriteOptions) -> Result<u64> {
+        let read_version = self.latest_version()?;
+        let cur = self.snapshot(read_version)?;
+        self.check_writable(&cur)?;
+        let old = self.snapshot(target)?;
+        let wanted: HashSet<&str> = old.files.iter().map(|f| f.path.as_str()).collect();
+        let kept: Vec<&str> = cur
+            .files
+            .iter()
+            .map(|f| f.path.as_str())
+            .filter(|p| wanted.contains(p))
+            .collect();
+        // Keep files that are already live when they form a prefix of the target's order; re-add
+        // the rest so that replay yields exactly the target's order.
+        let prefix = kept.iter().zip(&old.files).take_while(|(a, b)| **a == b.path).count();
+        let kept_prefix: HashSet<&str> = kept[..prefix].iter().copied().collect();
+        let to_remove: Vec<_> = cur
+            .files
+            .iter()
+            .filter(|f| !kept_prefix.contains(f.path.as_str()))
+            .collect();
+        let to_add: Vec<Add> = old.files[prefix..].iter().map(|f| f.add.clone()).collect();
+        let schema_changed = cur.metadata != old.metadata;
+        let metrics = BTreeMap::from([
+            ("numRestoredFile".into(), to_add.len().to_string()),
+            ("numRemovedFile".into(), to_remove.len().to_string()),
+            (
+                "restoredFilesSize".into(),
+                to_add.iter().map(|a| a.size).sum::<u64>().to_string(),
+            ),
+            (
+                "removedFilesSize".into(),
+                to_remove.iter().map(|f| f.size).sum::<u64>().to_string(),
+            ),
+            ("numOfFilesAfterRestore".into(), old.files.len().to_string()),
+            ("tableSizeAfterRestore".into(), old.size_bytes().to_string()),
+            ("numOutputRows".into(), old.num_records().to_string()),
+        ]);
+        let mut params = BTreeMap::from([("version".to_string(), target.to_string())]);
+        params.extend(opts.extra_params.iter().cloned());
+        commit::commit_loop(
+            &self.root,
+            read_version,
+            Isolation::ReadDependent,
+            opts.expect_version,
+            |v, ts| {
+                let mut actions = vec![Action::commit_info(CommitInfo {
+                    timestamp: ts,
+                    operation: "RESTORE".into(),
+                    operation_parameters: params.clone(),
+                    read_version: Some(v as i64 - 1),
+                    isolation_level: Some("Serializable".into()),
+                    is_blind_append: false,
+                    operation_metrics: metrics.clone(),
+                    engine_info: Some(ENGINE_INFO.into()),
+                })];
+                if schema_changed {
+                    actions.push(Action::metadata(old.metadata.clone()));
+                }
+                actions.extend(Self::removes(&to_remove, ts));
+                actions.extend(to_add.iter().cloned().map(|mut a| {
+                    a.data_change = true;
+                    Action::add(a)
+                }));
+                actions
+            },
+        )
+    }
+}
