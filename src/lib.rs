@@ -9,6 +9,7 @@ pub mod actions;
 pub mod commit;
 pub mod error;
 pub mod failpoint;
+pub mod fuse;
 pub mod log;
 pub mod rows;
 pub mod schema;

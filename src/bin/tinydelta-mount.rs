@@ -1,0 +1,58 @@
+//! `tinydelta-mount TABLE MOUNTPOINT`: every version of a table as a directory (SPEC section 4).
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use tinydelta::fuse::daemon::{self, MountArgs};
+
+/// Mount a tinydelta table: `v/<n>/data.jsonl` for every version, a live `latest` symlink, and
+/// an `incoming/` drop box where a file written and closed becomes one append commit.
+#[derive(Parser, Debug)]
+#[command(name = "tinydelta-mount", version, about)]
+struct Cli {
+    /// The table folder.
+    table: PathBuf,
+    /// An empty directory to mount it on.
+    mountpoint: PathBuf,
+    /// Stay in the foreground (log to stderr) instead of returning once the mount is ready.
+    #[arg(short, long)]
+    foreground: bool,
+    /// Mount options, comma-separated: allow_other (others may read; the kernel checks
+    /// permissions), allow_root, default_permissions.
+    #[arg(short = 'o', value_name = "OPTIONS")]
+    options: Vec<String>,
+    /// Worker threads serving requests (default: twice the CPUs, 4 to 16).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Where the background daemon writes its log (default: nowhere). Verbosity: RUST_LOG.
+    #[arg(long, value_name = "FILE")]
+    log_file: Option<PathBuf>,
+    /// Internal: print READY or ERROR on stdout once mounted (used by the background start).
+    #[arg(long, hide = true)]
+    notify_ready: bool,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    env_logger::Builder::from_env(
+        env_logger::Env::default().default_filter_or("warn,tinydelta=info,fuser::session=error"),
+    )
+    .format_timestamp_millis()
+    .init();
+    let mut args = MountArgs {
+        table: cli.table,
+        mountpoint: cli.mountpoint,
+        foreground: cli.foreground,
+        threads: cli.threads,
+        log_file: cli.log_file,
+        notify_ready: cli.notify_ready,
+        ..MountArgs::default()
+    };
+    for o in &cli.options {
+        if let Err(e) = daemon::apply_options(&mut args, o) {
+            eprintln!("tinydelta-mount: {}", e.message);
+            std::process::exit(e.code);
+        }
+    }
+    std::process::exit(daemon::run(args));
+}

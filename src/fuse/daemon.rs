@@ -1,0 +1,463 @@
+//! The `tinydelta-mount` process: checks with clear errors, background start that returns only
+//! once the mount is ready, signal handling, clean unmount.
+//!
+//! Background start re-executes the binary with `--foreground --notify-ready` in a new session
+//! (`setsid`), stdin and stdout detached, and waits on a pipe (the child's stdout) for one line:
+//! `READY` once the kernel has completed the FUSE handshake, or `ERROR <exit code> <message>`.
+//! The daemon's log goes to `--log-file` (or nowhere).
+//!
+//! Shutdown: SIGINT, SIGTERM and SIGHUP are blocked in every thread and taken by one thread
+//! with `sigwait`, which unmounts (lazily if files are still open); `fusermount3 -u` and `umount`
+//! end the session from outside. Either way the kernel closes the FUSE connection, the worker
+//! threads return and the process exits 0.
+
+use std::ffi::CString;
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use fuser::{Config, MountOption, Session, SessionACL};
+use log::{error, info, warn};
+
+use super::errno::FsError;
+use super::fs::TableFs;
+use super::view::{TableView, ViewConfig};
+
+/// What `tinydelta-mount` was asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct MountArgs {
+    /// The table folder.
+    pub table: PathBuf,
+    /// Where to mount it.
+    pub mountpoint: PathBuf,
+    /// Stay attached (do not start in the background).
+    pub foreground: bool,
+    /// `-o allow_other`: other users may read (the kernel then checks permissions).
+    pub allow_other: bool,
+    /// `-o allow_root`: root may access too.
+    pub allow_root: bool,
+    /// Worker threads (default: twice the CPUs, at least 4, at most 16).
+    pub threads: Option<usize>,
+    /// Where the background daemon writes its log.
+    pub log_file: Option<PathBuf>,
+    /// Internal: report readiness on stdout (set for the background child).
+    pub notify_ready: bool,
+}
+
+/// A failure before the mount was ready: a message for the user and the exit code.
+#[derive(Debug)]
+pub struct StartError {
+    /// 1 error, 2 usage, 4 table not found.
+    pub code: i32,
+    /// One readable sentence.
+    pub message: String,
+}
+
+impl StartError {
+    fn new(code: i32, message: impl Into<String>) -> StartError {
+        StartError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Parse a `-o` option list (`allow_other,default_permissions`) into `args`.
+pub fn apply_options(args: &mut MountArgs, opts: &str) -> Result<(), StartError> {
+    for o in opts.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+        match o {
+            "allow_other" => args.allow_other = true,
+            "allow_root" => args.allow_root = true,
+            // Always on with allow_other; accepted for compatibility.
+            "default_permissions" | "rw" => {}
+            _ => {
+                return Err(StartError::new(
+                    2,
+                    format!("unknown mount option {o:?} (known: allow_other, allow_root, default_permissions)"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Run `tinydelta-mount`; returns the process exit code.
+pub fn run(args: MountArgs) -> i32 {
+    raise_fd_limit();
+    if args.foreground {
+        foreground(args)
+    } else {
+        background(args)
+    }
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+fn background(args: MountArgs) -> i32 {
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("tinydelta-mount: cannot find its own executable: {e}");
+            return 1;
+        }
+    };
+    let mut cmd = Command::new(exe);
+    cmd.arg(absolute(&args.table))
+        .arg(absolute(&args.mountpoint))
+        .arg("--foreground")
+        .arg("--notify-ready");
+    let mut opts = Vec::new();
+    if args.allow_other {
+        opts.push("allow_other");
+    }
+    if args.allow_root {
+        opts.push("allow_root");
+    }
+    if !opts.is_empty() {
+        cmd.arg("-o").arg(opts.join(","));
+    }
+    if let Some(t) = args.threads {
+        cmd.arg("--threads").arg(t.to_string());
+    }
+    let stderr = match &args.log_file {
+        Some(path) => match OpenOptions::new().create(true).append(true).open(path) {
+            Ok(f) => Stdio::from(f),
+            Err(e) => {
+                eprintln!("tinydelta-mount: cannot open log file {}: {e}", path.display());
+                return 1;
+            }
+        },
+        None => Stdio::null(),
+    };
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .current_dir("/");
+    // SAFETY: setsid is async-signal-safe; it detaches the daemon from the terminal's session
+    // so a Ctrl-C meant for the shell does not reach it.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("tinydelta-mount: cannot start the daemon: {e}");
+            return 1;
+        }
+    };
+    let Some(out) = child.stdout.take() else {
+        eprintln!("tinydelta-mount: cannot talk to the daemon");
+        return 1;
+    };
+    let mut line = String::new();
+    let _ = BufReader::new(out).read_line(&mut line);
+    let line = line.trim_end();
+    if line == "READY" {
+        return 0;
+    }
+    if let Some(rest) = line.strip_prefix("ERROR ") {
+        let (code, msg) = rest.split_once(' ').unwrap_or(("1", rest));
+        eprintln!("tinydelta-mount: {msg}");
+        let _ = child.wait();
+        return code.parse().unwrap_or(1);
+    }
+    let status = child.wait();
+    eprintln!(
+        "tinydelta-mount: the daemon exited before the mount was ready ({}); run with --foreground to see why",
+        match status {
+            Ok(s) => s.to_string(),
+            Err(e) => e.to_string(),
+        }
+    );
+    1
+}
+
+fn signal_set() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialise the set we own.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        set
+    }
+}
+
+fn foreground(args: MountArgs) -> i32 {
+    // Block the shutdown signals before any thread exists, so every thread inherits the mask
+    // and only the sigwait thread below receives them.
+    let set = signal_set();
+    // SAFETY: changes this thread's signal mask only.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+    let notify = args.notify_ready;
+    let report = |e: StartError| -> i32 {
+        if notify {
+            let msg = e.message.replace('\n', " ");
+            let mut out = io::stdout();
+            let _ = writeln!(out, "ERROR {} {msg}", e.code);
+            let _ = out.flush();
+        }
+        error!("{}", e.message);
+        if !notify {
+            eprintln!("tinydelta-mount: {}", e.message);
+        }
+        e.code
+    };
+    let (mut session, mountpoint) = match start(&args) {
+        Ok(s) => s,
+        Err(e) => return report(e),
+    };
+    info!("mounted {} at {}", args.table.display(), mountpoint.display());
+    if notify {
+        let mut out = io::stdout();
+        let _ = writeln!(out, "READY");
+        let _ = out.flush();
+        detach_stdout();
+    }
+    let mp = mountpoint.clone();
+    let mut unmounter = session.unmount_callable();
+    let spawned = std::thread::Builder::new().name("signals".into()).spawn(move || {
+        loop {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: waits for one of the blocked signals in `set`.
+            let rc = unsafe { libc::sigwait(&set, &mut sig) };
+            if rc != 0 {
+                continue;
+            }
+            info!("signal {sig}: unmounting {}", mp.display());
+            // fuser's own unmount first (it then knows); if files are open, a lazy one.
+            if unmounter.unmount().is_ok() {
+                break;
+            }
+            match unmount(&mp) {
+                Ok(()) => break,
+                Err(e) => warn!("unmount of {} failed: {e}", mp.display()),
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        warn!("no signal thread ({e}); use fusermount3 -u to unmount");
+    }
+    match session.run() {
+        Ok(()) => {
+            info!("unmounted {}", mountpoint.display());
+            0
+        }
+        Err(e) => {
+            error!("session ended with an error: {e}");
+            1
+        }
+    }
+}
+
+/// After the ready line, stdout is the parent's pipe, which it closes: point fd 1 at /dev/null.
+fn detach_stdout() {
+    if let Ok(null) = File::options().write(true).open("/dev/null") {
+        // SAFETY: dup2 onto fd 1; both descriptors are valid.
+        unsafe {
+            libc::dup2(null.as_raw_fd(), 1);
+        }
+    }
+}
+
+/// Checks with clear errors, then the mount (returns after the FUSE handshake).
+fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
+    check_dev_fuse()?;
+    let mountpoint = check_mountpoint(&args.mountpoint)?;
+    let table_root = absolute(&args.table);
+    let view = TableView::load(&table_root, ViewConfig::default()).map_err(|e| match e {
+        FsError::Table(t) => StartError::new(t.exit_code(), t.to_string()),
+        FsError::Io(io) if io.kind() == io::ErrorKind::WouldBlock => StartError::new(1, io.to_string()),
+        other => StartError::new(1, format!("cannot open {}/_staging: {other}", table_root.display())),
+    })?;
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName(format!("tinydelta:{}", table_root.display())),
+        MountOption::Subtype("tinydelta".into()),
+        MountOption::NoSuid,
+        MountOption::NoDev,
+        MountOption::NoAtime,
+    ];
+    if args.allow_other {
+        config.mount_options.push(MountOption::DefaultPermissions);
+        config.acl = SessionACL::All;
+    } else if args.allow_root {
+        config.mount_options.push(MountOption::DefaultPermissions);
+        config.acl = SessionACL::RootAndOwner;
+    }
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    config.n_threads = Some(args.threads.unwrap_or((cpus * 2).clamp(4, 16)).max(1));
+    config.clone_fd = true;
+    let session = Session::new(TableFs::new(view), &mountpoint, &config).map_err(|e| {
+        let hint = match e.kind() {
+            io::ErrorKind::PermissionDenied if args.allow_other => {
+                " (allow_other needs root or user_allow_other in /etc/fuse.conf)"
+            }
+            io::ErrorKind::PermissionDenied => " (is fusermount3 installed and setuid root?)",
+            _ => "",
+        };
+        StartError::new(1, format!("cannot mount at {}: {e}{hint}", mountpoint.display()))
+    })?;
+    Ok((session, mountpoint))
+}
+
+fn check_dev_fuse() -> Result<(), StartError> {
+    match std::fs::metadata("/dev/fuse") {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(StartError::new(
+            1,
+            "no /dev/fuse: the FUSE kernel module is not loaded (try `modprobe fuse`), or this container was \
+             started without --device /dev/fuse",
+        )),
+        Err(e) => Err(StartError::new(1, format!("cannot use /dev/fuse: {e}"))),
+    }
+}
+
+/// The mount point, absolute, after checking it is an existing, non-busy, non-stale directory.
+fn check_mountpoint(mp: &Path) -> Result<PathBuf, StartError> {
+    let shown = mp.display();
+    match std::fs::metadata(mp) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+            return Err(StartError::new(
+                1,
+                format!(
+                    "stale mount point {shown}: the daemon that served it is gone (transport endpoint is not \
+                     connected); run `fusermount3 -u {shown}` first"
+                ),
+            ));
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(StartError::new(1, format!("mount point {shown} does not exist")));
+        }
+        Err(e) => return Err(StartError::new(1, format!("mount point {shown}: {e}"))),
+        Ok(m) if !m.is_dir() => return Err(StartError::new(1, format!("mount point {shown} is not a directory"))),
+        Ok(_) => {}
+    }
+    let abs = std::fs::canonicalize(mp).map_err(|e| StartError::new(1, format!("mount point {shown}: {e}")))?;
+    if is_mount_point(&abs) {
+        return Err(StartError::new(
+            1,
+            format!(
+                "mount point {shown} is busy: something is already mounted there (unmount it first: \
+                 `fusermount3 -u {shown}`)"
+            ),
+        ));
+    }
+    Ok(abs)
+}
+
+/// Whether `path` (canonical) is listed as a mount point in /proc/self/mountinfo.
+pub fn is_mount_point(path: &Path) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    info.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .any(|m| unescape_mountinfo(m).as_slice() == path.as_os_str().as_bytes())
+}
+
+fn unescape_mountinfo(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Unmount `mp`: a plain unmount, or a lazy one when files are still open (the daemon then
+/// exits when the last one is closed). Non-root users go through `fusermount3 -u`.
+pub fn unmount(mp: &Path) -> io::Result<()> {
+    let c = CString::new(mp.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: umount2 with a NUL-terminated path.
+    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EBUSY) => {
+            warn!("{} is busy; detaching it lazily", mp.display());
+            // SAFETY: as above.
+            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        }
+        Some(libc::EPERM) => {
+            let status = Command::new("fusermount3")
+                .arg("-u")
+                .arg("-z")
+                .arg("--")
+                .arg(mp)
+                .status()?;
+            if status.success() {
+                Ok(())
+            } else {
+                Err(io::Error::other(format!("fusermount3 -u -z failed: {status}")))
+            }
+        }
+        _ => Err(err),
+    }
+}
+
+fn raise_fd_limit() {
+    // SAFETY: get/setrlimit on a struct we own.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes() {
+        assert_eq!(unescape_mountinfo(r"/mnt/a\040b"), b"/mnt/a b");
+        assert_eq!(unescape_mountinfo(r"/x\\"), br"/x\\");
+        assert_eq!(unescape_mountinfo("/"), b"/");
+    }
+
+    #[test]
+    fn options() {
+        let mut a = MountArgs::default();
+        apply_options(&mut a, "allow_other,default_permissions").unwrap();
+        assert!(a.allow_other);
+        assert_eq!(apply_options(&mut a, "bogus").unwrap_err().code, 2);
+    }
+
+    #[test]
+    fn mountpoint_errors() {
+        let e = check_mountpoint(Path::new("/nonexistent/dir")).unwrap_err();
+        assert!(e.message.contains("does not exist"), "{}", e.message);
+        let e = check_mountpoint(Path::new("/")).unwrap_err();
+        assert!(e.message.contains("busy"), "{}", e.message);
+        let f = tempfile::NamedTempFile::new().unwrap();
+        let e = check_mountpoint(f.path()).unwrap_err();
+        assert!(e.message.contains("not a directory"), "{}", e.message);
+    }
+}

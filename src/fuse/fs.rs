@@ -1,0 +1,464 @@
+//! The thin `fuser::Filesystem` wrapper: convert arguments, call [`TableView`], reply.
+//!
+//! Nothing here decides anything about the table; the only logic is finding out who is
+//! calling ([`caller`]): the kernel gives the thread id, commit-on-close needs the process.
+
+use std::ffi::OsStr;
+use std::io;
+use std::path::Path;
+use std::time::SystemTime;
+
+use fuser::{
+    AccessFlags, BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use log::debug;
+
+use super::errno::FsError;
+use super::view::{Attr, Caller, Kind, Opened, SetAttrs, TableView};
+
+/// Largest read and write request the daemon asks the kernel for (the kernel caps requests at
+/// `/proc/sys/fs/fuse/max_pages_limit` pages, 1 MiB by default).
+pub const MAX_IO: u32 = 1 << 20;
+
+/// The mounted file system: a [`TableView`] behind `fuser`'s trait.
+#[derive(Debug)]
+pub struct TableFs {
+    view: TableView,
+}
+
+impl TableFs {
+    /// Wrap a view.
+    pub fn new(view: TableView) -> TableFs {
+        TableFs { view }
+    }
+}
+
+fn errno(e: &FsError) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+fn log_err(op: &str, e: &FsError) -> Errno {
+    debug!("{op}: {e}");
+    errno(e)
+}
+
+fn file_attr(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks: a.size.div_ceil(512),
+        atime: a.mtime,
+        mtime: a.mtime,
+        ctime: a.mtime,
+        crtime: a.mtime,
+        kind: match a.kind {
+            Kind::Dir => FileType::Directory,
+            Kind::File => FileType::RegularFile,
+            Kind::Symlink => FileType::Symlink,
+        },
+        perm: a.perm,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+fn fopen(o: &Opened) -> FopenFlags {
+    let mut f = FopenFlags::empty();
+    if o.keep_cache {
+        f |= FopenFlags::FOPEN_KEEP_CACHE;
+    }
+    if o.no_flush {
+        f |= FopenFlags::FOPEN_NOFLUSH;
+    }
+    f
+}
+
+fn is_write(flags: i32) -> bool {
+    matches!(OpenFlags(flags).acc_mode(), OpenAccMode::O_WRONLY | OpenAccMode::O_RDWR) || flags & libc::O_TRUNC != 0
+}
+
+/// The process behind a request: its thread-group id (the kernel reports the calling thread),
+/// and whether it is exiting because a signal killed it (then its closes are not commits).
+pub fn caller(pid: u32) -> Caller {
+    if pid == 0 {
+        return Caller::default();
+    }
+    let tgid = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Tgid:"))
+                .and_then(|v| v.trim().parse::<u32>().ok())
+        });
+    Caller {
+        tgid: tgid.or(Some(pid)),
+        killed: killed_by_signal(pid),
+    }
+}
+
+/// `/proc/PID/stat`: flags (field 9) has PF_EXITING while the process exits; exit_code (field
+/// 52) is set before its files are closed, and its low 7 bits are the killing signal.
+fn killed_by_signal(pid: u32) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return false;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // rest starts at field 3 (state).
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
+    let exiting = field(9).is_some_and(|f| f & PF_EXITING != 0);
+    let code = field(52).unwrap_or(0);
+    exiting && code & 0x7f != 0
+}
+
+fn time(t: TimeOrNow) -> SystemTime {
+    match t {
+        TimeOrNow::SpecificTime(t) => t,
+        TimeOrNow::Now => SystemTime::now(),
+    }
+}
+
+impl Filesystem for TableFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        if let Err(max) = config.set_max_readahead(MAX_IO) {
+            let _ = config.set_max_readahead(max);
+        }
+        if let Err(max) = config.set_max_write(MAX_IO) {
+            let _ = config.set_max_write(max);
+        }
+        let _ = config.set_max_background(64);
+        let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.view.lookup(parent.0, name) {
+            Ok(a) => reply.entry(&a.ttl, &file_attr(&a), Generation(0)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.view.getattr(ino.0) {
+            Ok(a) => reply.attr(&a.ttl, &file_attr(&a)),
+            Err(e) => reply.error(log_err("getattr", &e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let set = SetAttrs {
+            size,
+            mtime: mtime.map(time),
+            other: mode.is_some() || uid.is_some() || gid.is_some() || atime.is_some(),
+        };
+        match self.view.setattr(ino.0, set) {
+            Ok(a) => reply.attr(&a.ttl, &file_attr(&a)),
+            Err(e) => reply.error(log_err("setattr", &e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.view.readlink(ino.0) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(log_err("readlink", &e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        if mode & libc::S_IFMT != libc::S_IFREG {
+            let e = if parent.0 == super::inode::INCOMING {
+                FsError::NotSupported
+            } else {
+                FsError::ReadOnly
+            };
+            return reply.error(errno(&e));
+        }
+        match self.view.mknod(parent.0, name) {
+            Ok(a) => reply.entry(&a.ttl, &file_attr(&a), Generation(0)),
+            Err(e) => reply.error(log_err("mknod", &e)),
+        }
+    }
+
+    fn mkdir(&self, _req: &Request, parent: INodeNo, _name: &OsStr, _mode: u32, _umask: u32, reply: ReplyEntry) {
+        reply.error(errno(&self.no_new_kind(parent.0)));
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.view.unlink(parent.0, name) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(log_err("unlink", &e)),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let e = match self.view.lookup(parent.0, name) {
+            Err(e) => e,
+            Ok(a) if a.kind != Kind::Dir => FsError::NotDir,
+            Ok(_) => FsError::ReadOnly,
+        };
+        reply.error(errno(&e));
+    }
+
+    fn symlink(&self, _req: &Request, parent: INodeNo, _link_name: &OsStr, _target: &Path, reply: ReplyEntry) {
+        reply.error(errno(&self.no_new_kind(parent.0)));
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        if flags.contains(RenameFlags::RENAME_EXCHANGE) || flags.contains(RenameFlags::RENAME_WHITEOUT) {
+            return reply.error(errno(&FsError::Invalid));
+        }
+        let noreplace = flags.contains(RenameFlags::RENAME_NOREPLACE);
+        match self.view.rename(parent.0, name, newparent.0, newname, noreplace) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(log_err("rename", &e)),
+        }
+    }
+
+    fn link(&self, _req: &Request, _ino: INodeNo, newparent: INodeNo, _newname: &OsStr, reply: ReplyEntry) {
+        reply.error(errno(&self.no_new_kind(newparent.0)));
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let write = is_write(flags.0);
+        let who = if write { caller(req.pid()) } else { Caller::default() };
+        match self.view.open(ino.0, write, who) {
+            Ok(o) => reply.opened(FileHandle(o.fh), fopen(&o)),
+            Err(e) => reply.error(log_err("open", &e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.view.read(fh.0, offset, size) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(log_err("read", &e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.view.write(fh.0, offset, data) {
+            Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
+            Err(e) => reply.error(log_err("write", &e)),
+        }
+    }
+
+    fn flush(&self, req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        match self.view.flush(fh.0, caller(req.pid())) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(log_err("flush", &e)),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.view.release(fh.0);
+        reply.ok();
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        match self.view.fsync(fh.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(log_err("fsync", &e)),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.view.opendir(ino.0) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(log_err("opendir", &e)),
+        }
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        match self.view.readdir(ino.0, fh.0, offset, 1024) {
+            Ok(entries) => {
+                for e in entries {
+                    let kind = match e.kind {
+                        Kind::Dir => FileType::Directory,
+                        Kind::File => FileType::RegularFile,
+                        Kind::Symlink => FileType::Symlink,
+                    };
+                    if reply.add(INodeNo(e.ino), e.next_offset, kind, &e.name) {
+                        break;
+                    }
+                }
+                reply.ok();
+            }
+            Err(e) => reply.error(log_err("readdir", &e)),
+        }
+    }
+
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        self.view.releasedir(fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.view.statfs() {
+            Ok(s) => reply.statfs(
+                s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
+            ),
+            Err(e) => reply.error(log_err("statfs", &e)),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(errno(&self.no_xattr_change(ino.0)));
+    }
+
+    fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
+        reply.error(errno(&FsError::NoXattr));
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
+        if size == 0 { reply.size(0) } else { reply.data(&[]) }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(errno(&self.no_xattr_change(ino.0)));
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        match self.view.access(ino.0, mask.contains(AccessFlags::W_OK)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        if mode & libc::S_IFMT != 0 && mode & libc::S_IFMT != libc::S_IFREG {
+            return reply.error(errno(&self.no_new_kind(parent.0)));
+        }
+        let write = is_write(flags);
+        match self.view.create(parent.0, name, write, caller(req.pid())) {
+            Ok((a, o)) => reply.created(&a.ttl, &file_attr(&a), Generation(0), FileHandle(o.fh), fopen(&o)),
+            Err(e) => reply.error(log_err("create", &e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        _length: u64,
+        _mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(errno(&self.no_xattr_change(ino.0)));
+    }
+}
+
+impl TableFs {
+    /// The error for creating a directory, link or special file in `parent`.
+    fn no_new_kind(&self, parent: u64) -> FsError {
+        if parent == super::inode::INCOMING {
+            FsError::NotSupported
+        } else {
+            FsError::ReadOnly
+        }
+    }
+
+    /// The errno for changes that only regular files in `incoming/` could take but do not.
+    fn no_xattr_change(&self, ino: u64) -> FsError {
+        match super::inode::Node::from_ino(ino) {
+            Some(super::inode::Node::Staged(_)) => FsError::OpNotSupported,
+            _ => FsError::ReadOnly,
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Inode numbers: a fixed, stateless encoding of every node of the mount.
+//!
+//! Version nodes are computed from the version number, so they need no table and stay the same
+//! across remounts. Staged files in `incoming/` get a sequence number for the life of the mount.
+
+/// The mount's root directory.
+pub const ROOT: u64 = 1;
+/// `v/`.
+pub const V_DIR: u64 = 2;
+/// `latest`.
+pub const LATEST: u64 = 3;
+/// `incoming/`.
+pub const INCOMING: u64 = 4;
+
+const VERSION_BASE: u64 = 0x100;
+const STAGED_BASE: u64 = 1 << 62;
+
+/// A file of a version directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum VersionFile {
+    /// `data.jsonl`: the version's data files concatenated.
+    Data,
+    /// `commit.json`: the version's commit file as stored.
+    Commit,
+    /// `schema.json`: the schema at the version.
+    Schema,
+}
+
+impl VersionFile {
+    /// Every version file, in listing order.
+    pub const ALL: [VersionFile; 3] = [VersionFile::Data, VersionFile::Commit, VersionFile::Schema];
+
+    /// The file's name in `v/<n>/`.
+    pub fn name(self) -> &'static str {
+        match self {
+            VersionFile::Data => "data.jsonl",
+            VersionFile::Commit => "commit.json",
+            VersionFile::Schema => "schema.json",
+        }
+    }
+
+    /// The file named `name`, if any.
+    pub fn from_name(name: &str) -> Option<VersionFile> {
+        VersionFile::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    fn index(self) -> u64 {
+        match self {
+            VersionFile::Data => 1,
+            VersionFile::Commit => 2,
+            VersionFile::Schema => 3,
+        }
+    }
+}
+
+/// What an inode number stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Node {
+    /// The root directory.
+    Root,
+    /// `v/`.
+    VDir,
+    /// The `latest` symlink.
+    Latest,
+    /// `incoming/`.
+    Incoming,
+    /// `v/<n>/`.
+    VersionDir(u64),
+    /// A file in `v/<n>/`.
+    VersionFile(u64, VersionFile),
+    /// A staged file in `incoming/`, by sequence number.
+    Staged(u64),
+    /// The `NAME.error` note of a staged file, by the staged file's sequence number.
+    ErrorNote(u64),
+}
+
+/// The largest version the encoding can name.
+pub const MAX_VERSION: u64 = (STAGED_BASE - VERSION_BASE) / 4 - 1;
+
+impl Node {
+    /// The node's inode number. Versions above [`MAX_VERSION`] and sequence numbers at or above
+    /// 2^61 are not representable; callers never produce them.
+    pub fn ino(self) -> u64 {
+        match self {
+            Node::Root => ROOT,
+            Node::VDir => V_DIR,
+            Node::Latest => LATEST,
+            Node::Incoming => INCOMING,
+            Node::VersionDir(v) => VERSION_BASE + v * 4,
+            Node::VersionFile(v, f) => VERSION_BASE + v * 4 + f.index(),
+            Node::Staged(s) => STAGED_BASE + s * 2,
+            Node::ErrorNote(s) => STAGED_BASE + s * 2 + 1,
+        }
+    }
+
+    /// The node an inode number stands for, if any.
+    pub fn from_ino(ino: u64) -> Option<Node> {
+        match ino {
+            ROOT => Some(Node::Root),
+            V_DIR => Some(Node::VDir),
+            LATEST => Some(Node::Latest),
+            INCOMING => Some(Node::Incoming),
+            i if i >= STAGED_BASE => {
+                let s = (i - STAGED_BASE) / 2;
+                Some(if (i - STAGED_BASE) % 2 == 0 {
+                    Node::Staged(s)
+                } else {
+                    Node::ErrorNote(s)
+                })
+            }
+            i if i >= VERSION_BASE => {
+                let v = (i - VERSION_BASE) / 4;
+                match (i - VERSION_BASE) % 4 {
+                    0 => Some(Node::VersionDir(v)),
+                    1 => Some(Node::VersionFile(v, VersionFile::Data)),
+                    2 => Some(Node::VersionFile(v, VersionFile::Commit)),
+                    _ => Some(Node::VersionFile(v, VersionFile::Schema)),
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let nodes = [
+            Node::Root,
+            Node::VDir,
+            Node::Latest,
+            Node::Incoming,
+            Node::VersionDir(0),
+            Node::VersionDir(MAX_VERSION),
+            Node::VersionFile(7, VersionFile::Data),
+            Node::VersionFile(7, VersionFile::Commit),
+            Node::VersionFile(MAX_VERSION, VersionFile::Schema),
+            Node::Staged(0),
+            Node::Staged(12345),
+            Node::ErrorNote(0),
+            Node::ErrorNote(99),
+        ];
+        for n in nodes {
+            assert_eq!(Node::from_ino(n.ino()), Some(n), "{n:?}");
+        }
+        assert_eq!(Node::from_ino(0), None);
+        assert_eq!(Node::from_ino(5), None);
+    }
+}
