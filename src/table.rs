@@ -260,13 +260,14 @@ impl Table {
     pub fn open_data_file(&self, rel: &str) -> Result<File> {
         let path = self.root.join(rel);
         let meta = fs::symlink_metadata(&path).ctx("stat", &path)?;
-        if meta.file_type().is_symlink() {
+        // A path with a folder in it may pass through a symlinked folder: resolve those too.
+        if meta.file_type().is_symlink() || rel.contains('/') {
             let real = fs::canonicalize(&path).ctx("resolve", &path)?;
             let root = fs::canonicalize(&self.root).ctx("resolve", &self.root)?;
             if !real.starts_with(&root) {
                 return Err(Error::Corrupt {
                     path,
-                    reason: "data file is a symlink leading out of the table".into(),
+                    reason: "data file is reached through a symlink leading out of the table".into(),
                 });
             }
         }
