@@ -143,13 +143,16 @@ struct Canonicalizer<'s> {
     key_prefix: Vec<Vec<u8>>,
     /// For each column, the field index in the current line (reset per line).
     slots: Vec<Option<usize>>,
+    /// Per timestamp column: the last raw value seen and its instant (µs), to skip re-parsing
+    /// repeated values.
+    ts_cache: Vec<Option<(String, i64)>>,
     stats: FileStats,
 }
 
 enum Rejection {
     /// A column-specific problem.
     Column(String, String),
-    /// A position-specific problem (1-based character column).
+    /// A position-specific problem (1-based byte column).
     At(usize, String),
 }
 
@@ -168,6 +171,7 @@ impl<'s> Canonicalizer<'s> {
             schema,
             key_prefix,
             slots: vec![None; schema.columns.len()],
+            ts_cache: vec![None; schema.columns.len()],
             stats: FileStats {
                 columns: vec![ColumnStats::default(); schema.columns.len()],
                 ..FileStats::default()
@@ -176,7 +180,14 @@ impl<'s> Canonicalizer<'s> {
     }
 
     /// Canonicalise one non-blank line into `out` (appending), or say why not.
+    ///
+    /// Flat objects without escapes take a hand-written scanner; anything else (escapes, nested
+    /// values, malformed JSON) goes through serde_json, which also words the syntax errors.
     fn line(&mut self, text: &str, out: &mut Vec<u8>) -> std::result::Result<(), Rejection> {
+        let mut flat: Vec<(&str, &str)> = Vec::with_capacity(self.schema.columns.len());
+        if scan_flat(text, &mut flat) {
+            return self.emit(&flat, out);
+        }
         let fields: Fields = serde_json::from_str(text).map_err(|e| {
             let msg = e.to_string();
             let msg = msg.rsplit_once(" at line ").map(|(m, _)| m.to_string()).unwrap_or(msg);
@@ -187,19 +198,41 @@ impl<'s> Canonicalizer<'s> {
             };
             Rejection::At(e.column().max(1), reason)
         })?;
+        let fields: Vec<(&str, &str)> = fields.0.iter().map(|(k, v)| (k.0.as_ref(), v.get())).collect();
+        self.emit(&fields, out)
+    }
+
+    /// Write one row from its `(key, raw JSON value)` fields, in input order.
+    fn emit(&mut self, fields: &[(&str, &str)], out: &mut Vec<u8>) -> std::result::Result<(), Rejection> {
         self.slots.iter_mut().for_each(|s| *s = None);
-        for (i, (k, _)) in fields.0.iter().enumerate() {
-            let Some(ci) = self.schema.columns.iter().position(|c| c.name == k.0) else {
+        for (i, (k, _)) in fields.iter().enumerate() {
+            // Rows usually come in schema order: try the same position first.
+            let same = self.schema.columns.get(i).is_some_and(|c| c.name == *k);
+            let found = if same {
+                Some(i)
+            } else {
+                self.schema.columns.iter().position(|c| c.name == *k)
+            };
+            let Some(ci) = found else {
                 return Err(Rejection::Column(
-                    k.0.to_string(),
+                    k.to_string(),
                     "unknown column (not in the table's schema)".into(),
                 ));
             };
             if self.slots[ci].is_some() {
-                return Err(Rejection::Column(k.0.to_string(), "duplicate key".into()));
+                return Err(Rejection::Column(k.to_string(), "duplicate key".into()));
             }
             self.slots[ci] = Some(i);
         }
+        let start = out.len();
+        let res = self.emit_values(fields, out);
+        if res.is_err() {
+            out.truncate(start);
+        }
+        res
+    }
+
+    fn emit_values(&mut self, fields: &[(&str, &str)], out: &mut Vec<u8>) -> std::result::Result<(), Rejection> {
         out.push(b'{');
         for ci in 0..self.schema.columns.len() {
             if ci > 0 {
@@ -207,143 +240,330 @@ impl<'s> Canonicalizer<'s> {
             }
             out.extend_from_slice(&self.key_prefix[ci]);
             let col = &self.schema.columns[ci];
-            let raw = self.slots[ci].map(|i| fields.0[i].1.get()).unwrap_or("null");
+            let raw = self.slots[ci].map(|i| fields[i].1).unwrap_or("null");
             let st = &mut self.stats.columns[ci];
+            let reject = |reason: String| Rejection::Column(col.name.clone(), reason);
             if raw == "null" {
                 if !col.nullable {
                     let why = if self.slots[ci].is_some() { "null" } else { "missing" };
-                    return Err(Rejection::Column(
-                        col.name.clone(),
-                        format!("{why} value for a NOT NULL column"),
-                    ));
+                    return Err(reject(format!("{why} value for a NOT NULL column")));
                 }
                 st.null_count += 1;
                 out.extend_from_slice(b"null");
                 continue;
             }
-            let bad = |found: &str| {
-                Rejection::Column(
-                    col.name.clone(),
-                    format!("expected {}, found {found}", col.ty.cli_name()),
-                )
-            };
             let kind = json_kind(raw);
-            let value = match col.ty {
+            let mismatch = || reject(format!("expected {}, found {kind}", col.ty.cli_name()));
+            match col.ty {
                 ColumnType::Int => {
                     if kind != "number" {
-                        return Err(bad(kind));
+                        return Err(mismatch());
                     }
                     if raw.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) {
-                        return Err(Rejection::Column(
-                            col.name.clone(),
-                            format!("{raw} has a fraction or exponent, but the column is int"),
-                        ));
+                        return Err(reject(format!(
+                            "{raw} has a fraction or exponent, but the column is int"
+                        )));
                     }
-                    let n: i64 = raw.parse().map_err(|_| {
-                        Rejection::Column(col.name.clone(), format!("{raw} is outside the 64-bit integer range"))
-                    })?;
-                    let mut b = itoa_buf(n);
-                    out.append(&mut b);
-                    StatValue::Int(n)
+                    let n: i64 = raw
+                        .parse()
+                        .map_err(|_| reject(format!("{raw} is outside the 64-bit integer range")))?;
+                    // A JSON integer literal is canonical already, except for "-0".
+                    if raw == "-0" {
+                        out.push(b'0');
+                    } else {
+                        out.extend_from_slice(raw.as_bytes());
+                    }
+                    update_stat(st, StatValue::Int(n));
                 }
                 ColumnType::Float => {
                     if kind != "number" {
-                        return Err(bad(kind));
+                        return Err(mismatch());
                     }
-                    let f: f64 = raw
-                        .parse()
-                        .map_err(|_| Rejection::Column(col.name.clone(), format!("{raw} is not a number")))?;
+                    let f: f64 = raw.parse().map_err(|_| reject(format!("{raw} is not a number")))?;
                     if !f.is_finite() {
-                        return Err(Rejection::Column(
-                            col.name.clone(),
-                            format!("{raw} is outside the 64-bit float range"),
-                        ));
+                        return Err(reject(format!("{raw} is outside the 64-bit float range")));
                     }
                     // serde_json prints floats with a fraction or exponent ("18.0", "1e300").
                     let _ = serde_json::to_writer(&mut *out, &f);
-                    StatValue::Float(if f == 0.0 { 0.0 } else { f })
+                    update_stat(st, StatValue::Float(if f == 0.0 { 0.0 } else { f }));
                 }
                 ColumnType::Bool => {
                     if kind != "boolean" {
-                        return Err(bad(kind));
+                        return Err(mismatch());
                     }
+                    // Delta keeps no min/max for booleans.
                     out.extend_from_slice(raw.as_bytes());
-                    continue; // Delta keeps no min/max for booleans.
                 }
                 ColumnType::Str | ColumnType::Date | ColumnType::Timestamp => {
                     if kind != "string" {
-                        return Err(bad(kind));
+                        return Err(mismatch());
                     }
                     let s: Cow<str> = if raw.contains('\\') {
-                        Cow::Owned(
-                            serde_json::from_str::<String>(raw)
-                                .map_err(|e| Rejection::Column(col.name.clone(), e.to_string()))?,
-                        )
+                        Cow::Owned(serde_json::from_str::<String>(raw).map_err(|e| reject(e.to_string()))?)
                     } else {
                         Cow::Borrowed(&raw[1..raw.len() - 1])
                     };
                     match col.ty {
                         ColumnType::Date => {
                             if !valid_date(&s) {
-                                return Err(Rejection::Column(
-                                    col.name.clone(),
-                                    format!("{raw} is not a date (YYYY-MM-DD)"),
-                                ));
+                                return Err(reject(format!("{raw} is not a date (YYYY-MM-DD)")));
                             }
+                            update_str_stat(st, &s);
                         }
                         ColumnType::Timestamp => {
-                            let Ok(t) = chrono::DateTime::parse_from_rfc3339(&s) else {
-                                return Err(Rejection::Column(
-                                    col.name.clone(),
-                                    format!("{raw} is not an RFC 3339 timestamp"),
-                                ));
+                            let us = match &self.ts_cache[ci] {
+                                Some((last, us)) if last == s.as_ref() => *us,
+                                _ => {
+                                    let Ok(t) = chrono::DateTime::parse_from_rfc3339(&s) else {
+                                        return Err(reject(format!("{raw} is not an RFC 3339 timestamp")));
+                                    };
+                                    let us = t.timestamp_micros();
+                                    self.ts_cache[ci] = Some((s.to_string(), us));
+                                    us
+                                }
                             };
-                            let us = t.timestamp_micros();
                             update_stat(st, StatValue::Instant(us));
-                            if matches!(s, Cow::Borrowed(_)) {
-                                out.extend_from_slice(raw.as_bytes());
-                            } else {
-                                let _ = serde_json::to_writer(&mut *out, s.as_ref());
-                            }
-                            continue;
                         }
-                        _ => {}
+                        _ => update_str_stat(st, &s),
                     }
                     if matches!(s, Cow::Borrowed(_)) {
                         out.extend_from_slice(raw.as_bytes());
                     } else {
                         let _ = serde_json::to_writer(&mut *out, s.as_ref());
                     }
-                    if s.chars().count() > STRING_STAT_PREFIX {
-                        st.max_unknown = true;
-                        let prefix: String = s.chars().take(STRING_STAT_PREFIX).collect();
-                        if st.min.as_ref().is_none_or(|m| StatValue::Str(prefix.clone()) < *m) {
-                            st.min = Some(StatValue::Str(prefix));
-                        }
-                        continue;
-                    }
-                    StatValue::Str(s.into_owned())
                 }
-            };
-            update_stat(st, value);
+            }
         }
         out.extend_from_slice(b"}\n");
         self.stats.num_records += 1;
         Ok(())
     }
+
+    /// Canonicalise every line of `chunk` (whole lines; the last may lack its `\n` only at the
+    /// end of input). `first_line` is the 1-based number of its first line.
+    fn chunk(&mut self, chunk: &[u8], first_line: u64, out: &mut Vec<u8>) -> std::result::Result<(), LineError> {
+        let mut line_no = first_line;
+        let mut rest = chunk;
+        while !rest.is_empty() {
+            let (mut bytes, next) = match rest.iter().position(|b| *b == b'\n') {
+                Some(i) => (&rest[..i], &rest[i + 1..]),
+                None => (rest, &rest[rest.len()..]),
+            };
+            rest = next;
+            if line_no == 1 {
+                bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+            }
+            bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+            let text = match std::str::from_utf8(bytes) {
+                Ok(t) => t,
+                Err(e) => {
+                    let col = String::from_utf8_lossy(&bytes[..e.valid_up_to()]).chars().count() + 1;
+                    return Err((line_no, col.to_string(), "invalid UTF-8".into()));
+                }
+            };
+            if !text.bytes().all(|b| b.is_ascii_whitespace()) {
+                match self.line(text, out) {
+                    Ok(()) => {}
+                    Err(Rejection::Column(col, reason)) => return Err((line_no, col, reason)),
+                    Err(Rejection::At(pos, reason)) => {
+                        // serde_json reports a 1-based byte column; report characters.
+                        let mut end = (pos - 1).min(text.len());
+                        while !text.is_char_boundary(end) {
+                            end -= 1;
+                        }
+                        let col = text[..end].chars().count() + 1;
+                        return Err((line_no, col.to_string(), reason));
+                    }
+                }
+            }
+            line_no += 1;
+        }
+        Ok(())
+    }
+}
+
+/// (line, column, reason) of a rejected line.
+type LineError = (u64, String, String);
+
+/// Scan `text` as one flat JSON object whose keys and string values contain no escapes or
+/// control characters and whose values are strings, numbers, `true`, `false` or `null`,
+/// pushing `(key, raw value)` pairs. Returns `false` for anything else, valid JSON or not;
+/// the caller then parses with serde_json. Accepts exactly what RFC 8259 accepts within that
+/// subset.
+fn scan_flat<'a>(text: &'a str, fields: &mut Vec<(&'a str, &'a str)>) -> bool {
+    let b = text.as_bytes();
+    let mut i = 0;
+    let ws = |i: &mut usize| {
+        while *i < b.len() && matches!(b[*i], b' ' | b'\t' | b'\n' | b'\r') {
+            *i += 1;
+        }
+    };
+    // A string starting at b[i] == '"'; returns the index after the closing quote.
+    let string = |i: usize| -> Option<usize> {
+        let mut j = i + 1;
+        while j < b.len() {
+            match b[j] {
+                b'"' => return Some(j + 1),
+                b'\\' | 0..=0x1f => return None,
+                _ => j += 1,
+            }
+        }
+        None
+    };
+    let digits = |i: &mut usize| -> bool {
+        let s = *i;
+        while *i < b.len() && b[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        *i > s
+    };
+    ws(&mut i);
+    if b.get(i) != Some(&b'{') {
+        return false;
+    }
+    i += 1;
+    ws(&mut i);
+    if b.get(i) == Some(&b'}') {
+        i += 1;
+        ws(&mut i);
+        return i == b.len();
+    }
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return false;
+        }
+        let Some(kend) = string(i) else { return false };
+        let key = &text[i + 1..kend - 1];
+        i = kend;
+        ws(&mut i);
+        if b.get(i) != Some(&b':') {
+            return false;
+        }
+        i += 1;
+        ws(&mut i);
+        let vstart = i;
+        match b.get(i) {
+            Some(b'"') => match string(i) {
+                Some(e) => i = e,
+                None => return false,
+            },
+            Some(b'-' | b'0'..=b'9') => {
+                if b[i] == b'-' {
+                    i += 1;
+                }
+                match b.get(i) {
+                    Some(b'0') => i += 1,
+                    Some(b'1'..=b'9') => {
+                        digits(&mut i);
+                    }
+                    _ => return false,
+                }
+                if b.get(i) == Some(&b'.') {
+                    i += 1;
+                    if !digits(&mut i) {
+                        return false;
+                    }
+                }
+                if matches!(b.get(i), Some(b'e' | b'E')) {
+                    i += 1;
+                    if matches!(b.get(i), Some(b'+' | b'-')) {
+                        i += 1;
+                    }
+                    if !digits(&mut i) {
+                        return false;
+                    }
+                }
+            }
+            _ => {
+                let lit = [&b"true"[..], b"false", b"null"]
+                    .into_iter()
+                    .find(|l| b[i..].starts_with(l));
+                match lit {
+                    Some(l) => i += l.len(),
+                    None => return false,
+                }
+            }
+        }
+        fields.push((key, &text[vstart..i]));
+        ws(&mut i);
+        match b.get(i) {
+            Some(b',') => {
+                i += 1;
+                ws(&mut i);
+            }
+            Some(b'}') => {
+                i += 1;
+                ws(&mut i);
+                return i == b.len();
+            }
+            _ => return false,
+        }
+    }
 }
 
 fn update_stat(st: &mut ColumnStats, v: StatValue) {
-    if st.min.as_ref().is_none_or(|m| v < *m) {
-        st.min = Some(v.clone());
-    }
-    if st.max.as_ref().is_none_or(|m| v > *m) {
-        st.max = Some(v);
+    match (&mut st.min, &mut st.max, &v) {
+        (Some(StatValue::Int(lo)), Some(StatValue::Int(hi)), StatValue::Int(n)) => {
+            *lo = (*lo).min(*n);
+            *hi = (*hi).max(*n);
+        }
+        (Some(StatValue::Instant(lo)), Some(StatValue::Instant(hi)), StatValue::Instant(n)) => {
+            *lo = (*lo).min(*n);
+            *hi = (*hi).max(*n);
+        }
+        _ => {
+            if st.min.as_ref().is_none_or(|m| v < *m) {
+                st.min = Some(v.clone());
+            }
+            if st.max.as_ref().is_none_or(|m| v > *m) {
+                st.max = Some(v);
+            }
+        }
     }
 }
 
-fn itoa_buf(n: i64) -> Vec<u8> {
-    n.to_string().into_bytes()
+/// Min/max for strings and dates without allocating unless a bound moves. Strings longer than
+/// the stat prefix keep a truncated `min` and make `max` unknown (a prefix is a lower bound,
+/// never an upper one).
+fn update_str_stat(st: &mut ColumnStats, s: &str) {
+    let (s, long) = match s.char_indices().nth(STRING_STAT_PREFIX) {
+        Some((cut, _)) => (&s[..cut], true),
+        None => (s, false),
+    };
+    st.max_unknown |= long;
+    if !matches!(&st.min, Some(StatValue::Str(m)) if m.as_str() <= s) {
+        st.min = Some(StatValue::Str(s.to_owned()));
+    }
+    if !long && !matches!(&st.max, Some(StatValue::Str(m)) if m.as_str() >= s) {
+        st.max = Some(StatValue::Str(s.to_owned()));
+    }
+}
+
+impl ColumnStats {
+    fn merge(&mut self, o: &ColumnStats) {
+        self.null_count += o.null_count;
+        self.max_unknown |= o.max_unknown;
+        if let Some(m) = &o.min
+            && self.min.as_ref().is_none_or(|s| m < s)
+        {
+            self.min = Some(m.clone());
+        }
+        if let Some(m) = &o.max
+            && self.max.as_ref().is_none_or(|s| m > s)
+        {
+            self.max = Some(m.clone());
+        }
+    }
+}
+
+impl FileStats {
+    fn merge(&mut self, o: &FileStats) {
+        self.num_records += o.num_records;
+        self.bytes += o.bytes;
+        for (a, b) in self.columns.iter_mut().zip(&o.columns) {
+            a.merge(b);
+        }
+    }
 }
 
 fn json_kind(raw: &str) -> &'static str {
@@ -365,12 +585,43 @@ fn valid_date(s: &str) -> bool {
         && chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok()
 }
 
+/// Input is cut into chunks of about this many bytes (whole lines) for the worker threads.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Read whole lines from `input` until at least [`CHUNK_BYTES`] are in `chunk` (more only when
+/// one line is longer) or the input ends. Returns false at end of input with nothing read.
+fn read_chunk<R: BufRead>(input: &mut R, chunk: &mut Vec<u8>, source: &str) -> Result<bool> {
+    chunk.clear();
+    loop {
+        let buf = match input.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io("read", source, e)),
+        };
+        if buf.is_empty() {
+            return Ok(!chunk.is_empty());
+        }
+        if chunk.len() + buf.len() >= CHUNK_BYTES
+            && let Some(nl) = buf.iter().rposition(|b| *b == b'\n')
+        {
+            chunk.extend_from_slice(&buf[..=nl]);
+            input.consume(nl + 1);
+            return Ok(true);
+        }
+        let n = buf.len();
+        chunk.extend_from_slice(buf);
+        input.consume(n);
+    }
+}
+
 /// Stream JSONL from `input` to `output` as canonical rows (SPEC section 1), returning the
 /// statistics of what was written.
 ///
 /// `source` names the input in errors (a path, `<stdin>`, an `incoming/` name). Accepts CRLF, a
 /// missing final newline, blank lines, a leading UTF-8 BOM, any whitespace and key order, ints in
-/// float columns, and omitted nullable keys. Errors: [`Error::BadInput`] with the 1-based line, the
+/// float columns, and omitted nullable keys. Input is read in chunks of whole lines (about 1 MiB,
+/// or one line if longer) canonicalised by one thread per core; memory is a few chunks, bounded
+/// by the longest line, never the file. Errors: [`Error::BadInput`] with the 1-based line, the
 /// column name (or character position) and the reason, at the first bad line; [`Error::Io`] for
 /// read or write failures (`out_path` names the output).
 pub fn canonicalize<R: BufRead, W: Write>(
@@ -380,63 +631,171 @@ pub fn canonicalize<R: BufRead, W: Write>(
     output: &mut W,
     out_path: &std::path::Path,
 ) -> Result<FileStats> {
-    let mut c = Canonicalizer::new(schema);
-    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
-    let mut out: Vec<u8> = Vec::with_capacity(64 * 1024);
-    let mut line_no: u64 = 0;
-    let bad = |line: u64, column: String, reason: String| Error::BadInput {
+    let bad = |(line, column, reason): LineError| Error::BadInput {
         file: source.to_string(),
         line,
         column,
         reason,
     };
-    loop {
-        buf.clear();
-        let n = input
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| Error::io("read", source, e))?;
-        if n == 0 {
-            break;
-        }
-        line_no += 1;
-        let mut bytes: &[u8] = &buf;
-        if line_no == 1 {
-            bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-        }
-        bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-        bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-        let text = match std::str::from_utf8(bytes) {
-            Ok(t) => t,
-            Err(e) => {
-                let col = String::from_utf8_lossy(&bytes[..e.valid_up_to()]).chars().count() + 1;
-                return Err(bad(line_no, col.to_string(), "invalid UTF-8".into()));
-            }
-        };
-        if text.trim().is_empty() {
-            continue;
-        }
-        match c.line(text, &mut out) {
-            Ok(()) => {}
-            Err(Rejection::Column(col, reason)) => return Err(bad(line_no, col, reason)),
-            Err(Rejection::At(pos, reason)) => {
-                // serde_json reports a 1-based byte column; report characters.
-                let mut end = (pos - 1).min(text.len());
-                while !text.is_char_boundary(end) {
-                    end -= 1;
-                }
-                let col = text[..end].chars().count() + 1;
-                return Err(bad(line_no, col.to_string(), reason));
-            }
-        }
-        if out.len() >= 256 * 1024 {
+    let mut first = Vec::with_capacity(CHUNK_BYTES + (64 << 10));
+    let mut c = Canonicalizer::new(schema);
+    if !read_chunk(&mut input, &mut first, source)? {
+        return Ok(c.stats);
+    }
+    let mut next = Vec::with_capacity(CHUNK_BYTES + (64 << 10));
+    let more = read_chunk(&mut input, &mut next, source)?;
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    if !more || workers == 1 {
+        // Small input (or one core): no threads.
+        let mut out = Vec::with_capacity(first.len() + first.len() / 4);
+        let mut line = 1;
+        let mut chunk = first;
+        let mut have = true;
+        let mut pending = more.then_some(next);
+        while have {
+            out.clear();
+            c.chunk(&chunk, line, &mut out).map_err(bad)?;
+            line += count_lines(&chunk);
             output.write_all(&out).ctx("write", out_path)?;
             c.stats.bytes += out.len() as u64;
-            out.clear();
+            match pending.take() {
+                Some(p) => chunk = p,
+                None => have = read_chunk(&mut input, &mut chunk, source)?,
+            }
         }
+        return Ok(c.stats);
     }
-    output.write_all(&out).ctx("write", out_path)?;
-    c.stats.bytes += out.len() as u64;
-    Ok(c.stats)
+    parallel(schema, source, input, output, out_path, first, next, workers).map_err(|e| match e {
+        Either::Line(l) => bad(l),
+        Either::Other(e) => e,
+    })
+}
+
+enum Either {
+    Line(LineError),
+    Other(Error),
+}
+
+impl From<Error> for Either {
+    fn from(e: Error) -> Self {
+        Either::Other(e)
+    }
+}
+
+fn count_lines(chunk: &[u8]) -> u64 {
+    chunk.iter().filter(|b| **b == b'\n').count() as u64
+}
+
+type ChunkResult = (u64, std::result::Result<(Vec<u8>, Vec<u8>, FileStats), LineError>);
+
+#[allow(clippy::too_many_arguments)]
+fn parallel<R: BufRead, W: Write>(
+    schema: &Schema,
+    source: &str,
+    mut input: R,
+    output: &mut W,
+    out_path: &std::path::Path,
+    first: Vec<u8>,
+    second: Vec<u8>,
+    workers: usize,
+) -> std::result::Result<FileStats, Either> {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex, mpsc};
+
+    let max_in_flight = workers * 2;
+    std::thread::scope(|scope| {
+        let (job_tx, job_rx) = mpsc::sync_channel::<(u64, u64, Vec<u8>, Vec<u8>)>(max_in_flight);
+        let job_rx = Arc::new(Mutex::new(job_rx));
+        let (res_tx, res_rx) = mpsc::channel::<ChunkResult>();
+        for _ in 0..workers {
+            let job_rx = Arc::clone(&job_rx);
+            let res_tx = res_tx.clone();
+            scope.spawn(move || {
+                let mut c = Canonicalizer::new(schema);
+                loop {
+                    let job = match job_rx.lock() {
+                        Ok(rx) => rx.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok((idx, line, chunk, mut out)) = job else { return };
+                    c.stats = FileStats {
+                        columns: vec![ColumnStats::default(); schema.columns.len()],
+                        ..FileStats::default()
+                    };
+                    out.clear();
+                    let r = c
+                        .chunk(&chunk, line, &mut out)
+                        .map(|()| (out, chunk, std::mem::take(&mut c.stats)));
+                    if res_tx.send((idx, r)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(res_tx);
+        let mut total = FileStats {
+            columns: vec![ColumnStats::default(); schema.columns.len()],
+            ..FileStats::default()
+        };
+        let mut spare: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut pending: BTreeMap<u64, (Vec<u8>, Vec<u8>, FileStats)> = BTreeMap::new();
+        let (mut sent, mut written, mut line) = (0u64, 0u64, 1u64);
+        let send = |chunk: Vec<u8>, out: Vec<u8>, sent: &mut u64, line: &mut u64| -> bool {
+            let n = count_lines(&chunk);
+            let ok = job_tx.send((*sent, *line, chunk, out)).is_ok();
+            *sent += 1;
+            *line += n;
+            ok
+        };
+        send(first, Vec::new(), &mut sent, &mut line);
+        send(second, Vec::new(), &mut sent, &mut line);
+        let mut eof = false;
+        // The first failure in input order: (chunk index, error). I/O errors use index 0.
+        let mut err: Option<(u64, Either)> = None;
+        loop {
+            while err.is_none() && !eof && sent - written < max_in_flight as u64 {
+                let (mut chunk, out) = spare.pop().unwrap_or_default();
+                match read_chunk(&mut input, &mut chunk, source) {
+                    Ok(true) => {
+                        send(chunk, out, &mut sent, &mut line);
+                    }
+                    Ok(false) => eof = true,
+                    Err(e) => err = Some((0, e.into())),
+                }
+            }
+            // Until the failure, every earlier chunk must be written (or fail earlier).
+            let target = err.as_ref().map_or(sent, |(i, _)| *i);
+            if written >= target {
+                break;
+            }
+            let Ok((idx, r)) = res_rx.recv() else { break };
+            match r {
+                Ok(done) => {
+                    pending.insert(idx, done);
+                }
+                Err(l) => {
+                    if err.as_ref().is_none_or(|(i, _)| idx < *i) {
+                        err = Some((idx, Either::Line(l)));
+                    }
+                }
+            }
+            while let Some((out, chunk, st)) = pending.remove(&written) {
+                if let Err(e) = output.write_all(&out).ctx("write", out_path) {
+                    err = Some((0, e.into()));
+                    break;
+                }
+                total.merge(&st);
+                total.bytes += out.len() as u64;
+                spare.push((chunk, out));
+                written += 1;
+            }
+        }
+        drop(job_tx);
+        match err {
+            Some((_, e)) => Err(e),
+            None => Ok(total),
+        }
+    })
 }
 
 #[cfg(test)]
