@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The project's test command (README, .ci/run). From a clean clone on Debian/Ubuntu with the Rust
+# toolchain, python3 and pip:
+#
+#   1. installs the tools the tests run (fuse3 rsync jq time), only those that are missing;
+#   2. checks that /dev/fuse exists (the mount tests use real FUSE mounts, never mocks);
+#   3. creates .venv with deltalake, duckdb and pyarrow for the Delta interop test
+#      (tests/delta_compat.rs), unless .venv already has them;
+#   4. runs `cargo test --release` with TINYDELTA_PYTHON pointing at .venv/bin/python.
+#
+# Extra arguments go to cargo test:  scripts/test.sh --test delta_compat
+# Exits non-zero if any step or any test fails. Needs root (or passwordless sudo) only when
+# apt packages are missing.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+step() { printf '\n==> %s\n' "$*"; }
+die() {
+    printf '\nscripts/test.sh: %s\n' "$*" >&2
+    exit 1
+}
+started=$SECONDS
+
+# --- 1. system packages ----------------------------------------------------------------------
+step "System tools: fuse3 rsync jq time"
+missing=()
+command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
+command -v rsync >/dev/null 2>&1 || missing+=(rsync)
+command -v jq >/dev/null 2>&1 || missing+=(jq)
+type -P time >/dev/null 2>&1 || missing+=(time) # `command -v time` finds the shell keyword
+# Debian's python3 has no venv/ensurepip until python3-venv is installed.
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || [[ -x .venv/bin/python ]] || missing+=(python3-venv)
+
+if ((${#missing[@]})); then
+    echo "installing: ${missing[*]}"
+    if [[ $(id -u) -eq 0 ]]; then
+        sudo=()
+    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        sudo=(sudo -n)
+    else
+        die "missing packages ${missing[*]} and not root (no passwordless sudo): run  apt-get install -y ${missing[*]}  as root, then run scripts/test.sh again."
+    fi
+    command -v apt-get >/dev/null 2>&1 ||
+        die "missing packages ${missing[*]} and no apt-get: install them with your package manager."
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -qq </dev/null || die "apt-get update failed"
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >/dev/null ||
+        die "apt-get install ${missing[*]} failed"
+else
+    echo "all present"
+fi
+
+# --- 2. FUSE ---------------------------------------------------------------------------------
+step "FUSE device"
+if [[ ! -c /dev/fuse ]]; then
+    die "/dev/fuse does not exist, so the mount tests cannot run. Load the module (modprobe fuse) or, in a container, start it with  --device /dev/fuse --cap-add SYS_ADMIN  (and an apparmor profile that allows mount)."
+fi
+echo "/dev/fuse ok"
+
+# --- 3. Python venv for the Delta interop test ---------------------------------------------
+step "Python venv (.venv): deltalake duckdb pyarrow"
+venv_ok() {
+    [[ -x .venv/bin/python ]] &&
+        .venv/bin/python -c 'import deltalake, duckdb, pyarrow' >/dev/null 2>&1
+}
+if venv_ok; then
+    echo "already set up"
+else
+    if [[ ! -x .venv/bin/python ]] || ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
+        rm -rf .venv
+        python3 -m venv .venv || die "python3 -m venv .venv failed"
+    fi
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check \
+        'deltalake>=1.0' 'duckdb>=1.0' 'pyarrow>=15' </dev/null ||
+        die "pip install deltalake duckdb pyarrow into .venv failed"
+    venv_ok || die ".venv/bin/python still cannot import deltalake, duckdb and pyarrow"
+fi
+.venv/bin/python -c 'import deltalake, duckdb, pyarrow, sys
+print(f"python {sys.version.split()[0]}, deltalake {deltalake.__version__}, duckdb {duckdb.__version__}, pyarrow {pyarrow.__version__}")'
+export TINYDELTA_PYTHON="$repo/.venv/bin/python"
+
+# --- 4. the tests ----------------------------------------------------------------------------
+step "cargo test --release $*"
+cargo_started=$SECONDS
+status=0
+cargo test --release "$@" </dev/null || status=$?
+
+echo
+if ((status == 0)); then
+    echo "==> all tests passed (cargo test: $((SECONDS - cargo_started))s, total: $((SECONDS - started))s)"
+else
+    echo "==> TESTS FAILED (cargo test exit status $status; total: $((SECONDS - started))s)" >&2
+fi
+exit "$status"
