@@ -308,8 +308,10 @@ impl Table {
                 return other.map(|_| None);
             }
         };
-        commit::fsync_dir(&self.root)?;
-        failpoint::hit("data-written")?;
+        if let Err(e) = commit::fsync_dir(&self.root).and_then(|()| failpoint::hit("data-written")) {
+            let _ = fs::remove_file(&path);
+            return Err(e);
+        }
         Ok(Some(Add {
             path: name,
             partition_values: BTreeMap::new(),
