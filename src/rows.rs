@@ -894,3 +894,61 @@ mod tests {
         assert_eq!(st.num_records, 0);
     }
 }
+
+#[cfg(test)]
+mod scanner_props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn token() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("{".to_string()),
+            Just("}".to_string()),
+            Just(",".to_string()),
+            Just(":".to_string()),
+            Just(" ".to_string()),
+            Just("\t".to_string()),
+            Just("[1]".to_string()),
+            Just("\"k\"".to_string()),
+            Just("\"é\"".to_string()),
+            Just("\"a\\\"b\"".to_string()),
+            Just("true".to_string()),
+            Just("fals".to_string()),
+            Just("null".to_string()),
+            "-?(0|[1-9][0-9]{0,3})(\\.[0-9]{0,2})?([eE][+-]?[0-9]{0,2})?",
+            "[0-9.eE+-]{1,4}",
+            "\"[a-z ]{0,3}\"",
+        ]
+    }
+
+    proptest! {
+        /// Whatever the fast scanner accepts, serde_json parses to the same (key, raw) pairs.
+        #[test]
+        fn fast_path_agrees_with_serde(tokens in proptest::collection::vec(token(), 0..14)) {
+            let text: String = tokens.concat();
+            let mut flat = Vec::new();
+            if scan_flat(&text, &mut flat) {
+                let parsed: Fields = serde_json::from_str(&text).expect("scanner accepted invalid JSON");
+                let pairs: Vec<(&str, &str)> = parsed.0.iter().map(|(k, v)| (k.0.as_ref(), v.get())).collect();
+                prop_assert_eq!(flat, pairs);
+            }
+        }
+
+        /// Every flat object without escapes takes the fast path.
+        #[test]
+        fn flat_objects_take_fast_path(
+            pairs in proptest::collection::vec(("[a-z]{1,5}", prop_oneof![
+                "-?(0|[1-9][0-9]{0,5})(\\.[0-9]{1,3})?([eE][+-]?[0-9]{1,2})?",
+                "\"[ -!#-\\[\\]-~é]{0,8}\"",
+                Just("true".to_string()), Just("false".to_string()), Just("null".to_string()),
+            ]), 0..8),
+            ws in "[ \t]{0,2}",
+        ) {
+            let body: Vec<String> = pairs.iter().map(|(k, v)| format!("{ws}\"{k}\"{ws}:{ws}{v}{ws}")).collect();
+            let text = format!("{ws}{{{}}}{ws}", body.join(","));
+            let mut flat = Vec::new();
+            prop_assert!(scan_flat(&text, &mut flat), "{}", text);
+            prop_assert_eq!(flat.len(), pairs.len());
+        }
+    }
+}
