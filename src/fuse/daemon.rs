@@ -19,6 +19,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use fuser::{Config, MountOption, Session, SessionACL};
 use log::{error, info, warn};
@@ -300,7 +302,8 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
     config.n_threads = Some(args.threads.unwrap_or((cpus * 2).clamp(4, 16)).max(1));
     config.clone_fd = true;
-    let session = Session::new(TableFs::new(view), &mountpoint, &config).map_err(|e| {
+    let mnt_id = Arc::new(AtomicU64::new(0));
+    let session = Session::new(TableFs::new(view, mnt_id.clone()), &mountpoint, &config).map_err(|e| {
         let hint = match e.kind() {
             io::ErrorKind::PermissionDenied if args.allow_other => {
                 " (allow_other needs root or user_allow_other in /etc/fuse.conf)"
@@ -310,6 +313,10 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
         };
         StartError::new(1, format!("cannot mount at {}: {e}{hint}", mountpoint.display()))
     })?;
+    match mount_id(&mountpoint) {
+        Some(id) => mnt_id.store(id, Ordering::Relaxed),
+        None => warn!("cannot find {} in /proc/self/mountinfo", mountpoint.display()),
+    }
     Ok((session, mountpoint))
 }
 
@@ -360,12 +367,20 @@ fn check_mountpoint(mp: &Path) -> Result<PathBuf, StartError> {
 
 /// Whether `path` (canonical) is listed as a mount point in /proc/self/mountinfo.
 pub fn is_mount_point(path: &Path) -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
+    mount_id(path).is_some()
+}
+
+/// The id of the last mount on `path` (canonical) in /proc/self/mountinfo.
+pub fn mount_id(path: &Path) -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     info.lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .any(|m| unescape_mountinfo(m).as_slice() == path.as_os_str().as_bytes())
+        .rev()
+        .filter(|l| {
+            l.split(' ')
+                .nth(4)
+                .is_some_and(|m| unescape_mountinfo(m).as_slice() == path.as_os_str().as_bytes())
+        })
+        .find_map(|l| l.split(' ').next()?.parse().ok())
 }
 
 fn unescape_mountinfo(s: &str) -> Vec<u8> {

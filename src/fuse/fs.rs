@@ -6,6 +6,8 @@
 use std::ffi::OsStr;
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use fuser::{
@@ -26,12 +28,13 @@ pub const MAX_IO: u32 = 1 << 20;
 #[derive(Debug)]
 pub struct TableFs {
     view: TableView,
+    mnt_id: Arc<AtomicU64>,
 }
 
 impl TableFs {
-    /// Wrap a view.
-    pub fn new(view: TableView) -> TableFs {
-        TableFs { view }
+    /// Wrap a view. `mnt_id` is the mount's id in /proc/self/mountinfo once known (0 before).
+    pub fn new(view: TableView, mnt_id: Arc<AtomicU64>) -> TableFs {
+        TableFs { view, mnt_id }
     }
 }
 
@@ -99,7 +102,28 @@ pub fn caller(pid: u32) -> Caller {
     Caller {
         tgid: tgid.or(Some(pid)),
         killed: killed_by_signal(pid),
+        still_open: false,
     }
+}
+
+/// Whether process `tgid` has a descriptor of inode `ino` of mount `mnt_id` (0: any mount)
+/// open, per /proc/TGID/fdinfo (which never touches the file itself, so it cannot call back
+/// into this file system). Unreadable: `false`.
+pub fn holds_open(tgid: u32, ino: u64, mnt_id: u64) -> bool {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{tgid}/fdinfo")) else {
+        return false;
+    };
+    dir.filter_map(|e| e.ok()).any(|e| {
+        let Ok(info) = std::fs::read_to_string(e.path()) else {
+            return false;
+        };
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        field("ino:") == Some(ino) && (mnt_id == 0 || field("mnt_id:") == Some(mnt_id))
+    })
 }
 
 /// `/proc/PID/stat`: flags (field 9) has PF_EXITING while the process exits; exit_code (field
@@ -306,8 +330,14 @@ impl Filesystem for TableFs {
         }
     }
 
-    fn flush(&self, req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        match self.view.flush(fh.0, caller(req.pid())) {
+    fn flush(&self, req: &Request, ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        let mut who = caller(req.pid());
+        if let Some(tgid) = who.tgid
+            && !who.killed
+        {
+            who.still_open = holds_open(tgid, ino.0, self.mnt_id.load(Ordering::Relaxed));
+        }
+        match self.view.flush(fh.0, who) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(log_err("flush", &e)),
         }

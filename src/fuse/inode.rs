@@ -102,7 +102,7 @@ impl Node {
             INCOMING => Some(Node::Incoming),
             i if i >= STAGED_BASE => {
                 let s = (i - STAGED_BASE) / 2;
-                Some(if (i - STAGED_BASE) % 2 == 0 {
+                Some(if (i - STAGED_BASE).is_multiple_of(2) {
                     Node::Staged(s)
                 } else {
                     Node::ErrorNote(s)

@@ -114,6 +114,9 @@ pub struct Caller {
     pub tgid: Option<u32>,
     /// The caller is exiting because a signal killed it (its close must not commit).
     pub killed: bool,
+    /// After this close the caller still has another descriptor of the same file (a shell
+    /// restoring a redirected fd with dup2): not its last close, so not a commit point.
+    pub still_open: bool,
 }
 
 /// Attribute changes of `setattr`.
@@ -345,6 +348,7 @@ impl TableView {
         lock(&self.incoming).names.keys().cloned().collect()
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn attr(&self, ino: u64, kind: Kind, size: u64, perm: u16, nlink: u32, mtime: SystemTime, ttl: Duration) -> Attr {
         Attr {
             ino,
@@ -796,8 +800,8 @@ impl TableView {
             e.len = 0;
             e.state = State::Live;
             let name = e.name.clone();
-            if !inc.names.contains_key(&name) {
-                inc.names.insert(name, seq);
+            if let std::collections::btree_map::Entry::Vacant(slot) = inc.names.entry(name) {
+                slot.insert(seq);
                 inc.get(seq)?.linked = true;
             }
             let e = inc.get(seq)?;
@@ -892,6 +896,10 @@ impl TableView {
             );
             return Ok(());
         }
+        if caller.still_open {
+            debug!("flush of staged file #{seq}: the process still has it open on another descriptor");
+            return Ok(());
+        }
         if lock(&self.incoming).get(seq)?.writers > 1 {
             debug!("flush of staged file #{seq}: other writers still have it open");
             return Ok(());
@@ -935,12 +943,29 @@ impl TableView {
                     e.writers = e.writers.saturating_sub(1);
                 }
             }
+            self.drop_if_empty(&mut inc, *seq);
             inc.maybe_drop(*seq);
         }
     }
 
+    /// An empty, plain-named staged file that nobody has open leaves `incoming/` (`touch`,
+    /// a `cp` of an empty file): there is nothing to commit and nothing to keep.
+    fn drop_if_empty(&self, inc: &mut Incoming, seq: u64) {
+        let Some(e) = inc.entries.get_mut(&seq) else { return };
+        if e.state != State::Live || !e.linked || e.handles > 0 || e.len > 0 || staging::is_scratch(&e.name) {
+            return;
+        }
+        if let Err(err) = self.staging.remove(&e.id) {
+            warn!("incoming/{}: cannot remove the empty staged file: {err}", e.name);
+            return;
+        }
+        debug!("incoming/{}: empty, nothing committed", e.name);
+        e.state = State::Unlinked;
+        inc.unlink_name(seq);
+    }
+
     /// Validate the staged file `seq` and commit it as one append; on success its name leaves
-    /// `incoming/`. An empty file is dropped without a commit. On failure the bytes stay and
+    /// `incoming/`. An empty file commits nothing (it leaves at its last close). On failure the bytes stay and
     /// `NAME.error` explains.
     fn commit(&self, seq: u64) -> FsResult<()> {
         let io = self.io_lock(seq)?;
@@ -953,9 +978,12 @@ impl TableView {
             }
             (e.id.clone(), e.name.clone(), e.file.clone(), e.len)
         };
-        let result = if len == 0 {
-            Ok(None)
-        } else {
+        if len == 0 {
+            // Nothing to commit. (A shell redirection closes a duplicate of the new, still empty
+            // file before anything is written.) An empty file leaves incoming/ at its last close.
+            return Ok(());
+        }
+        let result = {
             let reader = BufReader::with_capacity(
                 1 << 20,
                 PreadReader {
@@ -1080,7 +1108,11 @@ impl TableView {
             }
             seq
         };
-        self.commit(seq)
+        self.commit(seq)?;
+        let mut inc = lock(&self.incoming);
+        self.drop_if_empty(&mut inc, seq);
+        inc.maybe_drop(seq);
+        Ok(())
     }
 
     fn incoming_node_locked(&self, inc: &Incoming, name: &str) -> Option<u64> {

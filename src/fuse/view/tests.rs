@@ -8,6 +8,7 @@ use crate::schema::Schema;
 const ME: Caller = Caller {
     tgid: Some(100),
     killed: false,
+    still_open: false,
 };
 
 fn table(dir: &Path) -> Table {
@@ -150,17 +151,14 @@ fn forked_child_and_killed_writer_do_not_commit() {
     let v = view(dir.path());
     let (_, o) = v.create(inode::INCOMING, OsStr::new("a.jsonl"), true, ME).unwrap();
     v.write(o.fh, 0, b"{\"id\":1}\n").unwrap();
-    let child = Caller {
-        tgid: Some(101),
-        killed: false,
-    };
+    let child = Caller { tgid: Some(101), ..ME };
     v.flush(o.fh, child).unwrap();
     assert_eq!(t.latest_version().unwrap(), 0);
-    let killed = Caller {
-        tgid: Some(100),
-        killed: true,
-    };
+    let killed = Caller { killed: true, ..ME };
     v.flush(o.fh, killed).unwrap();
+    assert_eq!(t.latest_version().unwrap(), 0);
+    let dup = Caller { still_open: true, ..ME };
+    v.flush(o.fh, dup).unwrap();
     assert_eq!(t.latest_version().unwrap(), 0);
     assert_eq!(names(&v), ["a.jsonl"]);
     v.flush(o.fh, ME).unwrap();
