@@ -116,6 +116,24 @@ impl Replay {
         Ok(info.unwrap_or_default())
     }
 
+    /// The replay state that yields `snap` (files keep their order).
+    pub fn from_snapshot(snap: &Snapshot) -> Self {
+        let live: HashMap<String, (u64, Add, u64)> = snap
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.path.clone(), (i as u64, f.add.clone(), f.num_records)))
+            .collect();
+        Replay {
+            seq: snap.files.len() as u64,
+            live,
+            rows: snap.num_records(),
+            metadata: Some(snap.metadata.clone()),
+            protocol: Some(snap.protocol.clone()),
+            ever_added: None,
+        }
+    }
+
     /// A replay that also records every path any `add` names (for vacuum).
     pub fn recording_added() -> Self {
         Replay {

@@ -5,6 +5,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufWriter, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::actions::{Action, Add, CommitInfo, Format, Metadata, Protocol, Remove};
 use crate::commit::{self, Isolation, Publish};
@@ -32,6 +34,9 @@ pub struct WriteOptions {
 pub struct Table {
     root: PathBuf,
     log_dir: PathBuf,
+    /// A version known to exist (versions never disappear), shared by clones; `u64::MAX` until
+    /// the first listing. [`Table::latest_version`] probes forward from it.
+    known: Arc<AtomicU64>,
 }
 
 /// One line of `history`.
@@ -55,7 +60,15 @@ impl Table {
         if !log_dir.join(log::commit_file_name(0)).is_file() {
             return Err(Error::TableNotFound(root));
         }
-        Ok(Table { root, log_dir })
+        Ok(Table::new(root, log_dir))
+    }
+
+    fn new(root: PathBuf, log_dir: PathBuf) -> Table {
+        Table {
+            root,
+            log_dir,
+            known: Arc::new(AtomicU64::new(u64::MAX)),
+        }
     }
 
     /// Create a table with `schema` as version 0 (`CREATE TABLE`: commitInfo, protocol,
@@ -108,7 +121,7 @@ impl Table {
             }),
         ];
         match commit::publish(&root, 0, &commit::encode(&actions))? {
-            Publish::Won => Ok(Table { root, log_dir }),
+            Publish::Won => Ok(Table::new(root, log_dir)),
             Publish::Lost => Err(Error::TableExists(root)),
         }
     }
@@ -123,11 +136,20 @@ impl Table {
         self.log_dir.join(log::commit_file_name(version))
     }
 
-    /// The newest version: a listing of `_delta_log/`, then a probe for versions published
-    /// since. Errors: [`Error::Io`].
+    /// The newest version. The first call lists `_delta_log/`; later calls (on this table or
+    /// its clones) probe `known + 1, known + 2, ...` with stat(2) from the newest version seen,
+    /// so they cost one failed stat plus one per new commit. Errors: [`Error::Io`].
     pub fn latest_version(&self) -> Result<u64> {
-        let listed = log::list_versions(&self.log_dir)?.last().copied().unwrap_or(0);
-        Ok(self.latest_version_from(listed))
+        let known = match self.known.load(Ordering::Acquire) {
+            u64::MAX => log::list_versions(&self.log_dir)?.last().copied().unwrap_or(0),
+            k => k,
+        };
+        let v = self.latest_version_from(known);
+        // Publish the newest version seen: replace the sentinel or a smaller value.
+        let _ = self.known.fetch_update(Ordering::AcqRel, Ordering::Acquire, |k| {
+            (k == u64::MAX || k < v).then_some(v)
+        });
+        Ok(v)
     }
 
     /// The newest version at or after `hint` (a version known to exist), found by probing
@@ -202,6 +224,27 @@ impl Table {
             }
             Ok(())
         })?;
+        replay.snapshot(&self.root, version, last.unwrap_or_default())
+    }
+
+    /// The snapshot of `version`, replaying only the commits after `base` when `base` is older
+    /// (cost: `base`'s live files plus the new commits), else a full replay.
+    ///
+    /// Errors: as [`Table::snapshot`].
+    pub fn snapshot_after(&self, base: &Snapshot, version: u64) -> Result<Snapshot> {
+        if version < base.version {
+            return self.snapshot(version);
+        }
+        let mut replay = Replay::from_snapshot(base);
+        let mut last = (version == base.version).then(|| base.commit_info.clone());
+        for v in base.version + 1..=version {
+            let path = self.commit_path(v);
+            let actions = log::read_commit(&path).map_err(|e| self.not_found(version, e))?;
+            let info = replay.apply(&self.root, &path, actions)?;
+            if v == version {
+                last = Some(info);
+            }
+        }
         replay.snapshot(&self.root, version, last.unwrap_or_default())
     }
 
@@ -519,5 +562,61 @@ impl Table {
                 actions
             },
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> (tempfile::TempDir, Table) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let schema = Schema::parse_cli(&["id:int!".into(), "s:str".into()]).expect("schema");
+        let t = Table::create(dir.path().join("t"), &schema).expect("create");
+        (dir, t)
+    }
+
+    fn append(t: &Table, rows: &str) -> u64 {
+        t.append("test", rows.as_bytes(), &WriteOptions::default())
+            .expect("append")
+            .expect("rows")
+    }
+
+    #[test]
+    fn incremental_snapshot_equals_full_replay() {
+        let (_d, t) = table();
+        let base = t.snapshot(0).expect("snapshot 0");
+        append(&t, "{\"id\":1}\n");
+        append(&t, "{\"id\":2}\n{\"id\":3}\n");
+        let mid = t.snapshot(2).expect("snapshot 2");
+        t.overwrite("test", "{\"id\":4}\n".as_bytes(), &WriteOptions::default())
+            .expect("overwrite");
+        t.restore(2, &WriteOptions::default()).expect("restore");
+        append(&t, "{\"id\":5}\n");
+        for v in 0..=5 {
+            let full = t.snapshot(v).expect("full");
+            for b in [&base, &mid] {
+                let inc = t.snapshot_after(b, v).expect("incremental");
+                assert_eq!(inc.files, full.files, "version {v} from base {}", b.version);
+                assert_eq!(inc.num_records(), full.num_records());
+                assert_eq!(inc.timestamp, full.timestamp);
+                assert_eq!(inc.schema, full.schema);
+            }
+        }
+        assert!(matches!(
+            t.snapshot_after(&mid, 9),
+            Err(Error::VersionNotFound { version: 9, .. })
+        ));
+    }
+
+    #[test]
+    fn latest_version_sees_commits_by_other_handles() {
+        let (_d, t) = table();
+        let other = Table::open(t.root()).expect("open");
+        assert_eq!(t.latest_version().expect("latest"), 0);
+        append(&other, "{\"id\":1}\n");
+        append(&other, "{\"id\":2}\n");
+        assert_eq!(t.latest_version().expect("latest"), 2);
+        assert_eq!(t.clone().latest_version().expect("latest"), 2);
     }
 }
