@@ -34,6 +34,10 @@ def main():
         for line in f:
             if line.strip():
                 rows.append(line.rstrip("\n").split("\t"))
+    def order(r):
+        digits = "".join(c for c in r[0] if c.isdigit())
+        return int(digits) if digits else 99
+    rows.sort(key=order)  # stable: within a figure, the order they were recorded
     out = [("#", "figure", "median", "baseline median", "ratio", "target", "result")]
     notes = []
     for id_, fig, ours, base, kind, target, note in rows:
