@@ -362,3 +362,26 @@ fn tar() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn vim() {
+    let e = setup();
+    require_tool("vim");
+    // A new file: vim probes with a scratch "4913", writes, fsyncs (the commit), closes.
+    e.ok(&format!(
+        "vim -N -u NONE -i NONE -es -c 'r {}' -c 'g/^$/d' -c 'wq' \"$M/incoming/vim.jsonl\"",
+        fixture("flights-mar.jsonl").display()
+    ));
+    assert_eq!(e.f.latest_link(), "v/3");
+    assert_eq!(lines(&e.f.read_v(3)).len(), 2800 + 600);
+    // Fixing a refused file in place with vim commits it.
+    let out = e.sh("printf '%s\\n' '{\"year\":2013,\"month\":\"x\",\"day\":1}' | cat > \"$M/incoming/fix.jsonl\"");
+    assert!(!out.status.success());
+    e.ok("vim -N -u NONE -i NONE -es -c 's/\"x\"/5/' -c 'wq' \"$M/incoming/fix.jsonl\"");
+    assert_eq!(e.f.latest_link(), "v/4");
+    let names: Vec<_> = fs::read_dir(e.f.m("incoming"))
+        .unwrap()
+        .map(|d| d.unwrap().file_name())
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+}

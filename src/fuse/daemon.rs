@@ -317,6 +317,7 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
         Some(id) => mnt_id.store(id, Ordering::Relaxed),
         None => warn!("cannot find {} in /proc/self/mountinfo", mountpoint.display()),
     }
+    raise_readahead(&mountpoint);
     Ok((session, mountpoint))
 }
 
@@ -432,6 +433,27 @@ pub fn unmount(mp: &Path) -> io::Result<()> {
             }
         }
         _ => Err(err),
+    }
+}
+
+/// The kernel proposes 128 KiB of readahead at FUSE_INIT and lets the daemon only lower it;
+/// root may raise it through sysfs. Four maximal requests keep sequential readers (cat, cp,
+/// DuckDB) fed with 1 MiB reads. Best effort: without permission the default stays.
+fn raise_readahead(mp: &Path) {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    let dev = info.lines().rev().find_map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        (f.len() > 4 && unescape_mountinfo(f[4]).as_slice() == mp.as_os_str().as_bytes()).then(|| f[2].to_string())
+    });
+    if let Some(dev) = dev {
+        let path = format!("/sys/class/bdi/{dev}/read_ahead_kb");
+        let kb = 4 * super::fs::MAX_IO / 1024;
+        match std::fs::write(&path, kb.to_string()) {
+            Ok(()) => log::debug!("{path}: {kb}"),
+            Err(e) => log::debug!("cannot raise readahead ({path}): {e}"),
+        }
     }
 }
 
