@@ -222,6 +222,66 @@ impl Staging {
     }
 }
 
+/// For `vacuum`: the files in `table_root/_staging/` that are leftovers — temporaries, halves of
+/// interrupted creates and removes, and staged files whose id the log already has (committed
+/// just before a crash). Staged files a user may still want (a refused file waiting for a fix, a
+/// scratch file, bytes from before a crash) are never leftovers; `.lock` never is. Returns
+/// `None` while a mount holds the table (the daemon cleans up after itself then).
+pub fn leftovers(
+    table_root: &Path,
+    committed_ids: &std::collections::HashSet<String>,
+) -> io::Result<Option<Vec<PathBuf>>> {
+    let dir = table_root.join(STAGING_DIR);
+    let lock = match File::open(dir.join(".lock")) {
+        Ok(f) => Some(f),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    if let Some(lock) = &lock {
+        // SAFETY: flock on a descriptor we own; released when `lock` is dropped.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::WouldBlock {
+                return Ok(None);
+            }
+            return Err(err);
+        }
+    }
+    let entries = match fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Some(Vec::new())),
+        Err(e) => return Err(e),
+    };
+    let mut files: Vec<(String, String, PathBuf)> = Vec::new();
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        let Some(fname) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        if fname.ends_with(".tmp") {
+            out.push(entry.path());
+        } else if let Some((id, ext)) = fname.rsplit_once('.')
+            && is_id(id)
+        {
+            files.push((id.to_string(), ext.to_string(), entry.path()));
+        }
+    }
+    let has = |id: &str, ext: &str| files.iter().any(|(i, e, _)| i == id && e == ext);
+    for (id, ext, path) in &files {
+        let orphan = match ext.as_str() {
+            "data" => !has(id, "name"),
+            "name" | "error" => !has(id, "data"),
+            _ => false,
+        };
+        if orphan || committed_ids.contains(id) {
+            out.push(path.clone());
+        }
+    }
+    out.sort();
+    Ok(Some(out))
+}
+
 fn remove_if_exists(path: &Path) -> io::Result<()> {
     match fs::remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
@@ -285,6 +345,38 @@ mod tests {
         s.remove(&a).unwrap();
         s.remove(&b).unwrap();
         assert!(s.scan().unwrap().is_empty());
+    }
+
+    #[test]
+    fn vacuum_leftovers() {
+        let dir = tempfile::tempdir().unwrap();
+        let (keep, done) = {
+            let s = Staging::open(dir.path()).unwrap();
+            let (keep, _) = s.create("keep.jsonl").unwrap();
+            let (done, _) = s.create("done.jsonl").unwrap();
+            fs::write(s.dir().join(format!("{}.data", "1".repeat(32))), "orphan").unwrap();
+            fs::write(s.dir().join("x.name.1.tmp"), "t").unwrap();
+            let committed = std::collections::HashSet::from([done.clone()]);
+            // Mounted: hands off.
+            assert!(leftovers(dir.path(), &committed).unwrap().is_none());
+            (keep, done)
+        };
+        let committed = std::collections::HashSet::from([done.clone()]);
+        let got = leftovers(dir.path(), &committed).unwrap().unwrap();
+        let names: Vec<String> = got
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.contains(&format!("{}.data", "1".repeat(32))), "{names:?}");
+        assert!(names.contains(&"x.name.1.tmp".to_string()));
+        assert!(names.contains(&format!("{done}.data")) && names.contains(&format!("{done}.name")));
+        assert!(!names.iter().any(|n| n.starts_with(&keep) || n == ".lock"), "{names:?}");
+        assert!(
+            leftovers(&dir.path().join("none"), &committed)
+                .unwrap()
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
