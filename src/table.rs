@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufWriter, Write};
+use std::io::{BufRead, BufWriter, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -319,10 +319,23 @@ impl Table {
 
     /// Write the rows of `snapshot` (its data files concatenated) to `out`.
     pub fn write_rows(&self, snapshot: &Snapshot, out: &mut impl Write) -> Result<u64> {
+        // 256 KiB reads and writes: std::io::copy's 8 KiB buffer costs 4x the syscalls of cat.
+        let mut buf = vec![0u8; 256 << 10];
         let mut n = 0;
         for f in &snapshot.files {
+            let path = self.root.join(&f.path);
             let mut file = self.open_data_file(&f.path)?;
-            n += std::io::copy(&mut file, out).map_err(|e| Error::io("copy", self.root.join(&f.path), e))?;
+            loop {
+                let k = match file.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(k) => k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(Error::io("read", path, e)),
+                };
+                out.write_all(&buf[..k])
+                    .map_err(|e| Error::io("write", "<output>", e))?;
+                n += k as u64;
+            }
         }
         Ok(n)
     }

@@ -217,8 +217,12 @@ fn run(cmd: Cmd) -> Result<()> {
                 (None, None) => t.latest_version()?,
             };
             let snap = t.snapshot(v)?;
-            t.write_rows(&snap, &mut out)?;
             out.flush().map_err(stdout_err)?;
+            // Copy straight to fd 1, not through Stdout's line buffering: std's io::copy between
+            // two Files uses copy_file_range/sendfile/splice, so the bytes never enter this process.
+            // SAFETY: fd 1 is open for the life of the process; ManuallyDrop never closes it.
+            let mut fd1 = std::mem::ManuallyDrop::new(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(1) });
+            t.write_rows(&snap, &mut *fd1)?;
         }
         Cmd::Describe { table, version, json } => {
             let t = Table::open(&table)?;
