@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::actions::{Add, CommitInfo, Metadata, Protocol, is_safe_relative_path};
+use crate::actions::{CommitInfo, Metadata, Protocol, is_safe_relative_path};
 use crate::error::{Error, Result};
 use crate::log::{self, LOG_DIR};
 use crate::schema::Schema;
@@ -23,8 +23,11 @@ pub struct FileEntry {
     pub size: u64,
     /// Rows, from `add.stats.numRecords` (0 if the stats are missing).
     pub num_records: u64,
-    /// The `add` action that made the file live.
-    pub add: Add,
+    /// `add.modificationTime`, ms since epoch.
+    pub modification_time: i64,
+    /// The version whose commit holds the `add` action that made the file live (read it again
+    /// with [`crate::table::Table::add_action`]; snapshots keep no stats, to stay small).
+    pub added_in: u64,
 }
 
 /// A table frozen at one version: schema, live files in the order they were added, and the
@@ -64,7 +67,9 @@ impl Snapshot {
 #[derive(Debug, Default)]
 pub struct Replay {
     seq: u64,
-    live: HashMap<String, (u64, Add, u64)>,
+    live: HashMap<String, FileEntry>,
+    /// Add order of each live path.
+    order: HashMap<String, u64>,
     rows: u64,
     metadata: Option<Metadata>,
     protocol: Option<Protocol>,
@@ -76,6 +81,15 @@ impl Replay {
     /// Apply the actions of `version` (read from `path`). Errors: [`Error::Corrupt`] for unsafe
     /// paths or a missing commitInfo; [`Error::UnsupportedProtocol`].
     pub fn apply(&mut self, root: &Path, path: &Path, actions: Vec<crate::actions::Action>) -> Result<CommitInfo> {
+        let version = match path.file_name().and_then(|n| n.to_str()).map(log::LogFile::parse) {
+            Some(log::LogFile::Commit(v)) => v,
+            _ => {
+                return Err(Error::Corrupt {
+                    path: path.to_path_buf(),
+                    reason: "not a commit file name".into(),
+                });
+            }
+        };
         let mut info = None;
         for a in actions {
             if let Some(c) = a.commit_info {
@@ -100,16 +114,24 @@ impl Replay {
                     set.insert(add.path.clone());
                 }
                 self.seq += 1;
-                let rows = add.num_records().unwrap_or(0);
-                self.rows += rows;
-                if let Some((_, _, old)) = self.live.insert(add.path.clone(), (self.seq, add, rows)) {
-                    self.rows -= old;
+                let entry = FileEntry {
+                    num_records: add.num_records().unwrap_or(0),
+                    size: add.size,
+                    modification_time: add.modification_time,
+                    added_in: version,
+                    path: add.path,
+                };
+                self.rows += entry.num_records;
+                self.order.insert(entry.path.clone(), self.seq);
+                if let Some(old) = self.live.insert(entry.path.clone(), entry) {
+                    self.rows -= old.num_records;
                 }
             }
             if let Some(r) = a.remove {
                 check_path(path, &r.path)?;
-                if let Some((_, _, old)) = self.live.remove(&r.path) {
-                    self.rows -= old;
+                if let Some(old) = self.live.remove(&r.path) {
+                    self.order.remove(&r.path);
+                    self.rows -= old.num_records;
                 }
             }
         }
@@ -118,15 +140,15 @@ impl Replay {
 
     /// The replay state that yields `snap` (files keep their order).
     pub fn from_snapshot(snap: &Snapshot) -> Self {
-        let live: HashMap<String, (u64, Add, u64)> = snap
-            .files
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.path.clone(), (i as u64, f.add.clone(), f.num_records)))
-            .collect();
         Replay {
             seq: snap.files.len() as u64,
-            live,
+            live: snap.files.iter().map(|f| (f.path.clone(), f.clone())).collect(),
+            order: snap
+                .files
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (f.path.clone(), i as u64))
+                .collect(),
             rows: snap.num_records(),
             metadata: Some(snap.metadata.clone()),
             protocol: Some(snap.protocol.clone()),
@@ -162,22 +184,8 @@ impl Replay {
             path: log_path(),
             reason,
         })?;
-        let mut files: Vec<(u64, FileEntry)> = self
-            .live
-            .values()
-            .map(|(seq, add, rows)| {
-                (
-                    *seq,
-                    FileEntry {
-                        path: add.path.clone(),
-                        size: add.size,
-                        num_records: *rows,
-                        add: add.clone(),
-                    },
-                )
-            })
-            .collect();
-        files.sort_unstable_by_key(|(s, _)| *s);
+        let mut files: Vec<FileEntry> = self.live.values().cloned().collect();
+        files.sort_unstable_by_key(|f| self.order.get(&f.path).copied().unwrap_or(0));
         Ok(Snapshot {
             root: root.to_path_buf(),
             version,
@@ -186,7 +194,7 @@ impl Replay {
             schema,
             metadata,
             protocol,
-            files: files.into_iter().map(|(_, f)| f).collect(),
+            files,
         })
     }
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::actions::{Action, Add, CommitInfo, Format, Metadata, Protocol, Remove};
+use crate::checkpoint;
 use crate::commit::{self, Isolation, Publish};
 use crate::error::{Error, IoContext, Result};
 use crate::failpoint;
@@ -136,12 +137,17 @@ impl Table {
         self.log_dir.join(log::commit_file_name(version))
     }
 
-    /// The newest version. The first call lists `_delta_log/`; later calls (on this table or
+    /// The newest version. The first call starts from the newest checkpoint (or lists
+    /// `_delta_log/` when there is none); later calls (on this table or
     /// its clones) probe `known + 1, known + 2, ...` with stat(2) from the newest version seen,
     /// so they cost one failed stat plus one per new commit. Errors: [`Error::Io`].
     pub fn latest_version(&self) -> Result<u64> {
         let known = match self.known.load(Ordering::Acquire) {
-            u64::MAX => log::list_versions(&self.log_dir)?.last().copied().unwrap_or(0),
+            // A checkpoint names a version that exists; probing from it avoids listing a big log.
+            u64::MAX => match checkpoint::newest_at_or_before(&self.root, u64::MAX) {
+                Some(v) if self.commit_path(v).exists() => v,
+                _ => log::list_versions(&self.log_dir)?.last().copied().unwrap_or(0),
+            },
             k => k,
         };
         let v = self.latest_version_from(known);
@@ -216,15 +222,82 @@ impl Table {
     ///
     /// Errors: [`Error::VersionNotFound`], [`Error::Corrupt`], [`Error::UnsupportedProtocol`].
     pub fn snapshot(&self, version: u64) -> Result<Snapshot> {
-        let mut replay = Replay::default();
-        let mut last = None;
-        self.replay(version, &mut replay, |v, _, info| {
-            if v == version {
-                last = Some(info);
+        let base = checkpoint::newest_at_or_before(&self.root, version).and_then(|v| {
+            checkpoint::read(&self.root, v)
+                .map_err(|e| ::log::warn!("ignoring checkpoint: {e}"))
+                .ok()
+        });
+        let snap = match &base {
+            Some(b) => self.snapshot_after(b, version)?,
+            None => {
+                let mut replay = Replay::default();
+                let mut last = None;
+                self.replay(version, &mut replay, |v, _, info| {
+                    if v == version {
+                        last = Some(info);
+                    }
+                    Ok(())
+                })?;
+                replay.snapshot(&self.root, version, last.unwrap_or_default())?
             }
-            Ok(())
-        })?;
-        replay.snapshot(&self.root, version, last.unwrap_or_default())
+        };
+        let replayed = version - base.as_ref().map_or(0, |b| b.version);
+        if replayed >= checkpoint::CHECKPOINT_INTERVAL
+            && let Err(e) = checkpoint::write(&snap)
+        {
+            ::log::debug!("no checkpoint written for version {version}: {e}");
+        }
+        Ok(snap)
+    }
+
+    /// The totals `describe` prints (file count, rows, bytes, schema, commit time) for `version`.
+    /// From a checkpoint followed only by blind appends this reads the checkpoint's header and
+    /// the commits after it, so it costs O(commits since the checkpoint), not O(live files);
+    /// otherwise it builds the snapshot. Errors: as [`Table::snapshot`].
+    pub fn totals(&self, version: u64) -> Result<checkpoint::Totals> {
+        let from_snapshot = |s: Snapshot| checkpoint::Totals {
+            version: s.version,
+            num_files: s.files.len() as u64,
+            num_records: s.num_records(),
+            size_bytes: s.size_bytes(),
+            commit_info: s.commit_info,
+            metadata: s.metadata,
+        };
+        let Some(cp) = checkpoint::newest_at_or_before(&self.root, version) else {
+            return self.snapshot(version).map(from_snapshot);
+        };
+        let Ok(mut t) = checkpoint::read_totals(&self.root, cp) else {
+            return self.snapshot(version).map(from_snapshot);
+        };
+        for v in cp + 1..=version {
+            let path = self.commit_path(v);
+            let actions = log::read_commit(&path).map_err(|e| self.not_found(version, e))?;
+            let blind = actions.iter().all(|a| a.remove.is_none() && a.protocol.is_none())
+                && actions
+                    .iter()
+                    .any(|a| a.commit_info.as_ref().is_some_and(|c| c.is_blind_append));
+            if !blind || version - cp >= checkpoint::CHECKPOINT_INTERVAL {
+                return self.snapshot(version).map(from_snapshot);
+            }
+            for a in actions {
+                if let Some(c) = a.commit_info {
+                    t.commit_info = c;
+                }
+                if let Some(m) = a.metadata {
+                    t.metadata = m;
+                }
+                if let Some(add) = a.add {
+                    if !crate::actions::is_safe_relative_path(&add.path) {
+                        return self.snapshot(version).map(from_snapshot);
+                    }
+                    t.num_files += 1;
+                    t.num_records += add.num_records().unwrap_or(0);
+                    t.size_bytes += add.size;
+                }
+            }
+        }
+        t.version = version;
+        Ok(t)
     }
 
     /// The snapshot of `version`, replaying only the commits after `base` when `base` is older
@@ -234,6 +307,9 @@ impl Table {
     pub fn snapshot_after(&self, base: &Snapshot, version: u64) -> Result<Snapshot> {
         if version < base.version {
             return self.snapshot(version);
+        }
+        if version == base.version {
+            return Ok(base.clone());
         }
         let mut replay = Replay::from_snapshot(base);
         let mut last = (version == base.version).then(|| base.commit_info.clone());
@@ -297,6 +373,20 @@ impl Table {
             }
         }
         Ok(Some(lo))
+    }
+
+    /// The `add` action (with its stats) that made `file` live, read again from its commit.
+    /// Errors: [`Error::Corrupt`] when that commit no longer names the file.
+    pub fn add_action(&self, file: &crate::snapshot::FileEntry) -> Result<Add> {
+        let path = self.commit_path(file.added_in);
+        log::read_commit(&path)?
+            .into_iter()
+            .filter_map(|a| a.add)
+            .rfind(|a| a.path == file.path)
+            .ok_or_else(|| Error::Corrupt {
+                path,
+                reason: format!("no add action for {}", file.path),
+            })
     }
 
     /// Open a data file of a snapshot for reading, refusing a symlink that leads out of the table.
@@ -529,7 +619,10 @@ impl Table {
             .iter()
             .filter(|f| !kept_prefix.contains(f.path.as_str()))
             .collect();
-        let to_add: Vec<Add> = old.files[prefix..].iter().map(|f| f.add.clone()).collect();
+        let to_add: Vec<Add> = old.files[prefix..]
+            .iter()
+            .map(|f| self.add_action(f))
+            .collect::<Result<_>>()?;
         let schema_changed = cur.metadata != old.metadata;
         let metrics = BTreeMap::from([
             ("numRestoredFile".into(), to_add.len().to_string()),
@@ -631,5 +724,41 @@ mod tests {
         append(&other, "{\"id\":2}\n");
         assert_eq!(t.latest_version().expect("latest"), 2);
         assert_eq!(t.clone().latest_version().expect("latest"), 2);
+    }
+
+    #[test]
+    fn checkpoints_agree_with_replay_and_bad_ones_are_ignored() {
+        let (_d, t) = table();
+        append(&t, "{\"id\":1}\n");
+        append(&t, "{\"id\":2}\n{\"id\":3}\n");
+        t.overwrite("test", "{\"id\":4}\n".as_bytes(), &WriteOptions::default())
+            .expect("overwrite");
+        append(&t, "{\"id\":5,\"s\":\"x\"}\n");
+        append(&t, "{\"id\":6}\n");
+        let full: Vec<Snapshot> = (0..=5).map(|v| t.snapshot(v).expect("snapshot")).collect();
+        checkpoint::write(&full[3]).expect("write checkpoint");
+        let fresh = Table::open(t.root()).expect("open");
+        assert_eq!(fresh.latest_version().expect("latest"), 5);
+        for (v, f) in full.iter().enumerate() {
+            let v = v as u64;
+            let s = fresh.snapshot(v).expect("snapshot");
+            assert_eq!(s.files, f.files, "version {v}");
+            assert_eq!(s.timestamp, f.timestamp);
+            let tot = fresh.totals(v).expect("totals");
+            assert_eq!(
+                (tot.num_files, tot.num_records, tot.size_bytes),
+                (f.files.len() as u64, f.num_records(), f.size_bytes()),
+                "totals of version {v}"
+            );
+            assert_eq!(tot.commit_info.timestamp, f.timestamp);
+        }
+        // A damaged checkpoint is ignored: replay is the truth.
+        let cp = t
+            .root()
+            .join(checkpoint::CHECKPOINT_DIR)
+            .join(format!("{:020}.jsonl", 3));
+        std::fs::write(&cp, "{\"version\":3,\"numFiles\":9}\n").expect("damage");
+        assert_eq!(fresh.snapshot(5).expect("snapshot").files, full[5].files);
+        assert_eq!(fresh.totals(4).expect("totals").num_records, full[4].num_records());
     }
 }

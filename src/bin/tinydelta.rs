@@ -230,8 +230,8 @@ fn run(cmd: Cmd) -> Result<()> {
                 Some(v) => v,
                 None => t.latest_version()?,
             };
-            let s = t.snapshot(v)?;
             if json {
+                let s = t.snapshot(v)?;
                 let files: Vec<_> = s
                     .files
                     .iter()
@@ -253,16 +253,22 @@ fn run(cmd: Cmd) -> Result<()> {
                 });
                 writeln!(out, "{doc}").map_err(stdout_err)?;
             } else {
+                let s = t.totals(v)?;
+                let schema =
+                    Schema::from_schema_string(&s.metadata.schema_string).map_err(|reason| Error::Corrupt {
+                        path: t.commit_path(v),
+                        reason,
+                    })?;
                 writeln!(
                     out,
                     "table:   {}\nversion: {}\ntime:    {}\nschema:  {}\nfiles:   {}\nrows:    {}\nbytes:   {}",
                     table.display(),
                     s.version,
-                    rfc3339_ms(s.timestamp),
-                    s.schema.to_cli_string(),
-                    s.files.len(),
-                    s.num_records(),
-                    s.size_bytes()
+                    rfc3339_ms(s.commit_info.timestamp),
+                    schema.to_cli_string(),
+                    s.num_files,
+                    s.num_records,
+                    s.size_bytes
                 )
                 .map_err(stdout_err)?;
             }
