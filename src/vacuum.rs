@@ -1,7 +1,8 @@
 //! Vacuum (SPEC section 3): delete what no version names, never what one does.
 //!
 //! Candidates: `part-*.jsonl` in the table folder that no `add` of any version ever named,
-//! stale `_delta_log/.<version>.<uuid>.tmp` commits-in-progress, and `_staging/` leftovers.
+//! stale `_delta_log/.<version>.<uuid>.tmp` commits-in-progress and checkpoint temporaries,
+//! and `_staging/` leftovers.
 //! Each is deleted only when its mtime is older than the retention, so an in-flight writer's
 //! files survive.
 
@@ -9,7 +10,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::log::{LOG_DIR, LogFile};
 use crate::table::Table;
 
@@ -17,7 +18,7 @@ use crate::table::Table;
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(3600);
 
 /// The staging folder of the mount's `incoming/`.
-pub const STAGING_DIR: &str = "_staging";
+pub const STAGING_DIR: &str = crate::fuse::staging::STAGING_DIR;
 
 /// What a vacuum found (and deleted, unless it was a dry run).
 #[derive(Debug, Default)]
@@ -29,7 +30,12 @@ pub struct VacuumReport {
 }
 
 fn older_than(path: &Path, cutoff: SystemTime) -> Result<Option<u64>> {
-    let meta = fs::symlink_metadata(path).ctx("stat", path)?;
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        // Gone since the listing (a writer finished): nothing to delete.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("stat", path, e)),
+    };
     let mtime = meta.modified().ctx("stat", path)?;
     Ok((mtime <= cutoff).then_some(meta.len()))
 }
@@ -38,7 +44,7 @@ fn older_than(path: &Path, cutoff: SystemTime) -> Result<Option<u64>> {
 /// only report them. Errors: [`crate::Error::Io`] naming the path; [`crate::Error::Corrupt`] if the
 /// log cannot be replayed (then nothing is deleted).
 pub fn vacuum(table: &Table, retention: Duration, dry_run: bool) -> Result<VacuumReport> {
-    let referenced = table.all_added_paths()?;
+    let (referenced, staged_ids) = table.inventory_with_param(crate::fuse::staging::STAGING_ID_PARAM)?;
     let cutoff = SystemTime::now()
         .checked_sub(retention)
         .unwrap_or(SystemTime::UNIX_EPOCH);
@@ -75,12 +81,25 @@ pub fn vacuum(table: &Table, retention: Duration, dry_run: bool) -> Result<Vacuu
             consider(entry.path(), &mut report)?;
         }
     }
-    let staging = root.join(STAGING_DIR);
-    if staging.is_dir() {
-        for entry in fs::read_dir(&staging).ctx("list", &staging)? {
-            let entry = entry.ctx("list", &staging)?;
-            consider(entry.path(), &mut report)?;
+    let checkpoints = root.join(crate::checkpoint::CHECKPOINT_DIR);
+    if checkpoints.is_dir() {
+        for entry in fs::read_dir(&checkpoints).ctx("list", &checkpoints)? {
+            let entry = entry.ctx("list", &checkpoints)?;
+            if entry
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with('.') && n.ends_with(".tmp"))
+            {
+                consider(entry.path(), &mut report)?;
+            }
         }
+    }
+    // In `_staging/`, only what the mount's staging module calls leftovers (temporaries, orphan
+    // halves, files whose staging id the log already committed); never a file a user may still
+    // want, and nothing while a mount holds the table.
+    let leftovers = crate::fuse::staging::leftovers(root, &staged_ids).ctx("list", root.join(STAGING_DIR))?;
+    for path in leftovers.unwrap_or_default() {
+        consider(path, &mut report)?;
     }
     report.deleted.sort();
     Ok(report)
