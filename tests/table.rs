@@ -543,7 +543,7 @@ fn vacuum_deletes_only_unreferenced_files_older_than_the_retention() {
     assert_eq!(referenced.len(), 3);
     let reads = t.all_reads();
 
-    // Leftovers: an orphan data file, a stale commit temporary, a staging file.
+    // Leftovers: an orphan data file, a stale commit temporary, a staging temporary.
     let orphan = t.path.join("part-00000000-0000-0000-0000-000000000000.jsonl");
     fs::write(&orphan, small_rows(999, 1)).unwrap();
     let tmp = t
@@ -552,7 +552,7 @@ fn vacuum_deletes_only_unreferenced_files_older_than_the_retention() {
     fs::write(&tmp, b"{\"commitInfo\":{").unwrap();
     let staging = t.path.join("_staging");
     fs::create_dir_all(&staging).unwrap();
-    fs::write(staging.join("leftover"), b"x").unwrap();
+    fs::write(staging.join("interrupted.tmp"), b"x").unwrap();
     // Not ours: never touched.
     let other = t.path.join("notes.txt");
     fs::write(&other, b"keep").unwrap();
@@ -560,13 +560,13 @@ fn vacuum_deletes_only_unreferenced_files_older_than_the_retention() {
     // Default retention (1 hour): everything is fresh, nothing goes.
     let out = t.td("vacuum", &[]).ok();
     assert!(out.text().contains("deleted 0 files"), "{}", out.text());
-    assert!(orphan.exists() && tmp.exists() && staging.join("leftover").exists());
+    assert!(orphan.exists() && tmp.exists() && staging.join("interrupted.tmp").exists());
 
     // Dry run lists exactly the leftovers and deletes nothing.
     let out = t.td("vacuum", &["--older-than", "0s", "--dry-run"]).ok();
     let text = out.text();
     assert!(text.contains("would delete 3 files"), "{text}");
-    for p in [&orphan, &tmp, &staging.join("leftover")] {
+    for p in [&orphan, &tmp, &staging.join("interrupted.tmp")] {
         assert!(text.contains(p.file_name().unwrap().to_str().unwrap()), "{text}");
         assert!(p.exists(), "dry run deleted {}", p.display());
     }
@@ -601,7 +601,7 @@ fn vacuum_deletes_only_unreferenced_files_older_than_the_retention() {
 
     let out = t.td("vacuum", &["--older-than", "0s"]).ok();
     assert!(out.text().contains("deleted 2 files"), "{}", out.text());
-    assert!(!tmp.exists() && !staging.join("leftover").exists());
+    assert!(!tmp.exists() && !staging.join("interrupted.tmp").exists());
     assert_eq!(t.part_files(), referenced, "vacuum touched a referenced file");
     assert!(other.exists());
     assert_eq!(t.all_reads(), reads, "a version changed after vacuum");
