@@ -579,3 +579,47 @@ fn deltalake_opens_a_table_written_through_the_mount() {
         ["3", "3", "4"]
     );
 }
+
+#[test]
+fn closes_during_exec_neither_hang_nor_commit_early() {
+    let f = Fixture::flights(&["flights-jan.jsonl"]);
+    let _m = f.mount();
+    let rows = fixture_bytes("flights-mar.jsonl");
+    // The test process opens the file; children it spawns inherit the (close-on-exec)
+    // descriptor for a moment and close it inside execve, while the kernel holds locks that
+    // /proc/PID/stat needs: the daemon must answer those flushes without reading it.
+    let mut file = fs::File::create(f.m("incoming/exec.jsonl")).unwrap();
+    file.write_all(&rows).unwrap();
+    let start = std::time::Instant::now();
+    for _ in 0..20 {
+        assert!(Command::new("true").status().unwrap().success());
+    }
+    assert!(
+        start.elapsed().as_secs() < 10,
+        "spawning children took {:?}",
+        start.elapsed()
+    );
+    assert_eq!(f.latest_link(), "v/1", "a child's close committed");
+    drop(file);
+    assert_eq!(f.latest_link(), "v/2");
+    // The opener itself closing at exec: a commit point (its last close), and no hang.
+    let py = python(&[]);
+    let script = "import os, sys\n\
+        f = open(sys.argv[1], 'wb')\n\
+        f.write(open(sys.argv[2], 'rb').read())\n\
+        f.flush()\n\
+        os.execv('/bin/true', ['true'])\n";
+    let start = std::time::Instant::now();
+    ok(
+        &py,
+        &[
+            "-c",
+            script,
+            f.m("incoming/opener.jsonl").to_str().unwrap(),
+            fixture("flights-mar.jsonl").to_str().unwrap(),
+        ],
+    );
+    assert!(start.elapsed().as_secs() < 10, "exec took {:?}", start.elapsed());
+    assert_eq!(f.latest_link(), "v/3");
+    assert_eq!(lines(&f.read_v(3)).len(), 1800 + 600 + 600);
+}

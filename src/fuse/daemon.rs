@@ -42,7 +42,7 @@ pub struct MountArgs {
     pub allow_other: bool,
     /// `-o allow_root`: root may access too.
     pub allow_root: bool,
-    /// Worker threads (default: twice the CPUs, at least 4, at most 16).
+    /// Worker threads (default: twice the CPUs, at least 8, at most 16).
     pub threads: Option<usize>,
     /// Where the background daemon writes its log.
     pub log_file: Option<PathBuf>,
@@ -300,7 +300,7 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
         config.acl = SessionACL::RootAndOwner;
     }
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
-    config.n_threads = Some(args.threads.unwrap_or((cpus * 2).clamp(4, 16)).max(1));
+    config.n_threads = Some(args.threads.unwrap_or((cpus * 2).clamp(8, 16)).max(1));
     config.clone_fd = true;
     let mnt_id = Arc::new(AtomicU64::new(0));
     let session = Session::new(TableFs::new(view, mnt_id.clone()), &mountpoint, &config).map_err(|e| {

@@ -86,8 +86,9 @@ fn is_write(flags: i32) -> bool {
     matches!(OpenFlags(flags).acc_mode(), OpenAccMode::O_WRONLY | OpenAccMode::O_RDWR) || flags & libc::O_TRUNC != 0
 }
 
-/// The process behind a request: its thread-group id (the kernel reports the calling thread),
-/// and whether it is exiting because a signal killed it (then its closes are not commits).
+/// The process behind a request: its thread-group id (the kernel reports the calling thread).
+/// `/proc/PID/status` takes no lock an exec'ing process holds, so it is safe to read while that
+/// process waits for our reply.
 pub fn caller(pid: u32) -> Caller {
     if pid == 0 {
         return Caller::default();
@@ -101,7 +102,7 @@ pub fn caller(pid: u32) -> Caller {
         });
     Caller {
         tgid: tgid.or(Some(pid)),
-        killed: killed_by_signal(pid),
+        killed: false,
         still_open: false,
     }
 }
@@ -128,7 +129,23 @@ pub fn holds_open(tgid: u32, ino: u64, mnt_id: u64) -> bool {
 
 /// `/proc/PID/stat`: flags (field 9) has PF_EXITING while the process exits; exit_code (field
 /// 52) is set before its files are closed, and its low 7 bits are the killing signal.
-fn killed_by_signal(pid: u32) -> bool {
+///
+/// Reading /proc/PID/stat takes the process's `exec_update_lock`, which an exec'ing process
+/// holds while it closes its close-on-exec descriptors, i.e. while it waits for our `flush`
+/// reply: so the read runs on a helper thread and counts as "not killed" after 200 ms (the
+/// helper finishes once the exec does).
+pub fn killed_by_signal(pid: u32) -> bool {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new().name("proc-stat".into()).spawn(move || {
+        let _ = tx.send(read_killed(pid));
+    });
+    if spawned.is_err() {
+        return false;
+    }
+    rx.recv_timeout(std::time::Duration::from_millis(200)).unwrap_or(false)
+}
+
+fn read_killed(pid: u32) -> bool {
     const PF_EXITING: u64 = 0x4;
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
@@ -332,10 +349,15 @@ impl Filesystem for TableFs {
 
     fn flush(&self, req: &Request, ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
         let mut who = caller(req.pid());
+        // Only the opener's close can commit: look closer only then (a forked child's close at
+        // exec must not wait for /proc/PID/stat, see killed_by_signal).
         if let Some(tgid) = who.tgid
-            && !who.killed
+            && self.view.opened_by(fh.0, tgid)
         {
-            who.still_open = holds_open(tgid, ino.0, self.mnt_id.load(Ordering::Relaxed));
+            who.killed = killed_by_signal(req.pid());
+            if !who.killed {
+                who.still_open = holds_open(tgid, ino.0, self.mnt_id.load(Ordering::Relaxed));
+            }
         }
         match self.view.flush(fh.0, who) {
             Ok(()) => reply.ok(),

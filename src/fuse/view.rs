@@ -876,6 +876,12 @@ impl TableView {
         }
     }
 
+    /// Whether `fh` is a staged file opened for writing by process `tgid` (whose close may be a
+    /// commit point).
+    pub fn opened_by(&self, fh: u64, tgid: u32) -> bool {
+        matches!(self.handle(fh).as_deref(), Ok(Handle::Staged { writable: true, opener: Some(o), .. }) if *o == tgid)
+    }
+
     /// `close()` of a descriptor: commit point for the process that opened it for writing.
     pub fn flush(&self, fh: u64, caller: Caller) -> FsResult<()> {
         let (seq, writable, opener) = match self.handle(fh)?.as_ref() {

@@ -298,17 +298,47 @@ pub struct Mount {
 impl Mount {
     /// Unmount with `fusermount3 -u` and wait until the daemon has exited.
     pub fn unmount(&self) {
+        let mut how = String::from("not mounted");
         if is_mounted(&self.mnt) {
             let out = run("fusermount3", &[OsStr::new("-u"), self.mnt.as_os_str()]);
+            how = format!(
+                "fusermount3 -u: {} {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
             if !out.status.success() {
                 let _ = run("umount", &[OsStr::new("-l"), self.mnt.as_os_str()]);
+                how.push_str("; then umount -l");
             }
         }
-        assert!(
-            wait_for(10, || !alive(self.pid)),
-            "daemon {} still running after unmount",
-            self.pid
-        );
+        if !wait_for(20, || !alive(self.pid)) {
+            let pid = self.pid;
+            let proc = |f: &str| std::fs::read_to_string(format!("/proc/{pid}/{f}")).unwrap_or_default();
+            let threads: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+                .map(|d| {
+                    d.filter_map(|t| t.ok())
+                        .map(|t| {
+                            let tp = t.path();
+                            format!(
+                                "{} {} wchan={} stack={}",
+                                t.file_name().to_string_lossy(),
+                                std::fs::read_to_string(tp.join("comm")).unwrap_or_default().trim(),
+                                std::fs::read_to_string(tp.join("wchan")).unwrap_or_default(),
+                                std::fs::read_to_string(tp.join("stack"))
+                                    .unwrap_or_default()
+                                    .replace('\n', " | ")
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            panic!(
+                "daemon {pid} still running 20 s after unmount ({how}); mounted: {}; stat: {}\nthreads:\n{}",
+                is_mounted(&self.mnt),
+                proc("stat"),
+                threads.join("\n")
+            );
+        }
     }
 
     /// The daemon's log so far.
