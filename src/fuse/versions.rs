@@ -10,8 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::Table;
 use crate::error::Error;
-use crate::log;
-use crate::snapshot::{Replay, Snapshot};
+use crate::snapshot::Snapshot;
 
 use super::errno::{FsError, FsResult};
 
@@ -294,16 +293,7 @@ impl Versions {
     fn snapshot(&self, version: u64) -> FsResult<Snapshot> {
         let tip = lock(&self.tip).clone();
         let snap = match tip {
-            Some(t) if t.version < version => {
-                let mut replay = Replay::from_snapshot(&t);
-                let mut info = t.commit_info.clone();
-                for v in t.version + 1..=version {
-                    let path = self.table.commit_path(v);
-                    let actions = log::read_commit(&path)?;
-                    info = replay.apply(self.table.root(), &path, actions)?;
-                }
-                replay.snapshot(self.table.root(), version, info)?
-            }
+            Some(t) if t.version < version => self.table.snapshot_after(&t, version)?,
             _ => self.table.snapshot(version)?,
         };
         let mut tip = lock(&self.tip);
