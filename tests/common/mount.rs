@@ -77,12 +77,14 @@ pub fn require_tool(tool: &str) -> PathBuf {
     panic!("this test needs the `{tool}` command, which is not on PATH (apt-get install fuse3 rsync jq)");
 }
 
-/// The Python interpreter for tests that use Python packages: `$TINYDELTA_PYTHON`, else
-/// `/tmp/venv/bin/python` if present, else `python3`. Fails clearly if `modules` are missing.
+/// The Python interpreter for tests that use Python packages: `$TINYDELTA_PYTHON` (set by
+/// scripts/test.sh), else the repo's `.venv/bin/python` if present, else `python3`. Fails clearly
+/// if `modules` are missing.
 pub fn python(modules: &[&str]) -> String {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
     let py = std::env::var("TINYDELTA_PYTHON").unwrap_or_else(|_| {
-        if Path::new("/tmp/venv/bin/python").exists() {
-            "/tmp/venv/bin/python".into()
+        if venv.exists() {
+            venv.display().to_string()
         } else {
             "python3".into()
         }
@@ -103,7 +105,7 @@ pub fn python(modules: &[&str]) -> String {
     assert!(
         ok,
         "this test needs Python with {modules:?}: set TINYDELTA_PYTHON to an interpreter that has them \
-         (e.g. python3 -m venv /tmp/venv && /tmp/venv/bin/pip install deltalake duckdb), tried {py:?}"
+         (run scripts/test.sh, which makes .venv with deltalake and duckdb), tried {py:?}"
     );
     py
 }
