@@ -60,7 +60,8 @@ pub enum Error {
         file: String,
         /// 1-based line number.
         line: u64,
-        /// The schema column name, or a 1-based character position for syntax errors.
+        /// The schema column name, quoted (`"year"`), or a 1-based character position for
+        /// syntax errors (`13`).
         column: String,
         /// What is wrong.
         reason: String,

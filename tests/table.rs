@@ -905,7 +905,7 @@ fn rejected(bad: &[u8], column: &str, reason: &str) {
 /// (from one character before its start to four past it; serde_json reports where it stopped).
 fn names_column(msg: &str, column: &str) -> bool {
     let Ok(want) = column.parse::<usize>() else {
-        return msg.contains(&format!("column {column}:"));
+        return msg.contains(&format!("column \"{column}\":"));
     };
     let Some((_, rest)) = msg.split_once(", column ") else {
         return false;
@@ -1079,7 +1079,7 @@ fn a_bad_line_at_20000_of_a_large_input() {
     assert_eq!(t.log_versions(), vec![0, 1]);
     assert_eq!(t.part_files(), parts);
     let out = t.td_in("append", &[], input.as_bytes()).code(5);
-    out.stderr_has(&["line 20000", "column dep_delay"]);
+    out.stderr_has(&["line 20000", "column \"dep_delay\""]);
     assert_eq!(t.log_versions(), vec![0, 1]);
     assert_eq!(t.part_files(), parts);
 }

@@ -12,7 +12,7 @@ use tinydelta::fuse::daemon::{self, MountArgs};
 struct Cli {
     /// The table folder.
     table: PathBuf,
-    /// An empty directory to mount it on.
+    /// The directory to mount it on (what it holds is hidden while mounted).
     mountpoint: PathBuf,
     /// Stay in the foreground (log to stderr) instead of returning once the mount is ready.
     #[arg(short, long)]
