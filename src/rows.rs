@@ -345,7 +345,7 @@ impl<'s> Canonicalizer<'s> {
         let mut line_no = first_line;
         let mut rest = chunk;
         while !rest.is_empty() {
-            let (mut bytes, next) = match rest.iter().position(|b| *b == b'\n') {
+            let (mut bytes, next) = match memchr::memchr(b'\n', rest) {
                 Some(i) => (&rest[..i], &rest[i + 1..]),
                 None => (rest, &rest[rest.len()..]),
             };
@@ -606,7 +606,7 @@ fn read_chunk<R: BufRead>(input: &mut R, chunk: &mut Vec<u8>, source: &str) -> R
             return Ok(!chunk.is_empty());
         }
         if chunk.len() + buf.len() >= CHUNK_BYTES
-            && let Some(nl) = buf.iter().rposition(|b| *b == b'\n')
+            && let Some(nl) = memchr::memrchr(b'\n', buf)
         {
             chunk.extend_from_slice(&buf[..=nl]);
             input.consume(nl + 1);
@@ -687,7 +687,7 @@ impl From<Error> for Either {
 }
 
 fn count_lines(chunk: &[u8]) -> u64 {
-    chunk.iter().filter(|b| **b == b'\n').count() as u64
+    memchr::memchr_iter(b'\n', chunk).count() as u64
 }
 
 type ChunkResult = (u64, std::result::Result<(Vec<u8>, Vec<u8>, FileStats), LineError>);
