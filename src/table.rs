@@ -5,8 +5,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufWriter, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::actions::{Action, Add, CommitInfo, Format, Metadata, Protocol, Remove};
 use crate::checkpoint;
@@ -38,6 +38,8 @@ pub struct Table {
     /// A version known to exist (versions never disappear), shared by clones; `u64::MAX` until
     /// the first listing. [`Table::latest_version`] probes forward from it.
     known: Arc<AtomicU64>,
+    /// The newest snapshot this table (or a clone) built, to replay later versions from.
+    tip: Arc<Mutex<Option<Arc<Snapshot>>>>,
 }
 
 /// One line of `history`.
@@ -69,6 +71,7 @@ impl Table {
             root,
             log_dir,
             known: Arc::new(AtomicU64::new(u64::MAX)),
+            tip: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -218,15 +221,28 @@ impl Table {
         Ok(())
     }
 
-    /// The snapshot of `version` by log replay from version 0.
+    /// The snapshot of `version` by log replay, from the newest of: this table's last snapshot
+    /// (kept in memory and shared by clones), the newest checkpoint at or before `version`, or
+    /// version 0. Writes a checkpoint when `version` is [`checkpoint::CHECKPOINT_INTERVAL`] or
+    /// more past the newest one.
     ///
     /// Errors: [`Error::VersionNotFound`], [`Error::Corrupt`], [`Error::UnsupportedProtocol`].
     pub fn snapshot(&self, version: u64) -> Result<Snapshot> {
-        let base = checkpoint::newest_at_or_before(&self.root, version).and_then(|v| {
-            checkpoint::read(&self.root, v)
-                .map_err(|e| ::log::warn!("ignoring checkpoint: {e}"))
-                .ok()
-        });
+        let cp = checkpoint::newest_at_or_before(&self.root, version);
+        let mut base = self
+            .tip
+            .lock()
+            .ok()
+            .and_then(|t| t.clone())
+            .filter(|t| t.version <= version);
+        if let Some(c) = cp
+            && base.as_ref().is_none_or(|b| b.version < c)
+        {
+            match checkpoint::read(&self.root, c) {
+                Ok(snap) => base = Some(Arc::new(snap)),
+                Err(e) => ::log::warn!("ignoring checkpoint: {e}"),
+            }
+        }
         let snap = match &base {
             Some(b) => self.snapshot_after(b, version)?,
             None => {
@@ -241,11 +257,15 @@ impl Table {
                 replay.snapshot(&self.root, version, last.unwrap_or_default())?
             }
         };
-        let replayed = version - base.as_ref().map_or(0, |b| b.version);
-        if replayed >= checkpoint::CHECKPOINT_INTERVAL
+        if version - cp.unwrap_or(0) >= checkpoint::CHECKPOINT_INTERVAL
             && let Err(e) = checkpoint::write(&snap)
         {
             ::log::debug!("no checkpoint written for version {version}: {e}");
+        }
+        if let Ok(mut tip) = self.tip.lock()
+            && tip.as_ref().is_none_or(|t| t.version < snap.version)
+        {
+            *tip = Some(Arc::new(snap.clone()));
         }
         Ok(snap)
     }
@@ -446,7 +466,8 @@ impl Table {
         Ok(n)
     }
 
-    /// Validate and canonicalise `input` into a new `part-<uuid>.jsonl`, fsynced with its folder.
+    /// Validate and canonicalise `input` into a new `part-<uuid>.jsonl`, fsynced (its folder entry
+    /// is fsynced by [`commit::publish`] before the commit is linked).
     /// Returns the `add` action, or `None` (and no file) when the input has no rows.
     fn write_data_file(&self, schema: &Schema, source: &str, input: impl BufRead) -> Result<Option<Add>> {
         let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
@@ -470,7 +491,9 @@ impl Table {
                 return other.map(|_| None);
             }
         };
-        if let Err(e) = commit::fsync_dir(&self.root).and_then(|()| failpoint::hit("data-written")) {
+        // The folder entry of the new file is made durable by publish(), which fsyncs the table
+        // folder before the link.
+        if let Err(e) = failpoint::hit("data-written") {
             let _ = fs::remove_file(&path);
             return Err(e);
         }
