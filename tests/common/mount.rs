@@ -15,28 +15,10 @@ pub const MOUNT_BIN: &str = env!("CARGO_BIN_EXE_tinydelta-mount");
 /// The CLI.
 pub const TD_BIN: &str = env!("CARGO_BIN_EXE_tinydelta");
 
-/// nycflights13's schema (`../shared/data/README.md`).
-pub const FLIGHTS: &[&str] = &[
-    "year:int!",
-    "month:int!",
-    "day:int!",
-    "dep_time:int",
-    "sched_dep_time:int",
-    "dep_delay:int",
-    "arr_time:int",
-    "sched_arr_time:int",
-    "arr_delay:int",
-    "carrier:str",
-    "flight:int",
-    "tailnum:str",
-    "origin:str",
-    "dest:str",
-    "air_time:int",
-    "distance:int",
-    "hour:int",
-    "minute:int",
-    "time_hour:timestamp",
-];
+#[path = "../support/flights_schema.rs"]
+mod flights_schema;
+#[allow(unused_imports)]
+pub use flights_schema::FLIGHTS;
 
 /// A fixture file of `tests/data/mount/`.
 pub fn fixture(name: &str) -> PathBuf {

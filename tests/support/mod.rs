@@ -13,28 +13,10 @@ use serde_json::Value;
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_tinydelta");
 
-/// The flights schema of `../shared/data/README.md` (nycflights13).
-pub const FLIGHTS: &[&str] = &[
-    "year:int!",
-    "month:int!",
-    "day:int!",
-    "dep_time:int",
-    "sched_dep_time:int",
-    "dep_delay:int",
-    "arr_time:int",
-    "sched_arr_time:int",
-    "arr_delay:int",
-    "carrier:str",
-    "flight:int",
-    "tailnum:str",
-    "origin:str",
-    "dest:str",
-    "air_time:int",
-    "distance:int",
-    "hour:int",
-    "minute:int",
-    "time_hour:timestamp",
-];
+#[path = "flights_schema.rs"]
+mod flights_schema;
+#[allow(unused_imports)]
+pub use flights_schema::FLIGHTS;
 
 /// The cars schema (vega_datasets): ints in float columns, dates.
 pub const CARS: &[&str] = &[
