@@ -369,26 +369,26 @@ impl Table {
 
     /// Every data file path any `add` of any version named (for vacuum).
     pub fn all_added_paths(&self) -> Result<HashSet<String>> {
-        Ok(self.inventory()?.0)
+        Ok(self.inventory(None)?.0)
     }
 
     /// One replay of the whole log: every data file path any `add` named, and every value of
     /// `commitInfo.operationParameters[param]` (the mount's `stagingId`s, for vacuum).
     pub fn inventory_with_param(&self, param: &str) -> Result<(HashSet<String>, HashSet<String>)> {
+        self.inventory(Some(param))
+    }
+
+    fn inventory(&self, param: Option<&str>) -> Result<(HashSet<String>, HashSet<String>)> {
         let mut replay = Replay::recording_added();
         let latest = self.latest_version()?;
         let mut values = HashSet::new();
         self.replay(latest, &mut replay, |_, _, info| {
-            if let Some(v) = info.operation_parameters.get(param) {
+            if let Some(v) = param.and_then(|p| info.operation_parameters.get(p)) {
                 values.insert(v.clone());
             }
             Ok(())
         })?;
         Ok((replay.ever_added.unwrap_or_default(), values))
-    }
-
-    fn inventory(&self) -> Result<(HashSet<String>, HashSet<String>)> {
-        self.inventory_with_param("")
     }
 
     /// The newest version whose commit timestamp is at or before `time_ms` (timestamps are
