@@ -11,9 +11,8 @@
 //! Any process that replays at least [`CHECKPOINT_INTERVAL`] commits past the newest checkpoint
 //! writes one for the version it built (best effort: a read-only table just stays slower).
 
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -176,13 +175,7 @@ pub fn write(snap: &Snapshot) -> Result<()> {
     }
     let tmp = dir.join(format!(".{:020}.{}.tmp", snap.version, uuid::Uuid::new_v4().simple()));
     let res = (|| {
-        let f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&tmp)
-            .ctx("create", &tmp)?;
-        let mut w = BufWriter::with_capacity(1 << 20, f);
+        let mut w = BufWriter::with_capacity(1 << 20, crate::commit::create_new(&tmp)?);
         let header = Header {
             version: snap.version,
             num_files: snap.files.len() as u64,
@@ -205,11 +198,8 @@ pub fn write(snap: &Snapshot) -> Result<()> {
         }
         let f = w.into_inner().map_err(|e| Error::io("write", &tmp, e.into_error()))?;
         f.sync_all().ctx("fsync", &tmp)?;
-        match fs::hard_link(&tmp, &target) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-            Err(e) => Err(Error::io("link", &target, e)),
-        }
+        // Lost means another process published the same (identical) checkpoint first.
+        crate::commit::link_tmp(&tmp, &target).map(|_| ())
     })();
     let _ = fs::remove_file(&tmp);
     res

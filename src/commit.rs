@@ -77,13 +77,19 @@ pub fn publish(root: &Path, version: u64, bytes: &[u8]) -> Result<Publish> {
     Ok(outcome)
 }
 
-fn write_tmp(tmp: &Path, bytes: &[u8]) -> Result<()> {
-    let mut f = OpenOptions::new()
+/// Create `path` for writing, failing if it exists (O_CREAT|O_EXCL, mode 0644): data files,
+/// commit and checkpoint temporaries never overwrite anything. Errors: [`Error::Io`].
+pub fn create_new(path: &Path) -> Result<File> {
+    OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o644)
-        .open(tmp)
-        .ctx("create", tmp)?;
+        .open(path)
+        .ctx("create", path)
+}
+
+fn write_tmp(tmp: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = create_new(tmp)?;
     let half = bytes.len() / 2;
     f.write_all(&bytes[..half]).ctx("write", tmp)?;
     if failpoint_active() {
@@ -99,7 +105,9 @@ fn failpoint_active() -> bool {
     std::env::var_os("TINYDELTA_FAILPOINT").is_some()
 }
 
-fn link_tmp(tmp: &Path, target: &Path) -> Result<Publish> {
+/// Publish `tmp` as `target` with link(2), never replacing an existing `target`.
+/// Errors: [`Error::LinkUnsupported`] without hard links; [`Error::Io`].
+pub fn link_tmp(tmp: &Path, target: &Path) -> Result<Publish> {
     match fs::hard_link(tmp, target) {
         Ok(()) => Ok(Publish::Won),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Publish::Lost),

@@ -1,9 +1,8 @@
 //! A table on disk and its operations: create, append, overwrite, restore, snapshots, history.
 
 use std::collections::{BTreeMap, HashSet};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{BufRead, BufWriter, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -472,13 +471,7 @@ impl Table {
     fn write_data_file(&self, schema: &Schema, source: &str, input: impl BufRead) -> Result<Option<Add>> {
         let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
         let path = self.root.join(&name);
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&path)
-            .ctx("create", &path)?;
-        let mut w = BufWriter::with_capacity(1 << 20, file);
+        let mut w = BufWriter::with_capacity(1 << 20, commit::create_new(&path)?);
         let result = rows::canonicalize(schema, source, input, &mut w, &path).and_then(|stats| {
             let file = w.into_inner().map_err(|e| Error::io("write", &path, e.into_error()))?;
             file.sync_all().ctx("fsync", &path)?;
