@@ -6,6 +6,7 @@
 //! overwrites and restores with the link-publish protocol of [`commit`].
 
 pub mod actions;
+pub mod beneath;
 pub mod checkpoint;
 pub mod commit;
 pub mod error;
