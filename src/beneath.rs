@@ -138,7 +138,7 @@ impl Dir {
 
     fn open_walk(&self, rel: &str, flags: OFlags, mode: Mode) -> std::result::Result<OwnedFd, Errno> {
         let comps: Vec<&str> = rel.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
-        if comps.is_empty() || comps.iter().any(|c| *c == "..") || rel.starts_with('/') {
+        if comps.is_empty() || comps.contains(&"..") || rel.starts_with('/') {
             return Err(Errno::XDEV);
         }
         let mut cur: Option<OwnedFd> = None;
