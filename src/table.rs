@@ -34,6 +34,8 @@ pub struct WriteOptions {
 pub struct Table {
     root: PathBuf,
     log_dir: PathBuf,
+    /// The table folder, opened once: every data file is opened beneath it (never by path).
+    dir: crate::beneath::Dir,
     /// A version known to exist (versions never disappear), shared by clones; `u64::MAX` until
     /// the first listing. [`Table::latest_version`] probes forward from it.
     known: Arc<AtomicU64>,
@@ -59,16 +61,29 @@ impl Table {
     pub fn open(root: impl AsRef<Path>) -> Result<Table> {
         let root = root.as_ref().to_path_buf();
         let log_dir = root.join(LOG_DIR);
+        let dir = match crate::beneath::Dir::open(&root) {
+            Ok(d) => d,
+            Err(Error::Io { source, .. })
+                if matches!(
+                    source.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                return Err(Error::TableNotFound(root));
+            }
+            Err(e) => return Err(e),
+        };
         if !log_dir.join(log::commit_file_name(0)).is_file() {
             return Err(Error::TableNotFound(root));
         }
-        Ok(Table::new(root, log_dir))
+        Ok(Table::new(root, log_dir, dir))
     }
 
-    fn new(root: PathBuf, log_dir: PathBuf) -> Table {
+    fn new(root: PathBuf, log_dir: PathBuf, dir: crate::beneath::Dir) -> Table {
         Table {
             root,
             log_dir,
+            dir,
             known: Arc::new(AtomicU64::new(u64::MAX)),
             tip: Arc::new(Mutex::new(None)),
         }
@@ -124,7 +139,7 @@ impl Table {
             }),
         ];
         match commit::publish(&root, 0, &commit::encode(&actions))? {
-            Publish::Won => Ok(Table::new(root, log_dir)),
+            Publish::Won => Ok(Table::new(root.clone(), log_dir, crate::beneath::Dir::open(&root)?)),
             Publish::Lost => Err(Error::TableExists(root)),
         }
     }
@@ -424,22 +439,55 @@ impl Table {
             })
     }
 
-    /// Open a data file of a snapshot for reading, refusing a symlink that leads out of the table.
-    pub fn open_data_file(&self, rel: &str) -> Result<File> {
+    /// Open the data file `rel` (a decoded path relative to the table root, as in
+    /// [`crate::snapshot::FileEntry::path`]) for reading, beneath the table folder with
+    /// `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` ([`crate::beneath::Dir`]), and check that
+    /// it is what the log says: a regular file of exactly `expected_size` bytes (`add.size`),
+    /// in JSONL, not Parquet. The one opener of data files for the CLI and the mount (see
+    /// docs/FORMAT.md, "Data files").
+    ///
+    /// Errors: [`Error::Corrupt`] naming the file when it is missing, a symlink, not a regular
+    /// file, of another size, or a Parquet file; [`Error::Io`] for other failures.
+    pub fn open_data_file(&self, rel: &str, expected_size: u64) -> Result<File> {
         let path = self.root.join(rel);
-        let meta = fs::symlink_metadata(&path).ctx("stat", &path)?;
-        // A path with a folder in it may pass through a symlinked folder: resolve those too.
-        if meta.file_type().is_symlink() || rel.contains('/') {
-            let real = fs::canonicalize(&path).ctx("resolve", &path)?;
-            let root = fs::canonicalize(&self.root).ctx("resolve", &self.root)?;
-            if !real.starts_with(&root) {
+        if is_parquet_name(rel) {
+            return Err(parquet_error(path));
+        }
+        let file = match self.dir.open_file(rel) {
+            Ok(f) => f,
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Error::Corrupt {
                     path,
-                    reason: "data file is reached through a symlink leading out of the table".into(),
+                    reason: "data file is missing, but a version names it".into(),
                 });
             }
+            Err(e) => return Err(e),
+        };
+        let len = file.metadata().ctx("stat", &path)?.len();
+        if len != expected_size {
+            return Err(Error::Corrupt {
+                path,
+                reason: format!("data file is {len} bytes, but its add action says {expected_size} bytes"),
+            });
         }
-        File::open(&path).ctx("open", &path)
+        if !rel.ends_with(".jsonl") && len >= 4 {
+            let mut magic = [0u8; 4];
+            std::os::unix::fs::FileExt::read_exact_at(&file, &mut magic, 0).ctx("read", &path)?;
+            if &magic == b"PAR1" {
+                return Err(parquet_error(path));
+            }
+        }
+        Ok(file)
+    }
+
+    /// Open every data file of `snapshot` (checked as [`Table::open_data_file`] does), in order,
+    /// before any byte is read: a version is read whole or not at all.
+    pub fn open_data_files(&self, snapshot: &Snapshot) -> Result<Vec<File>> {
+        snapshot
+            .files
+            .iter()
+            .map(|f| self.open_data_file(&f.path, f.size))
+            .collect()
     }
 
     /// Write the rows of `snapshot` (its data files concatenated) to `out`.
@@ -447,9 +495,9 @@ impl Table {
         // 256 KiB reads and writes: std::io::copy's 8 KiB buffer costs 4x the syscalls of cat.
         let mut buf = vec![0u8; 256 << 10];
         let mut n = 0;
-        for f in &snapshot.files {
+        let files = self.open_data_files(snapshot)?;
+        for (f, mut file) in snapshot.files.iter().zip(files) {
             let path = self.root.join(&f.path);
-            let mut file = self.open_data_file(&f.path)?;
             loop {
                 let k = match file.read(&mut buf) {
                     Ok(0) => break,
@@ -700,6 +748,18 @@ impl Table {
                 actions
             },
         )
+    }
+}
+
+/// Whether a data file's name says Parquet (delta-rs and Spark write `*.parquet`).
+fn is_parquet_name(rel: &str) -> bool {
+    rel.ends_with(".parquet")
+}
+
+fn parquet_error(path: PathBuf) -> Error {
+    Error::Corrupt {
+        path,
+        reason: "data file is Parquet (written by another Delta writer); tinydelta reads only JSONL data files".into(),
     }
 }
 

@@ -224,8 +224,9 @@ fn run(cmd: Cmd) -> Result<()> {
             let mut fd1 = std::mem::ManuallyDrop::new(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(1) });
             // File to File: std::io::copy uses copy_file_range, sendfile or splice (no user-space
             // copy into a file, /dev/null or a pipe).
-            for f in &snap.files {
-                let mut src = t.open_data_file(&f.path)?;
+            // Every file is opened and its size checked before the first byte goes out.
+            let files = t.open_data_files(&snap)?;
+            for (f, mut src) in snap.files.iter().zip(files) {
                 std::io::copy(&mut src, &mut *fd1).map_err(|e| Error::io("copy", t.root().join(&f.path), e))?;
             }
         }
