@@ -107,6 +107,19 @@ pub enum Error {
         source: io::Error,
     },
 
+    /// The commit was published (its version exists and readers see it) but the fsync that
+    /// makes it durable failed: a crash now may lose it. Sending the same rows again would
+    /// duplicate them if it survives.
+    #[error("table {}: version {version} was published but may not be durable ({reason}); do not send it again, check the table after a crash", table.display())]
+    NotDurable {
+        /// Table root.
+        table: PathBuf,
+        /// The version that was published.
+        version: u64,
+        /// The failure, as a sentence.
+        reason: String,
+    },
+
     /// Bad command-line usage (an unknown type, a malformed duration...).
     #[error("{0}")]
     Usage(String),
@@ -120,7 +133,8 @@ impl Error {
             | Error::TableExists(_)
             | Error::Corrupt { .. }
             | Error::UnsupportedProtocol { .. }
-            | Error::LinkUnsupported { .. } => 1,
+            | Error::LinkUnsupported { .. }
+            | Error::NotDurable { .. } => 1,
             Error::Usage(_) => 2,
             Error::ConcurrentWrite { .. } => 3,
             Error::TableNotFound(_) | Error::VersionNotFound { .. } | Error::NoVersionAsOf { .. } => 4,
