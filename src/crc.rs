@@ -67,7 +67,8 @@ impl Crc {
     }
 }
 
-/// Write the `.crc` of `snap` beneath the log folder `log` (tmp + link, never replacing one).
+/// Write the `.crc` of `snap` beneath the log folder `log` (tmp + rename: a stale one, left by
+/// a commit that `check --repair` moved aside, is replaced).
 /// Errors: [`Error::Io`].
 pub fn write(log: &Dir, snap: &Snapshot) -> Result<()> {
     let target = crc_file_name(snap.version);
@@ -80,11 +81,8 @@ pub fn write(log: &Dir, snap: &Snapshot) -> Result<()> {
         use std::io::Write;
         let mut f = log.create_new(&tmp, 0o644)?;
         f.write_all(&bytes).ctx("write", &tmp_path)?;
-        match log.link(&tmp, log, &target) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-            Err(e) => Err(Error::io("link", log.join(&target), e)),
-        }
+        log.rename(&tmp, log, &target)
+            .map_err(|e| Error::io("rename", log.join(&target), e))
     })();
     let _ = log.try_unlink(&tmp);
     res

@@ -7,6 +7,7 @@
 
 pub mod actions;
 pub mod beneath;
+pub mod check;
 pub mod checkpoint;
 pub mod commit;
 pub mod crc;

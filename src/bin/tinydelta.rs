@@ -95,6 +95,22 @@ enum Cmd {
         #[arg(long, value_name = "N")]
         expect_version: Option<u64>,
     },
+    /// Check that the table is whole (git fsck style): every commit complete and contiguous,
+    /// every data file present with its recorded size, checkpoints and checksums consistent.
+    /// Exit 0 only when whole (warnings allowed); otherwise one line per problem.
+    Check {
+        /// Table folder.
+        table: PathBuf,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+        /// Also re-read every live data file and compare its rows with its stats.
+        #[arg(long)]
+        deep: bool,
+        /// Move a damaged newest commit aside into _delta_log/_corrupt/ (nothing else is repaired).
+        #[arg(long)]
+        repair: bool,
+    },
     /// Delete data files no version names, stale commit temporaries and staging leftovers.
     Vacuum {
         /// Table folder.
@@ -333,6 +349,42 @@ fn run(cmd: Cmd) -> Result<()> {
             };
             let v = t.restore(version, &opts)?;
             writeln!(out, "restored {} to version {version} as version {v}", table.display()).map_err(stdout_err)?;
+        }
+        Cmd::Check {
+            table,
+            json,
+            deep,
+            repair,
+        } => {
+            let t = Table::open(&table)?;
+            let report = tinydelta::check::check(&t, deep, repair)?;
+            if json {
+                writeln!(out, "{}", json!({"table": table.display().to_string(), "whole": report.is_whole(), "readableThrough": report.readable_through, "problems": report.problems, "repaired": report.repaired})).map_err(stdout_err)?;
+            } else {
+                for p in &report.problems {
+                    let sev = match p.severity {
+                        tinydelta::check::Severity::Damage => "damage",
+                        tinydelta::check::Severity::Warning => "warning",
+                    };
+                    writeln!(out, "{sev}: {} (what to do: {})", p.message, p.hint).map_err(stdout_err)?;
+                }
+                for r in &report.repaired {
+                    writeln!(out, "repair: {r}").map_err(stdout_err)?;
+                }
+                match (report.is_whole(), report.readable_through) {
+                    (true, Some(v)) => writeln!(out, "{}: whole, versions up to {v}", table.display()),
+                    (_, Some(v)) => writeln!(out, "{}: damaged; versions up to {v} are readable", table.display()),
+                    (_, None) => writeln!(out, "{}: damaged; no version is readable", table.display()),
+                }
+                .map_err(stdout_err)?;
+            }
+            if !report.is_whole() {
+                out.flush().map_err(stdout_err)?;
+                return Err(Error::Corrupt {
+                    path: table.clone(),
+                    reason: "check found damage (listed above)".into(),
+                });
+            }
         }
         Cmd::Vacuum {
             table,
