@@ -52,6 +52,13 @@ pub struct Report {
 }
 
 impl Report {
+    /// The report for a table that cannot even be opened (its log is damaged at the start).
+    pub fn unopenable(e: Error) -> Report {
+        let mut r = Report::default();
+        r.damage(Some(0), e.to_string(), RESTORE_HINT);
+        r
+    }
+
     /// Whether the table is whole (warnings allowed).
     pub fn is_whole(&self) -> bool {
         !self.problems.iter().any(|p| p.severity == Severity::Damage)
@@ -174,10 +181,7 @@ fn check_versions(table: &Table, first: u64, end: u64, deep: bool, report: &mut 
                     && let Some(entry) = latest.files.iter().find(|f| &f.path == path)
                     && entry.has_stats
                 {
-                    let rows = BufReader::new(file)
-                        .split(b'\n')
-                        .filter(|l| l.as_ref().is_ok_and(|l| !l.is_empty()))
-                        .count() as u64;
+                    let rows = count_rows(file, &table.root().join(path))?;
                     if rows != entry.num_records {
                         report.damage(
                             Some(entry.added_in),
@@ -203,6 +207,19 @@ fn check_versions(table: &Table, first: u64, end: u64, deep: bool, report: &mut 
         }
     }
     Ok(())
+}
+
+/// Rows of a JSONL data file: its lines that are not blank.
+/// Errors: [`Error::Io`] naming `path`.
+pub fn count_rows(file: std::fs::File, path: &std::path::Path) -> Result<u64> {
+    let mut n = 0u64;
+    for line in BufReader::with_capacity(1 << 20, file).split(b'\n') {
+        let line = line.map_err(|e| Error::io("read", path, e))?;
+        if !line.iter().all(|b| b.is_ascii_whitespace()) {
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 /// Version checksum and checkpoint of one version (warnings only).

@@ -38,6 +38,8 @@ struct Header {
     num_records: u64,
     #[serde(default)]
     size_bytes: u64,
+    #[serde(default)]
+    files_without_stats: u64,
     protocol: Protocol,
     meta_data: Metadata,
     commit_info: CommitInfo,
@@ -116,6 +118,8 @@ pub struct Totals {
     pub num_records: u64,
     /// Bytes of the live files.
     pub size_bytes: u64,
+    /// Live files whose add action has no `numRecords` (their rows are not in `num_records`).
+    pub files_without_stats: u64,
 }
 
 /// The totals in the header of the checkpoint of `version` (reads one line).
@@ -141,6 +145,7 @@ pub fn read_totals(root: &Dir, version: u64) -> Result<Totals> {
         num_files: h.num_files,
         num_records: h.num_records,
         size_bytes: h.size_bytes,
+        files_without_stats: h.files_without_stats,
     })
 }
 
@@ -213,6 +218,7 @@ pub fn write(root: &Dir, snap: &Snapshot) -> Result<()> {
             num_files: snap.files.len() as u64,
             num_records: snap.num_records(),
             size_bytes: snap.size_bytes(),
+            files_without_stats: snap.files.iter().filter(|f| !f.has_stats).count() as u64,
             protocol: snap.protocol.clone(),
             meta_data: snap.metadata.clone(),
             commit_info: snap.commit_info.clone(),

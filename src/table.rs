@@ -477,6 +477,7 @@ impl Table {
             num_files: s.files.len() as u64,
             num_records: s.num_records(),
             size_bytes: s.size_bytes(),
+            files_without_stats: s.files.iter().filter(|f| !f.has_stats).count() as u64,
             commit_info: s.commit_info,
             metadata: s.metadata,
         };

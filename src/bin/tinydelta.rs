@@ -254,10 +254,13 @@ fn run(cmd: Cmd) -> Result<()> {
             };
             if json {
                 let s = t.snapshot(v)?;
+                let (counted, unstated) = counted_rows(&t, &s)?;
                 let files: Vec<_> = s
                     .files
                     .iter()
-                    .map(|f| json!({"path": f.path, "size": f.size, "numRecords": f.num_records}))
+                    .map(|f| {
+                        json!({"path": f.path, "size": f.size, "numRecords": f.num_records, "hasStats": f.has_stats})
+                    })
                     .collect();
                 let schema: serde_json::Value = serde_json::from_str(&s.schema.to_pretty_json()).unwrap_or_default();
                 let doc = json!({
@@ -269,13 +272,26 @@ fn run(cmd: Cmd) -> Result<()> {
                     "schema": schema["columns"],
                     "schemaString": s.metadata.schema_string,
                     "numFiles": s.files.len(),
-                    "numRecords": s.num_records(),
+                    "numRecords": s.num_records() + counted,
+                    "filesWithoutStats": unstated,
                     "sizeBytes": s.size_bytes(),
                     "files": files,
                 });
                 writeln!(out, "{doc}").map_err(stdout_err)?;
             } else {
                 let s = t.totals(v)?;
+                let (counted, unstated) = if s.files_without_stats > 0 {
+                    counted_rows(&t, &t.snapshot(v)?)?
+                } else {
+                    (0, 0)
+                };
+                let rows = match unstated {
+                    0 => s.num_records.to_string(),
+                    n => format!(
+                        "{} ({n} files have no row count in their stats: their rows were counted)",
+                        s.num_records + counted
+                    ),
+                };
                 let schema =
                     Schema::from_schema_string(&s.metadata.schema_string).map_err(|reason| Error::Corrupt {
                         path: t.commit_path(v),
@@ -289,7 +305,7 @@ fn run(cmd: Cmd) -> Result<()> {
                     rfc3339_ms(s.commit_info.timestamp),
                     schema.to_cli_string(),
                     s.num_files,
-                    s.num_records,
+                    rows,
                     s.size_bytes
                 )
                 .map_err(stdout_err)?;
@@ -356,8 +372,11 @@ fn run(cmd: Cmd) -> Result<()> {
             deep,
             repair,
         } => {
-            let t = Table::open(&table)?;
-            let report = tinydelta::check::check(&t, deep, repair)?;
+            let report = match Table::open(&table) {
+                Ok(t) => tinydelta::check::check(&t, deep, repair)?,
+                Err(e @ Error::Corrupt { .. }) => tinydelta::check::Report::unopenable(e),
+                Err(e) => return Err(e),
+            };
             if json {
                 writeln!(out, "{}", json!({"table": table.display().to_string(), "whole": report.is_whole(), "readableThrough": report.readable_through, "problems": report.problems, "repaired": report.repaired})).map_err(stdout_err)?;
             } else {
@@ -414,6 +433,19 @@ fn run(cmd: Cmd) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Rows of the live files without stats (other Delta writers may omit them), counted by reading
+/// them: (rows, files).
+fn counted_rows(t: &Table, s: &tinydelta::Snapshot) -> Result<(u64, u64)> {
+    let mut rows = 0u64;
+    let mut files = 0u64;
+    for f in s.files.iter().filter(|f| !f.has_stats) {
+        let file = t.open_data_file(&f.path, f.size)?;
+        rows += tinydelta::check::count_rows(file, &t.root().join(&f.path))?;
+        files += 1;
+    }
+    Ok((rows, files))
 }
 
 fn rows_of(ci: &tinydelta::actions::CommitInfo) -> u64 {
