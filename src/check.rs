@@ -203,6 +203,11 @@ fn check_versions(table: &Table, first: u64, end: u64, deep: bool, report: &mut 
                 ),
                 "nothing to do unless you need to read those old versions",
             ),
+            Err(e) if crate::table::is_unsupported_format(&e) => report.warn(
+                Some(*last),
+                e.to_string(),
+                "read the versions naming it with a Parquet-capable Delta reader; the others read with tinydelta",
+            ),
             Err(e) => report.damage(Some(*last), e.to_string(), RESTORE_HINT),
         }
     }

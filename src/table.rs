@@ -998,11 +998,19 @@ fn is_parquet_name(rel: &str) -> bool {
     rel.ends_with(".parquet")
 }
 
+const PARQUET: &str = "data file is Parquet (written by another Delta writer); tinydelta reads only JSONL data files";
+
 fn parquet_error(path: PathBuf) -> Error {
     Error::Corrupt {
         path,
-        reason: "data file is Parquet (written by another Delta writer); tinydelta reads only JSONL data files".into(),
+        reason: PARQUET.into(),
     }
+}
+
+/// Whether `e` says a data file is in a format tinydelta does not read (Parquet): the table is
+/// not damaged, but the versions naming the file cannot be read by tinydelta.
+pub fn is_unsupported_format(e: &Error) -> bool {
+    matches!(e, Error::Corrupt { reason, .. } if reason == PARQUET)
 }
 
 #[cfg(test)]

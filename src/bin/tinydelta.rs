@@ -392,7 +392,7 @@ fn run(cmd: Cmd) -> Result<()> {
                 }
                 match (report.is_whole(), report.readable_through) {
                     (true, Some(v)) => writeln!(out, "{}: whole, versions up to {v}", table.display()),
-                    (_, Some(v)) => writeln!(out, "{}: damaged; versions up to {v} are readable", table.display()),
+                    (_, Some(v)) => writeln!(out, "{}: damaged; the log is whole up to version {v}", table.display()),
                     (_, None) => writeln!(out, "{}: damaged; no version is readable", table.display()),
                 }
                 .map_err(stdout_err)?;
@@ -448,10 +448,10 @@ fn counted_rows(t: &Table, s: &tinydelta::Snapshot) -> Result<(u64, u64)> {
     Ok((rows, files))
 }
 
+/// Rows a commit wrote: Delta's `numOutputRows`, or delta-rs's `num_added_rows`.
 fn rows_of(ci: &tinydelta::actions::CommitInfo) -> u64 {
-    ci.operation_metrics
-        .get("numOutputRows")
-        .and_then(|r| r.parse().ok())
+    ci.metric("numOutputRows")
+        .or_else(|| ci.metric("num_added_rows"))
         .unwrap_or(0)
 }
 
