@@ -301,6 +301,31 @@ impl Table {
         Ok(())
     }
 
+    /// The newest version that can be read: the segment's end, or the version before the first
+    /// damaged commit at or below it (each commit checked complete once per table, as in
+    /// [`Table::verify_through`]). `None` when not even the first version can be read. Listings
+    /// of versions use this, so damage never shows phantom versions nor hides readable ones.
+    /// Errors: [`Error::Io`] and the segment's errors.
+    pub fn readable_through(&self) -> Result<Option<u64>> {
+        let seg = self.segment()?;
+        if seg.damage.as_ref().is_some_and(|d| d.version <= seg.first) {
+            return Ok(None);
+        }
+        let from = match self.verified.load(Ordering::Acquire) {
+            u64::MAX => seg.first,
+            v if v >= seg.end => return Ok(Some(seg.end)),
+            v => v + 1,
+        };
+        for v in from..=seg.end {
+            match self.read_commit(v) {
+                Ok(_) => self.verified.store(v, Ordering::Release),
+                Err(Error::Corrupt { .. }) => return Ok(v.checked_sub(1).filter(|p| *p >= seg.first)),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Some(seg.end))
+    }
+
     /// Read and check one commit (docs/FORMAT.md, "Commit completeness"), beneath the log folder.
     ///
     /// Errors: [`Error::Corrupt`] naming the version when it is damaged or not a regular file,

@@ -248,6 +248,19 @@ impl Versions {
         Ok(v)
     }
 
+    /// The newest readable version, for listing `v/` and its attributes: versions before damage
+    /// stay listed (and readable), none past it are. Errors: EIO when no version is readable.
+    pub fn listed_latest(&self) -> FsResult<u64> {
+        match self.table.readable_through()? {
+            Some(v) => Ok(v),
+            None => Err(self
+                .table
+                .latest_version()
+                .err()
+                .map_or(FsError::NotFound, FsError::Table)),
+        }
+    }
+
     /// Whether `version` exists: `Ok(true)` for a readable version, `Ok(false)` past the newest
     /// commit, the damage error (EIO) for a version at or past damage in the log.
     pub fn exists(&self, version: u64) -> FsResult<bool> {
