@@ -109,7 +109,7 @@ fn a_fifo_as_the_newest_commit_blocks_nothing() {
     let _m = f.mount();
     rustix::fs::mknodat(
         rustix::fs::CWD,
-        &commit(&f, 4),
+        commit(&f, 4),
         rustix::fs::FileType::Fifo,
         rustix::fs::Mode::from_raw_mode(0o644),
         0,
