@@ -49,6 +49,9 @@ pub struct Report {
     pub problems: Vec<Problem>,
     /// What `repair` did.
     pub repaired: Vec<String>,
+    /// Versions without a version checksum (summed up in one warning).
+    #[serde(skip)]
+    pub missing_crcs: Vec<u64>,
 }
 
 impl Report {
@@ -131,6 +134,17 @@ pub fn check(table: &Table, deep: bool, repair: bool) -> Result<Report> {
     report.readable_through = end;
     if let Some(end) = end {
         check_versions(table, seg.first, end, deep, &mut report)?;
+    }
+    if let (Some(first), Some(last)) = (
+        report.missing_crcs.first().copied(),
+        report.missing_crcs.last().copied(),
+    ) {
+        let n = report.missing_crcs.len();
+        report.warn(
+            Some(last),
+            format!("{n} versions (from {first} to {last}) have no version checksum (.crc)"),
+            "nothing to do: readers do not need them; tinydelta writes one after each commit",
+        );
     }
     if repair {
         repair_newest(table, &seg, first_bad, &mut report)?;

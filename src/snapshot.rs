@@ -58,11 +58,11 @@ pub struct Snapshot {
 impl Snapshot {
     /// Total rows.
     pub fn num_records(&self) -> u64 {
-        self.files.iter().map(|f| f.num_records).sum()
+        self.files.iter().fold(0u64, |n, f| n.saturating_add(f.num_records))
     }
     /// Total bytes of the live files.
     pub fn size_bytes(&self) -> u64 {
-        self.files.iter().map(|f| f.size).sum()
+        self.files.iter().fold(0u64, |n, f| n.saturating_add(f.size))
     }
 }
 

@@ -428,3 +428,25 @@ fn parquet_data_files_are_a_clear_error_never_their_bytes() {
 /// Checks the `Value` import is used even if tests above change.
 #[allow(dead_code)]
 fn _v(_: Value) {}
+
+#[test]
+fn timestamp_stats_are_valid_rfc3339_or_left_out() {
+    let t = TempTable::new(&["id:int!", "at:timestamp"]);
+    // In UTC these are in year 10000 and year -1: no four-digit RFC 3339 year can say them.
+    t.append(b"{\"id\":1,\"at\":\"9999-12-31T23:59:59-05:00\"}\n{\"id\":2,\"at\":\"0000-01-01T00:00:00+05:00\"}\n{\"id\":3,\"at\":\"2020-01-01T00:00:00Z\"}\n");
+    let add = t.commit(1).into_iter().find(|a| a.get("add").is_some()).unwrap();
+    let stats: Value = serde_json::from_str(add["add"]["stats"].as_str().unwrap()).unwrap();
+    for side in ["minValues", "maxValues"] {
+        if let Some(v) = stats[side].get("at") {
+            let s = v
+                .as_str()
+                .unwrap_or_else(|| panic!("{side}.at is not a string: {stats}"));
+            chrono::DateTime::parse_from_rfc3339(s).unwrap_or_else(|e| panic!("{side}.at {s:?}: {e}"));
+        }
+    }
+    assert!(
+        stats["maxValues"].get("at").is_none() && stats["minValues"].get("at").is_none(),
+        "{stats}"
+    );
+    assert_eq!(stats["maxValues"]["id"], 3);
+}
