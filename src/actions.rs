@@ -279,7 +279,7 @@ impl Action {
 }
 
 /// Whether a log path is safe: relative, no `..`, no root, no URI scheme, no empty component
-/// (SPEC section 1; symlinks are checked when the file is opened).
+/// (docs/FORMAT.md, "Commit completeness"; symlinks are refused when the file is opened).
 pub fn is_safe_relative_path(p: &str) -> bool {
     if p.is_empty() || p.starts_with('/') || p.contains('\\') || p.contains(':') || p.contains('\0') {
         return false;

@@ -1,4 +1,5 @@
-//! The publish protocol of SPEC section 2 and the commit loop of "Concurrency".
+//! The publish protocol (README, "How a write becomes visible") and the commit loop of its
+//! "Concurrency" paragraph.
 //!
 //! A commit is written to `_delta_log/.<version>.<uuid>.tmp`, fsynced (and the table folder
 //! fsynced, for the data files' entries), then published with
@@ -26,7 +27,7 @@ pub fn fsync_dir(dir: &Path) -> Result<()> {
     File::open(dir).ctx("open", dir)?.sync_all().ctx("fsync", dir)
 }
 
-/// What a losing commit does (SPEC section 2, "Concurrency").
+/// What a losing commit does (README, "How a write becomes visible": Concurrency).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isolation {
     /// A blind append: rebase onto the next version unless the commit in between changed the
@@ -46,7 +47,7 @@ pub enum Publish {
 }
 
 /// Write `bytes` as version `version` of the table whose folder is `root` and log folder
-/// `log` (both directory handles: nothing is followed), following the steps of SPEC section 2
+/// `log` (both directory handles: nothing is followed), following the steps of README, "How a write becomes visible",
 /// with the failpoints `commit-half-written`, `before-link` and `after-link`.
 ///
 /// Errors: [`Error::Io`] for write or fsync failures before the link (the tmp file is removed,
@@ -137,7 +138,7 @@ pub fn link_tmp(log: &Dir, tmp: &str, target: &str) -> Result<Publish> {
     }
 }
 
-/// The commit timestamp rule of SPEC section 1: max(now, previous + 1), ms since epoch.
+/// The commit timestamp rule (docs/FORMAT.md, "Commit times"): max(now, previous + 1), ms since epoch.
 pub fn next_timestamp(previous: Option<i64>) -> i64 {
     let now = now_ms();
     match previous {
@@ -165,7 +166,7 @@ pub fn encode(actions: &[Action]) -> Vec<u8> {
     out
 }
 
-/// Commit as `read_version + 1`, rebasing blind appends as SPEC section 2 allows.
+/// Commit as `read_version + 1`, rebasing blind appends as README, "How a write becomes visible" says.
 ///
 /// `build(version, previous_timestamp)` returns the actions to commit at `version` (called again
 /// on each rebase, so `commitInfo.timestamp` and `readVersion` stay right). With `expect_version`

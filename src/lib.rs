@@ -1,5 +1,5 @@
 //! tinydelta: a single-node table format with a Delta-Lake-compatible transaction log and JSONL
-//! data files. See `SPEC.md`-derived docs in the README.
+//! data files. See the README and docs/FORMAT.md.
 //!
 //! The library is what both binaries stand on: open a [`table::Table`], get a
 //! [`snapshot::Snapshot`] of any version by log replay, stream its rows, and commit appends,

@@ -1,4 +1,4 @@
-//! Vacuum (SPEC section 3): delete what no version names, never what one does.
+//! Vacuum (README, "Usage"; docs/FORMAT.md, "Vacuum"): delete what no version names, never what one does.
 //!
 //! Vacuum first replays the whole log, from version 0 to the newest commit present
 //! ([`Table::inventory_with_param`]); any damage (a hole, an empty or cut commit, a commit that

@@ -1,5 +1,5 @@
 //! `tinydelta`: create, append, overwrite, read, describe, history, restore and vacuum tables
-//! (SPEC section 3). Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 not found, 5 bad input.
+//! (README, "Usage"). Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 not found, 5 bad input.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
