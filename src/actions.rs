@@ -66,6 +66,9 @@ pub struct Add {
     /// JSON string with numRecords, minValues, maxValues, nullCount.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stats: Option<String>,
+    /// `numRecords` parsed from `stats`, once (log replay and the completeness checks both ask).
+    #[serde(skip)]
+    pub parsed_rows: std::sync::OnceLock<Option<u64>>,
 }
 
 fn yes() -> bool {
@@ -80,8 +83,10 @@ impl Add {
         struct S {
             num_records: Option<u64>,
         }
-        let s = self.stats.as_deref()?;
-        serde_json::from_str::<S>(s).ok()?.num_records
+        *self.parsed_rows.get_or_init(|| {
+            let s = self.stats.as_deref()?;
+            serde_json::from_str::<S>(s).ok()?.num_records
+        })
     }
 }
 
@@ -162,30 +167,73 @@ fn as_i64(v: &serde_json::Value) -> Option<i64> {
     }
 }
 
+/// Any JSON value as text (see [`as_text`]); `null` as none.
+fn lenient_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Null => None,
+        v => Some(as_text(&v)),
+    })
+}
+
+/// An object of any values, as text; anything else as empty.
+fn lenient_map<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum M {
+        Strings(BTreeMap<String, String>),
+        Any(BTreeMap<String, serde_json::Value>),
+        Other(serde::de::IgnoredAny),
+    }
+    Ok(match M::deserialize(d)? {
+        M::Strings(m) => m,
+        M::Any(m) => m.iter().map(|(k, v)| (k.clone(), as_text(v))).collect(),
+        M::Other(_) => BTreeMap::new(),
+    })
+}
+
+fn lenient_i64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    Ok(as_i64(&serde_json::Value::deserialize(d)?))
+}
+
+fn lenient_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(serde_json::Value::deserialize(d)?.as_bool().unwrap_or(false))
+}
+
+/// The wire form of `commitInfo`: every field optional and of any type.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawCommitInfo {
+    #[serde(default, deserialize_with = "lenient_i64")]
+    timestamp: Option<i64>,
+    #[serde(default, deserialize_with = "lenient_text")]
+    operation: Option<String>,
+    #[serde(default, deserialize_with = "lenient_map")]
+    operation_parameters: BTreeMap<String, String>,
+    #[serde(default, deserialize_with = "lenient_i64")]
+    read_version: Option<i64>,
+    #[serde(default, deserialize_with = "lenient_text")]
+    isolation_level: Option<String>,
+    #[serde(default, deserialize_with = "lenient_bool")]
+    is_blind_append: bool,
+    #[serde(default, deserialize_with = "lenient_map")]
+    operation_metrics: BTreeMap<String, String>,
+    #[serde(default, deserialize_with = "lenient_text")]
+    engine_info: Option<String>,
+}
+
 impl<'de> Deserialize<'de> for CommitInfo {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = serde_json::Value::deserialize(d)?;
-        let Some(o) = v.as_object() else {
-            return Err(serde::de::Error::custom("commitInfo is not a JSON object"));
-        };
-        let map = |k: &str| -> BTreeMap<String, String> {
-            o.get(k)
-                .and_then(|m| m.as_object())
-                .map(|m| m.iter().map(|(k, v)| (k.clone(), as_text(v))).collect())
-                .unwrap_or_default()
-        };
-        let text = |k: &str| o.get(k).filter(|v| !v.is_null()).map(as_text);
-        let timestamp = o.get("timestamp").and_then(as_i64);
+        let r = RawCommitInfo::deserialize(d)?;
         Ok(CommitInfo {
-            timestamp: timestamp.unwrap_or(0),
-            timestamp_recorded: timestamp.is_some(),
-            operation: text("operation").unwrap_or_default(),
-            operation_parameters: map("operationParameters"),
-            read_version: o.get("readVersion").and_then(as_i64),
-            isolation_level: text("isolationLevel"),
-            is_blind_append: o.get("isBlindAppend").and_then(|b| b.as_bool()).unwrap_or(false),
-            operation_metrics: map("operationMetrics"),
-            engine_info: text("engineInfo"),
+            timestamp: r.timestamp.unwrap_or(0),
+            timestamp_recorded: r.timestamp.is_some(),
+            operation: r.operation.unwrap_or_default(),
+            operation_parameters: r.operation_parameters,
+            read_version: r.read_version,
+            isolation_level: r.isolation_level,
+            is_blind_append: r.is_blind_append,
+            operation_metrics: r.operation_metrics,
+            engine_info: r.engine_info,
         })
     }
 }

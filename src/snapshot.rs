@@ -104,9 +104,10 @@ impl Replay {
                     set.insert(add.path.clone());
                 }
                 self.seq += 1;
+                let rows = add.num_records();
                 let entry = FileEntry {
-                    num_records: add.num_records().unwrap_or(0),
-                    has_stats: add.num_records().is_some(),
+                    num_records: rows.unwrap_or(0),
+                    has_stats: rows.is_some(),
                     size: add.size,
                     modification_time: add.modification_time,
                     added_in: version,

@@ -783,6 +783,7 @@ impl Table {
             modification_time: commit::now_ms(),
             data_change: true,
             stats: Some(stats.to_stats_json(schema)),
+            parsed_rows: Default::default(),
         }))
     }
 
