@@ -253,7 +253,7 @@ fn check_side_files(table: &Table, s: &Snapshot, report: &mut Report) {
                 );
             }
         }
-        Ok(None) => {}
+        Ok(None) => report.missing_crcs.push(s.version),
         Err(e) => report.warn(
             Some(s.version),
             e.to_string(),

@@ -402,13 +402,29 @@ impl Table {
         if info.timestamp_recorded {
             return Ok(info);
         }
+        // Walk back to the newest version that records its time (or the first), then forward:
+        // iterative, so a long run of commits without timestamps cannot exhaust the stack.
         let first = self.segment()?.first;
-        let previous = if version > first {
-            Some(self.commit_info(version - 1)?.timestamp)
-        } else {
-            None
-        };
-        Ok(resolve_time(info, c.mtime_ms, previous))
+        let mut chain = vec![(info, c.mtime_ms)];
+        let mut previous = None;
+        let mut v = version;
+        while v > first {
+            v -= 1;
+            let c = self.read_commit(v)?;
+            let info = c.info.unwrap_or_default();
+            if info.timestamp_recorded {
+                previous = Some(info.timestamp);
+                break;
+            }
+            chain.push((info, c.mtime_ms));
+        }
+        let mut resolved = None;
+        while let Some((info, mtime)) = chain.pop() {
+            let r = resolve_time(info, mtime, previous);
+            previous = Some(r.timestamp);
+            resolved = Some(r);
+        }
+        Ok(resolved.unwrap_or_default())
     }
 
     /// Replay versions `from..=version` onto `replay` (whose state is that of `from - 1`, and

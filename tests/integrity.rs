@@ -557,3 +557,24 @@ fn a_missing_version_zero_with_a_checkpoint_is_not_available_not_damage() {
         .code(1)
         .stderr_has(&["not available"]);
 }
+
+#[test]
+fn a_bad_version_checksum_is_a_warning_not_damage() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(1, 2));
+    t.append(&small_rows(5, 1));
+    let crc = t.log_dir().join(format!("{:020}.crc", 1));
+    let mut c: Value = serde_json::from_slice(&fs::read(&crc).unwrap()).unwrap();
+    assert_eq!(c["numFiles"], 1);
+    c["numFiles"] = json!(7);
+    fs::write(&crc, c.to_string()).unwrap();
+    fs::write(t.log_dir().join(format!("{:020}.crc", 2)), b"").unwrap();
+    fs::remove_file(t.log_dir().join(format!("{:020}.crc", 0))).unwrap();
+    let out = t.td("check", &[]).ok();
+    let text = out.text();
+    assert!(text.contains("warning") && text.contains("numFiles 7"), "{text}");
+    assert!(text.contains("no version checksum"), "{text}");
+    assert!(text.contains(&format!("{:020}.crc", 2)), "{text}");
+    // Readers never need them.
+    assert_eq!(ids(&t.read()), vec![1, 2, 5]);
+}
