@@ -528,6 +528,11 @@ fn vacuum_never_deletes_a_pending_staged_file_a_commit_names_nor_follows_symlink
     assert!(elsewhere.join(".00000000000000000001.x.tmp").is_file());
     // Reads ignore the symlinked checkpoint folder (log replay is the truth) and write nothing there.
     assert_eq!(ids(&t.read()), vec![1, 7]);
+    // A checkpoint write (what a replay of 1,000+ commits does) refuses it too.
+    let table = tinydelta::Table::open(&t.path).unwrap();
+    let snap = table.snapshot(2).unwrap();
+    let err = tinydelta::checkpoint::write(table.dir(), &snap).unwrap_err().to_string();
+    assert!(err.contains("symbolic link"), "{err}");
     assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 2);
 }
 
