@@ -199,6 +199,10 @@ fn check_counts(ci: &CommitInfo, actions: &[Action]) -> std::result::Result<(), 
                 return Err(format!("an append holds {removes} remove actions"));
             }
         }
+        "UPDATE" | "DELETE" | "MERGE" => {
+            expect("numAddedFiles", "numAddedFiles", adds)?;
+            expect("numRemovedFiles", "numRemovedFiles", removes)?;
+        }
         "RESTORE" => {
             // tinydelta before 0.2 wrote numRestoredFile / numRemovedFile.
             expect("numRestoredFiles", "numRestoredFile", adds)?;

@@ -236,9 +236,10 @@ impl Table {
 
     /// The log segment: which versions exist and where the first damage is, proven from one
     /// listing of `_delta_log/`. A listing is reused while the folder's inode, mtime and ctime
-    /// are unchanged and its ctime was at least 2 s older than the listing (so a change in the
-    /// same clock tick, even on a file system with 1 s timestamps, cannot hide): in the mount,
-    /// `latest` then costs one fstat(2). Errors: [`Error::Io`] naming the folder;
+    /// are unchanged and its ctime was older than the listing by more than the file system's
+    /// timestamp granularity (50 ms when ctime has nanoseconds, else 2 s, for file systems with
+    /// 1 s timestamps), so a change in the same clock tick cannot hide: in the mount, `latest`
+    /// then costs one fstat(2). Errors: [`Error::Io`] naming the folder;
     /// [`Error::TableNotFound`]; [`Error::Corrupt`] (see [`LogSegment::new`]).
     pub fn segment(&self) -> Result<LogSegment> {
         let stamp = self.stamp()?;
@@ -252,7 +253,10 @@ impl Table {
         let listing = Listing::read(&self.log)?;
         let seg = LogSegment::new(&self.root, &listing, || checkpoint::versions(&self.dir))?;
         let ctime_ms = stamp.3.saturating_mul(1000).saturating_add(stamp.4 / 1_000_000);
-        if ctime_ms.saturating_add(2000) < now
+        // A ctime with nanoseconds comes from a file system with fine timestamps (a clock tick,
+        // at most 10 ms); without, it may have whole seconds (ext3 with small inodes).
+        let margin = if stamp.4 == 0 { 2000 } else { 50 };
+        if ctime_ms.saturating_add(margin) < now
             && let Ok(mut c) = self.segment.lock()
         {
             *c = Some(CachedSegment {
@@ -1097,6 +1101,23 @@ mod tests {
             t.snapshot_after(&mid, 9),
             Err(Error::VersionNotFound { version: 9, .. })
         ));
+    }
+
+    #[test]
+    fn a_cached_segment_never_hides_a_later_stray_commit() {
+        let (_d, t) = table();
+        append(&t, "{\"id\":1}\n");
+        // Old enough for the listing to be cached on any file system.
+        std::thread::sleep(std::time::Duration::from_millis(2100));
+        assert_eq!(t.latest_version().expect("latest"), 1);
+        assert_eq!(t.latest_version().expect("latest (cached)"), 1);
+        let stray = t.commit_path(5);
+        std::fs::copy(t.commit_path(1), &stray).expect("stray");
+        let e = t.latest_version().expect_err("a hole at 2").to_string();
+        assert!(e.contains("version 2 is damaged") && e.contains("hole"), "{e}");
+        assert_eq!(t.snapshot(1).expect("version 1 still reads").files.len(), 1);
+        std::fs::remove_file(&stray).expect("rm");
+        assert_eq!(t.latest_version().expect("whole again"), 1);
     }
 
     #[test]
