@@ -294,7 +294,7 @@ impl Table {
             return Err(e);
         }
         let from = match self.verified.load(Ordering::Acquire) {
-            u64::MAX => seg.first,
+            u64::MAX => self.verify_start(&seg, version),
             v if v >= version => return Ok(()),
             v => v + 1,
         };
@@ -316,7 +316,7 @@ impl Table {
             return Ok(None);
         }
         let from = match self.verified.load(Ordering::Acquire) {
-            u64::MAX => seg.first,
+            u64::MAX => self.verify_start(&seg, seg.end),
             v if v >= seg.end => return Ok(Some(seg.end)),
             v => v + 1,
         };
@@ -328,6 +328,19 @@ impl Table {
             }
         }
         Ok(Some(seg.end))
+    }
+
+    /// Where checking commits starts: after the newest readable checkpoint at or before
+    /// `version` (it was written from a clean replay, and reads of later versions start from it,
+    /// so older commits are not read again, as in [`Table::snapshot`]), else the segment's start.
+    fn verify_start(&self, seg: &LogSegment, version: u64) -> u64 {
+        match checkpoint::newest_at_or_before(&self.dir, version) {
+            Some(c) if c >= seg.first && checkpoint::read_totals(&self.dir, c).is_ok() => {
+                self.verified.fetch_min(c, Ordering::AcqRel);
+                c + 1
+            }
+            _ => seg.first,
+        }
     }
 
     /// Read and check one commit (docs/FORMAT.md, "Commit completeness"), beneath the log folder.
