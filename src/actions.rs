@@ -146,14 +146,6 @@ pub struct CommitInfo {
     pub engine_info: Option<String>,
 }
 
-/// A JSON value as text: a string as is, anything else as compact JSON.
-fn as_text(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
 /// A JSON integer (or an integral float, or a string of digits).
 fn as_i64(v: &serde_json::Value) -> Option<i64> {
     match v {
@@ -167,28 +159,96 @@ fn as_i64(v: &serde_json::Value) -> Option<i64> {
     }
 }
 
-/// Any JSON value as text (see [`as_text`]); `null` as none.
+/// Any JSON value as text (see [`Text`]); `null` as none.
 fn lenient_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    Ok(match serde_json::Value::deserialize(d)? {
-        serde_json::Value::Null => None,
-        v => Some(as_text(&v)),
-    })
+    Ok(Some(Text::deserialize(d)?.0).filter(|t| t != "null"))
 }
 
-/// An object of any values, as text; anything else as empty.
-fn lenient_map<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum M {
-        Strings(BTreeMap<String, String>),
-        Any(BTreeMap<String, serde_json::Value>),
-        Other(serde::de::IgnoredAny),
+/// Any JSON value as text, without building a `serde_json::Value` for scalars (the common
+/// case: tinydelta writes strings, delta-rs numbers).
+struct Text(String);
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Text;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Text, E> {
+                Ok(Text(v.to_owned()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Text, E> {
+                Ok(Text(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Text, E> {
+                Ok(Text(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Text, E> {
+                Ok(Text(v.to_string()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Text, E> {
+                Ok(Text(serde_json::Value::from(v).to_string()))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Text, E> {
+                Ok(Text(v.to_string()))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Text, E> {
+                Ok(Text("null".into()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Text, A::Error> {
+                let v = serde_json::Value::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
+                Ok(Text(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Text, A::Error> {
+                let v = serde_json::Value::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(Text(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
     }
-    Ok(match M::deserialize(d)? {
-        M::Strings(m) => m,
-        M::Any(m) => m.iter().map(|(k, v)| (k.clone(), as_text(v))).collect(),
-        M::Other(_) => BTreeMap::new(),
-    })
+}
+
+/// An object of any values, as text; anything else (an array, a string, null) as empty.
+fn lenient_map<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = BTreeMap<String, String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some((k, Text(v))) = map.next_entry::<String, Text>()? {
+                out.insert(k, v);
+            }
+            Ok(out)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(BTreeMap::new())
+        }
+        fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+    }
+    d.deserialize_any(V)
 }
 
 fn lenient_i64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
