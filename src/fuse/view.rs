@@ -223,7 +223,7 @@ enum Handle {
         writable: bool,
         opener: Option<u32>,
     },
-    Dir(Vec<DirEntry>),
+    Dir(Arc<[DirEntry]>),
 }
 
 /// The inner file system of one mounted table.
@@ -236,6 +236,8 @@ pub struct TableView {
     incoming: Mutex<Incoming>,
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_fh: AtomicU64,
+    /// The newest listing of `incoming/`, shared by the handles that opened it.
+    last_listing: Mutex<Option<Arc<[DirEntry]>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -328,13 +330,14 @@ impl TableView {
             }
         }
         Ok(TableView {
-            versions: Versions::new(table),
+            versions: Versions::new(table)?,
             staging,
             cfg,
             started: SystemTime::now(),
             incoming: Mutex::new(incoming),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
+            last_listing: Mutex::new(None),
         })
     }
 
@@ -493,7 +496,7 @@ impl TableView {
                     }
                 }
                 drop(inc);
-                let entries = list
+                let entries: Vec<DirEntry> = list
                     .into_iter()
                     .enumerate()
                     .map(|(i, (ino, kind, name))| DirEntry {
@@ -503,7 +506,7 @@ impl TableView {
                         next_offset: i as u64 + 1,
                     })
                     .collect();
-                Ok(self.new_handle(Handle::Dir(entries)))
+                Ok(self.new_handle(Handle::Dir(self.shared_listing(entries))))
             }
             Node::Root | Node::VDir => Ok(0),
             Node::VersionDir(v) => {
@@ -579,6 +582,21 @@ impl TableView {
         }
     }
 
+    /// The listing `entries` as one shared copy: every open handle of `incoming/` whose
+    /// listing is the same holds the same allocation, so 5,000 open handles on a large
+    /// directory cost one copy, not 5,000 (README "Limits"). The built list is dropped at once.
+    fn shared_listing(&self, entries: Vec<DirEntry>) -> Arc<[DirEntry]> {
+        let mut last = lock(&self.last_listing);
+        if let Some(l) = last.as_ref()
+            && **l == *entries
+        {
+            return l.clone();
+        }
+        let l: Arc<[DirEntry]> = Arc::from(entries);
+        *last = Some(l.clone());
+        l
+    }
+
     /// Close a directory handle.
     pub fn releasedir(&self, fh: u64) {
         if fh != 0 {
@@ -606,11 +624,15 @@ impl TableView {
                 }
                 self.check_version(v)?;
                 let handle = match f {
-                    VersionFile::Data => Handle::Concat(ConcatReader::new(self.versions.body(v)?.data.clone())),
+                    VersionFile::Data => Handle::Concat(ConcatReader::new(
+                        self.versions.body(v)?.data.clone(),
+                        self.versions.files().clone(),
+                    )),
                     VersionFile::Commit => {
                         let head = self.versions.head(v)?;
-                        let concat = Concat::new([(head.commit_path.clone(), head.commit_size)]);
-                        Handle::Concat(ConcatReader::new(Arc::new(concat)))
+                        let rel = format!("{}/{}", crate::log::LOG_DIR, crate::log::commit_file_name(v));
+                        let concat = Concat::new(self.table().root(), [(rel, head.commit_size)]);
+                        Handle::Concat(ConcatReader::new(Arc::new(concat), self.versions.files().clone()))
                     }
                     VersionFile::Schema => Handle::Bytes(self.versions.body(v)?.schema_json.clone()),
                 };
