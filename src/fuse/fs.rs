@@ -44,7 +44,7 @@ fn errno(e: &FsError) -> Errno {
 }
 
 fn log_err(op: &str, e: &FsError) -> Errno {
-    debug!("{op}: {e}");
+    debug!("{op}: {}", super::printable(&e.to_string()));
     errno(e)
 }
 
