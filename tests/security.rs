@@ -222,3 +222,99 @@ fn names_in_log_lines_are_escaped() {
     );
     drop(m);
 }
+
+/// The daemon's open descriptors and resident memory (bytes), from /proc.
+fn daemon_usage(pid: u32) -> (usize, u64) {
+    let p = procfs::process::Process::new(pid as i32).expect("the daemon's /proc entry");
+    let fds = p.fd_count().expect("the daemon's fd count");
+    let rss = p.status().expect("the daemon's status").vmrss.expect("VmRSS") * 1024;
+    (fds, rss)
+}
+
+/// Open `n` handles of `path` in a child process (as `user`, or as root), read a byte at the
+/// start, middle and end of each through O_DIRECT (so every read reaches the daemon), then call
+/// `measure` while they are all open.
+fn hold_open<T>(
+    user: Option<&user::User>,
+    path: &std::path::Path,
+    n: usize,
+    dir: bool,
+    measure: impl FnOnce() -> T,
+) -> T {
+    use std::io::{BufRead, BufReader, Write};
+    const SCRIPT: &str = r#"
+import os, sys, resource
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+path, n, is_dir = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "dir"
+fds = []
+for i in range(n):
+    if is_dir:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    else:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        size = os.fstat(fd).st_size
+        for off in (0, size // 2, size - 1):
+            assert len(os.pread(fd, 1, off)) == 1
+    fds.append(fd)
+print("ready", len(fds), flush=True)
+sys.stdin.read()
+"#;
+    // The system interpreter: a per-user shim (pyenv) may not be reachable by the test user.
+    let py = if std::path::Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    };
+    let mut cmd = match user {
+        Some(u) => u.command(py),
+        None => std::process::Command::new(py),
+    };
+    let mut child = cmd
+        .args(["-c", SCRIPT])
+        .arg(path)
+        .arg(n.to_string())
+        .arg(if dir { "dir" } else { "file" })
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 (apt-get install python3)");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), format!("ready {n}"), "the opener failed");
+    let got = measure();
+    child.stdin.take().unwrap().write_all(b"").unwrap();
+    assert!(child.wait().unwrap().success());
+    got
+}
+
+/// Issue 9, item 6: 2,000 open handles of a 3-part version (each read in all three parts)
+/// cost the daemon a few descriptors, not one per handle and part; 2,000 open handles on a
+/// large `incoming/` cost one listing, not 2,000 copies.
+#[test]
+fn open_handles_do_not_exhaust_descriptors_or_memory() {
+    let f = shared_fixture(&["flights-jan.jsonl", "flights-feb.jsonl", "flights-mar.jsonl"]);
+    let m = f.mount_with(&["-o", "allow_other"]);
+    let (fds0, _) = daemon_usage(m.pid);
+    let u = test_user();
+    let (fds, _) = hold_open(Some(&u), &f.m("v/3/data.jsonl"), 2000, false, || daemon_usage(m.pid));
+    assert!(
+        fds < fds0 + 16,
+        "2,000 handles of a 3-part version: {fds0} -> {fds} descriptors"
+    );
+    // A large listing: 300 staged scratch files with long names.
+    for i in 0..300 {
+        fs::write(f.m(&format!("incoming/.{i:03}-{}", "n".repeat(200))), b"").unwrap();
+    }
+    let (_, rss0) = daemon_usage(m.pid);
+    let (_, rss) = hold_open(None, &f.m("incoming"), 2000, true, || daemon_usage(m.pid));
+    assert!(
+        rss < rss0 + (32 << 20),
+        "2,000 handles on incoming/: RSS {} -> {} MiB",
+        rss0 >> 20,
+        rss >> 20
+    );
+    drop(m);
+}
