@@ -48,6 +48,8 @@ pub struct MountArgs {
     pub log_file: Option<PathBuf>,
     /// Internal: report readiness on stdout (set for the background child).
     pub notify_ready: bool,
+    /// Never use FUSE passthrough: every read goes through the daemon (README "Reading").
+    pub no_passthrough: bool,
 }
 
 /// A failure before the mount was ready: a message for the user and the exit code.
@@ -126,6 +128,9 @@ fn background(args: MountArgs) -> i32 {
     }
     if let Some(t) = args.threads {
         cmd.arg("--threads").arg(t.to_string());
+    }
+    if args.no_passthrough {
+        cmd.arg("--no-passthrough");
     }
     let stderr = match &args.log_file {
         Some(path) => match open_log_file(path) {
@@ -325,7 +330,12 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
     config.n_threads = Some(args.threads.unwrap_or((cpus * 2).clamp(8, 16)).max(1));
     config.clone_fd = true;
     let mnt_id = Arc::new(AtomicU64::new(0));
-    let session = Session::new(TableFs::new(view, mnt_id.clone()), &mountpoint, &config).map_err(|e| {
+    let session = Session::new(
+        TableFs::new(view, mnt_id.clone(), !args.no_passthrough),
+        &mountpoint,
+        &config,
+    )
+    .map_err(|e| {
         let hint = match e.kind() {
             io::ErrorKind::PermissionDenied if args.allow_other => {
                 " (allow_other needs root or user_allow_other in /etc/fuse.conf)"

@@ -135,6 +135,21 @@ impl FilePool {
         Ok(file)
     }
 
+    /// [`FilePool::get`], with the size checked again on the descriptor even when it was already
+    /// open: for opens whose reads the kernel serves from the file directly (passthrough), which
+    /// read up to the file's own end, not the size the log records.
+    pub fn get_checked(&self, part: &Part) -> FsResult<Arc<File>> {
+        let file = self.get(part)?;
+        let size = file.metadata().map_err(|e| Error::io("stat", &part.path, e))?.len();
+        if size != part.len {
+            return Err(FsError::Table(Error::Corrupt {
+                path: part.path.clone(),
+                reason: format!("the file is {size} bytes but the log records {} bytes", part.len),
+            }));
+        }
+        Ok(file)
+    }
+
     /// Files open now.
     pub fn open_count(&self) -> usize {
         lock(&self.open).map.len()

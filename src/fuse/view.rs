@@ -628,12 +628,10 @@ impl TableView {
                         self.versions.body(v)?.data.clone(),
                         self.versions.files().clone(),
                     )),
-                    VersionFile::Commit => {
-                        let head = self.versions.head(v)?;
-                        let rel = format!("{}/{}", crate::log::LOG_DIR, crate::log::commit_file_name(v));
-                        let concat = Concat::new(self.table().root(), [(rel, head.commit_size)]);
-                        Handle::Concat(ConcatReader::new(Arc::new(concat), self.versions.files().clone()))
-                    }
+                    VersionFile::Commit => Handle::Concat(ConcatReader::new(
+                        Arc::new(self.commit_concat(v)?),
+                        self.versions.files().clone(),
+                    )),
                     VersionFile::Schema => Handle::Bytes(self.versions.body(v)?.schema_json.clone()),
                 };
                 Ok(Opened {
@@ -679,6 +677,40 @@ impl TableView {
             Node::Root | Node::VDir | Node::Incoming | Node::VersionDir(_) => Err(FsError::IsDir),
             Node::Latest => Err(FsError::Invalid),
         }
+    }
+
+    /// The one file on disk that read-only node `ino` is, when it is one: `data.jsonl` of a
+    /// version with a single data file, and every `commit.json`. Opened beneath the table with
+    /// its size checked against the log now (EIO otherwise), for FUSE passthrough (README
+    /// "Reading"). `None` for every other node.
+    pub fn backing_file(&self, ino: u64) -> FsResult<Option<Arc<File>>> {
+        let Some(Node::VersionFile(v, f)) = Node::from_ino(ino) else {
+            return Ok(None);
+        };
+        let files = self.versions.files();
+        match f {
+            VersionFile::Data => {
+                let body = self.versions.body(v)?;
+                match body.data.single() {
+                    Some(part) => Ok(Some(files.get_checked(part)?)),
+                    None => Ok(None),
+                }
+            }
+            VersionFile::Commit => {
+                let concat = self.commit_concat(v)?;
+                match concat.single() {
+                    Some(part) => Ok(Some(files.get_checked(part)?)),
+                    None => Ok(None),
+                }
+            }
+            VersionFile::Schema => Ok(None),
+        }
+    }
+
+    fn commit_concat(&self, v: u64) -> FsResult<Concat> {
+        let head = self.versions.head(v)?;
+        let rel = format!("{}/{}", crate::log::LOG_DIR, crate::log::commit_file_name(v));
+        Ok(Concat::new(self.table().root(), [(rel, head.commit_size)]))
     }
 
     /// Create `name` in `parent` (only `incoming/`) and open it.
