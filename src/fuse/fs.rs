@@ -448,10 +448,20 @@ impl Filesystem for TableFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.view.read(fh.0, offset, size) {
-            Ok(d) => reply.data(&d),
-            Err(e) => reply.error(log_err("read", &e)),
+        // One reply buffer per worker thread, reused: no allocation or zero-fill per read.
+        thread_local! {
+            static REPLY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
+        REPLY.with_borrow_mut(|buf| match self.view.read_into(fh.0, offset, size, buf) {
+            Ok(()) => {
+                reply.data(buf);
+                // A staged file's read hands back a fresh Vec: keep at most one request's worth.
+                if buf.capacity() > MAX_IO as usize {
+                    *buf = Vec::new();
+                }
+            }
+            Err(e) => reply.error(log_err("read", &e)),
+        })
     }
 
     fn write(

@@ -800,6 +800,19 @@ impl TableView {
         Ok(seq)
     }
 
+    /// [`TableView::read`] into `buf` (cleared first). Version files are read straight into its
+    /// spare capacity, so a caller that keeps one buffer per thread allocates and zero-fills
+    /// nothing per request.
+    pub fn read_into(&self, fh: u64, offset: u64, size: u32, buf: &mut Vec<u8>) -> FsResult<()> {
+        match self.handle(fh)?.as_ref() {
+            Handle::Concat(r) => r.read_into(offset, size as usize, buf),
+            _ => {
+                *buf = self.read(fh, offset, size)?;
+                Ok(())
+            }
+        }
+    }
+
     /// Read up to `size` bytes at `offset`.
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
         match self.handle(fh)?.as_ref() {
