@@ -471,6 +471,56 @@ mod tests {
         assert_eq!(r.read(0, 3).unwrap(), b"{}\n");
     }
 
+    /// A file/symlink swap racing with opens (issue 9, item 1: 186 of 7,687 check-then-open
+    /// reads printed the secret): the open itself refuses the symlink, so the secret never shows.
+    #[test]
+    fn symlink_swaps_racing_with_opens_never_show_the_target() {
+        use std::sync::atomic::AtomicBool;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("t");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(dir.path().join("secret"), "SECRET").unwrap();
+        std::fs::write(root.join("good"), "public").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret"), root.join("evil")).unwrap();
+        std::fs::copy(root.join("good"), root.join("part")).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (root, stop) = (root.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    // rename(2) replaces the name atomically: always a file or a symlink.
+                    if i % 2 == 0 {
+                        std::os::unix::fs::symlink(root.parent().unwrap().join("secret"), root.join("tmp")).unwrap();
+                    } else {
+                        std::fs::copy(root.join("good"), root.join("tmp")).unwrap();
+                    }
+                    std::fs::rename(root.join("tmp"), root.join("part")).unwrap();
+                    i += 1;
+                }
+            })
+        };
+        let (mut served, mut refused) = (0, 0);
+        for _ in 0..3000 {
+            // A new pool each time: every read opens the file again.
+            let pool = Arc::new(FilePool::new(Dir::open(&root).unwrap()));
+            let r = ConcatReader::new(Arc::new(Concat::new(&root, [("part".to_string(), 6)])), pool);
+            match r.read(0, 6) {
+                Ok(b) => {
+                    assert_eq!(b, b"public");
+                    served += 1;
+                }
+                Err(e) => {
+                    assert_eq!(e.errno(), libc::EIO, "{e}");
+                    refused += 1;
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        assert!(served + refused == 3000);
+    }
+
     #[test]
     fn one_descriptor_per_file_however_many_readers() {
         let dir = tempfile::tempdir().unwrap();
