@@ -490,7 +490,7 @@ mod tests {
                 let mut i = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     // rename(2) replaces the name atomically: always a file or a symlink.
-                    if i % 2 == 0 {
+                    if i.is_multiple_of(2) {
                         std::os::unix::fs::symlink(root.parent().unwrap().join("secret"), root.join("tmp")).unwrap();
                     } else {
                         std::fs::copy(root.join("good"), root.join("tmp")).unwrap();
