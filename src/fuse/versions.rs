@@ -327,19 +327,46 @@ impl Versions {
         &self.table
     }
 
-    /// The newest version, read from the log now (never cached).
+    /// The newest version, from the table's log segment now (a listing, or one fstat while
+    /// `_delta_log/` is unchanged), with every commit up to it checked complete: a hole, a
+    /// non-regular commit name or a damaged commit anywhere is the same error (EIO) that the
+    /// damaged versions give, as in the CLI.
     pub fn latest(&self) -> FsResult<u64> {
         let v = self.table.latest_version()?;
+        self.table.verify_through(v)?;
         self.seen_latest.fetch_max(v, Ordering::Relaxed);
         Ok(v)
     }
 
-    /// Whether `version` exists.
+    /// The newest readable version, for listing `v/` and its attributes: versions before damage
+    /// stay listed (and readable), none past it are. Errors: EIO when no version is readable.
+    pub fn listed_latest(&self) -> FsResult<u64> {
+        match self.table.readable_through()? {
+            Some(v) => Ok(v),
+            None => Err(self
+                .table
+                .latest_version()
+                .err()
+                .map_or(FsError::NotFound, FsError::Table)),
+        }
+    }
+
+    /// Whether `version` exists: `Ok(true)` for a readable version, `Ok(false)` past the newest
+    /// commit, the damage error (EIO) for a version at or past damage in the log.
     pub fn exists(&self, version: u64) -> FsResult<bool> {
         if version <= self.seen_latest.load(Ordering::Relaxed) {
             return Ok(true);
         }
-        Ok(version <= self.latest()?)
+        let seg = self.table.segment()?;
+        match seg.check(version) {
+            Some(Ok(())) => {
+                self.table.verify_through(version)?;
+                self.seen_latest.fetch_max(version, Ordering::Relaxed);
+                Ok(true)
+            }
+            Some(Err(e)) => Err(e.into()),
+            None => Ok(false),
+        }
     }
 
     /// The head of `version` (which must exist).
@@ -347,11 +374,10 @@ impl Versions {
         if let Some(h) = lock(&self.heads).get(&version) {
             return Ok(h);
         }
+        let commit = self.table.read_commit(version)?;
         let info = self.table.commit_info(version)?;
         let commit_path = self.table.commit_path(version);
-        let commit_size = std::fs::metadata(&commit_path)
-            .map_err(|e| Error::io("stat", &commit_path, e))?
-            .len();
+        let commit_size = commit.len;
         let head = Arc::new(VersionHead {
             timestamp_ms: info.timestamp,
             commit_path,

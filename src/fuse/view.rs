@@ -382,7 +382,7 @@ impl TableView {
         match node {
             Node::Root => Ok(self.attr(ino, Kind::Dir, 0, 0o555, 4, self.started, Duration::ZERO)),
             Node::VDir => {
-                let latest = self.versions.latest()?;
+                let latest = self.versions.listed_latest()?;
                 let nlink = 2u32.saturating_add(u32::try_from(latest + 1).unwrap_or(u32::MAX));
                 let t = self.latest_time(latest)?;
                 Ok(self.attr(ino, Kind::Dir, 0, 0o555, nlink, t, Duration::ZERO))
@@ -554,7 +554,7 @@ impl TableView {
             Node::VDir => {
                 // Entry i: ".", "..", then version i - 2; computed from the offset, so a long
                 // listing costs nothing per call beyond its own entries.
-                let latest = self.versions.latest()?;
+                let latest = self.versions.listed_latest()?;
                 let total = latest.saturating_add(3);
                 let mut out = Vec::new();
                 let mut i = offset;
