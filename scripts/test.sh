@@ -24,12 +24,15 @@ die() {
 started=$SECONDS
 
 # --- 1. system packages ----------------------------------------------------------------------
-step "System tools: fuse3 rsync jq time vim"
+step "System tools: fuse3 rsync jq time vim passwd util-linux"
 missing=()
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 command -v rsync >/dev/null 2>&1 || missing+=(rsync)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 command -v vim >/dev/null 2>&1 || missing+=(vim)
+# tests/security.rs creates an unprivileged user and runs commands as it.
+command -v useradd >/dev/null 2>&1 || missing+=(passwd)
+command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 type -P time >/dev/null 2>&1 || missing+=(time) # `command -v time` finds the shell keyword
 # Debian's python3 has no venv/ensurepip until python3-venv is installed.
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || [[ -x .venv/bin/python ]] || missing+=(python3-venv)

@@ -21,12 +21,16 @@ struct Cli {
     /// permissions), allow_root, default_permissions.
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
-    /// Worker threads serving requests (default: twice the CPUs, 8 to 16).
+    /// Worker threads serving requests (default: the CPUs plus 2, 4 to 16).
     #[arg(long)]
     threads: Option<usize>,
     /// Where the background daemon writes its log (default: nowhere). Verbosity: RUST_LOG.
     #[arg(long, value_name = "FILE")]
     log_file: Option<PathBuf>,
+    /// Never use FUSE passthrough (single-file versions and commit files are otherwise read by
+    /// the kernel directly where it allows: Linux >= 6.9, CAP_SYS_ADMIN); for comparisons.
+    #[arg(long)]
+    no_passthrough: bool,
     /// Internal: print READY or ERROR on stdout once mounted (used by the background start).
     #[arg(long, hide = true)]
     notify_ready: bool,
@@ -64,6 +68,7 @@ fn main() {
         threads: cli.threads,
         log_file: cli.log_file,
         notify_ready: cli.notify_ready,
+        no_passthrough: cli.no_passthrough,
         ..MountArgs::default()
     };
     for o in &cli.options {

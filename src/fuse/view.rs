@@ -223,7 +223,7 @@ enum Handle {
         writable: bool,
         opener: Option<u32>,
     },
-    Dir(Vec<DirEntry>),
+    Dir(Arc<[DirEntry]>),
 }
 
 /// The inner file system of one mounted table.
@@ -236,6 +236,8 @@ pub struct TableView {
     incoming: Mutex<Incoming>,
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_fh: AtomicU64,
+    /// The newest listing of `incoming/`, shared by the handles that opened it.
+    last_listing: Mutex<Option<Arc<[DirEntry]>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -328,13 +330,14 @@ impl TableView {
             }
         }
         Ok(TableView {
-            versions: Versions::new(table),
+            versions: Versions::new(table)?,
             staging,
             cfg,
             started: SystemTime::now(),
             incoming: Mutex::new(incoming),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
+            last_listing: Mutex::new(None),
         })
     }
 
@@ -493,7 +496,7 @@ impl TableView {
                     }
                 }
                 drop(inc);
-                let entries = list
+                let entries: Vec<DirEntry> = list
                     .into_iter()
                     .enumerate()
                     .map(|(i, (ino, kind, name))| DirEntry {
@@ -503,7 +506,7 @@ impl TableView {
                         next_offset: i as u64 + 1,
                     })
                     .collect();
-                Ok(self.new_handle(Handle::Dir(entries)))
+                Ok(self.new_handle(Handle::Dir(self.shared_listing(entries))))
             }
             Node::Root | Node::VDir => Ok(0),
             Node::VersionDir(v) => {
@@ -579,6 +582,21 @@ impl TableView {
         }
     }
 
+    /// The listing `entries` as one shared copy: every open handle of `incoming/` whose
+    /// listing is the same holds the same allocation, so 5,000 open handles on a large
+    /// directory cost one copy, not 5,000 (README "Limits"). The built list is dropped at once.
+    fn shared_listing(&self, entries: Vec<DirEntry>) -> Arc<[DirEntry]> {
+        let mut last = lock(&self.last_listing);
+        if let Some(l) = last.as_ref()
+            && **l == *entries
+        {
+            return l.clone();
+        }
+        let l: Arc<[DirEntry]> = Arc::from(entries);
+        *last = Some(l.clone());
+        l
+    }
+
     /// Close a directory handle.
     pub fn releasedir(&self, fh: u64) {
         if fh != 0 {
@@ -606,12 +624,14 @@ impl TableView {
                 }
                 self.check_version(v)?;
                 let handle = match f {
-                    VersionFile::Data => Handle::Concat(ConcatReader::new(self.versions.body(v)?.data.clone())),
-                    VersionFile::Commit => {
-                        let head = self.versions.head(v)?;
-                        let concat = Concat::new([(head.commit_path.clone(), head.commit_size)]);
-                        Handle::Concat(ConcatReader::new(Arc::new(concat)))
-                    }
+                    VersionFile::Data => Handle::Concat(ConcatReader::new(
+                        self.versions.body(v)?.data.clone(),
+                        self.versions.files().clone(),
+                    )),
+                    VersionFile::Commit => Handle::Concat(ConcatReader::new(
+                        Arc::new(self.commit_concat(v)?),
+                        self.versions.files().clone(),
+                    )),
                     VersionFile::Schema => Handle::Bytes(self.versions.body(v)?.schema_json.clone()),
                 };
                 Ok(Opened {
@@ -657,6 +677,40 @@ impl TableView {
             Node::Root | Node::VDir | Node::Incoming | Node::VersionDir(_) => Err(FsError::IsDir),
             Node::Latest => Err(FsError::Invalid),
         }
+    }
+
+    /// The one file on disk that read-only node `ino` is, when it is one: `data.jsonl` of a
+    /// version with a single data file, and every `commit.json`. Opened beneath the table with
+    /// its size checked against the log now (EIO otherwise), for FUSE passthrough (README
+    /// "Reading"). `None` for every other node.
+    pub fn backing_file(&self, ino: u64) -> FsResult<Option<Arc<File>>> {
+        let Some(Node::VersionFile(v, f)) = Node::from_ino(ino) else {
+            return Ok(None);
+        };
+        let files = self.versions.files();
+        match f {
+            VersionFile::Data => {
+                let body = self.versions.body(v)?;
+                match body.data.single() {
+                    Some(part) => Ok(Some(files.get_checked(part)?)),
+                    None => Ok(None),
+                }
+            }
+            VersionFile::Commit => {
+                let concat = self.commit_concat(v)?;
+                match concat.single() {
+                    Some(part) => Ok(Some(files.get_checked(part)?)),
+                    None => Ok(None),
+                }
+            }
+            VersionFile::Schema => Ok(None),
+        }
+    }
+
+    fn commit_concat(&self, v: u64) -> FsResult<Concat> {
+        let head = self.versions.head(v)?;
+        let rel = format!("{}/{}", crate::log::LOG_DIR, crate::log::commit_file_name(v));
+        Ok(Concat::new(self.table().root(), [(rel, head.commit_size)]))
     }
 
     /// Create `name` in `parent` (only `incoming/`) and open it.
@@ -744,6 +798,19 @@ impl TableView {
         );
         debug!("incoming/{name}: created");
         Ok(seq)
+    }
+
+    /// [`TableView::read`] into `buf` (cleared first). Version files are read straight into its
+    /// spare capacity, so a caller that keeps one buffer per thread allocates and zero-fills
+    /// nothing per request.
+    pub fn read_into(&self, fh: u64, offset: u64, size: u32, buf: &mut Vec<u8>) -> FsResult<()> {
+        match self.handle(fh)?.as_ref() {
+            Handle::Concat(r) => r.read_into(offset, size as usize, buf),
+            _ => {
+                *buf = self.read(fh, offset, size)?;
+                Ok(())
+            }
+        }
     }
 
     /// Read up to `size` bytes at `offset`.
