@@ -720,35 +720,7 @@ impl Table {
     /// Errors: [`Error::Corrupt`] naming the file when it is missing, a symlink, not a regular
     /// file, of another size, or a Parquet file; [`Error::Io`] for other failures.
     pub fn open_data_file(&self, rel: &str, expected_size: u64) -> Result<File> {
-        let path = self.root.join(rel);
-        if is_parquet_name(rel) {
-            return Err(parquet_error(path));
-        }
-        let file = match self.dir.open_file(rel) {
-            Ok(f) => f,
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                return Err(Error::Corrupt {
-                    path,
-                    reason: "data file is missing, but a version names it".into(),
-                });
-            }
-            Err(e) => return Err(e),
-        };
-        let len = file.metadata().ctx("stat", &path)?.len();
-        if len != expected_size {
-            return Err(Error::Corrupt {
-                path,
-                reason: format!("data file is {len} bytes, but its add action says {expected_size} bytes"),
-            });
-        }
-        if !rel.ends_with(".jsonl") && len >= 4 {
-            let mut magic = [0u8; 4];
-            std::os::unix::fs::FileExt::read_exact_at(&file, &mut magic, 0).ctx("read", &path)?;
-            if &magic == b"PAR1" {
-                return Err(parquet_error(path));
-            }
-        }
-        Ok(file)
+        open_data_file(&self.dir, rel, expected_size)
     }
 
     /// Open every data file of `snapshot` (checked as [`Table::open_data_file`] does), in order,
@@ -1050,6 +1022,41 @@ impl Table {
         );
         self.finish(res, &[], &cur)
     }
+}
+
+/// [`Table::open_data_file`] beneath the table folder `root` (a directory handle): the one
+/// opener of data files, for holders of the folder's handle that have no [`Table`] (the mount's
+/// shared file pool). Errors: as [`Table::open_data_file`].
+pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File> {
+    let path = root.join(rel);
+    if is_parquet_name(rel) {
+        return Err(parquet_error(path));
+    }
+    let file = match root.open_file(rel) {
+        Ok(f) => f,
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::Corrupt {
+                path,
+                reason: "data file is missing, but a version names it".into(),
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata().ctx("stat", &path)?.len();
+    if len != expected_size {
+        return Err(Error::Corrupt {
+            path,
+            reason: format!("data file is {len} bytes, but its add action says {expected_size} bytes"),
+        });
+    }
+    if !rel.ends_with(".jsonl") && len >= 4 {
+        let mut magic = [0u8; 4];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut magic, 0).ctx("read", &path)?;
+        if &magic == b"PAR1" {
+            return Err(parquet_error(path));
+        }
+    }
+    Ok(file)
 }
 
 /// Whether a data file's name says Parquet (delta-rs and Spark write `*.parquet`).

@@ -135,3 +135,29 @@ fn a_fifo_as_the_newest_commit_blocks_nothing() {
         v2.map(|g| g.len())
     );
 }
+
+#[test]
+fn a_parquet_data_file_is_eio_never_its_bytes_and_earlier_versions_read() {
+    let f = Fixture::flights(&FILES[..1]);
+    let good = f.read_v(1);
+    let pq = b"PAR1\x15\x04secretbytesPAR1".to_vec();
+    fs::write(f.table.join("part-00000-x-c000.snappy.parquet"), &pq).unwrap();
+    let commit_bytes = format!(
+        "{}\n{}\n",
+        serde_json::json!({"commitInfo": {"timestamp": 4_000_000_000_000i64, "operation": "WRITE",
+            "operationParameters": {"mode": "Append"}, "operationMetrics": {"numFiles": 1, "numOutputRows": 1}}}),
+        serde_json::json!({"add": {"path": "part-00000-x-c000.snappy.parquet", "partitionValues": {},
+            "size": pq.len(), "modificationTime": 1, "dataChange": true, "stats": "{\"numRecords\":1}"}})
+    );
+    fs::write(commit(&f, 2), commit_bytes).unwrap();
+    let _m = f.mount();
+    let got = fs::read(f.m("v/1/data.jsonl"));
+    assert!(
+        got.as_ref().is_ok_and(|g| *g == good),
+        "v/1: {:?}",
+        got.map(|g| g.len())
+    );
+    assert_eio(&f.m("v/2/data.jsonl"), "the Parquet version");
+    // The symlink `latest` still names version 2: the log is whole, only its data is not JSONL.
+    assert_eq!(f.latest_link(), "v/2");
+}

@@ -122,15 +122,8 @@ impl FilePool {
         if let Some(f) = lock(&self.open).get(&key) {
             return Ok(f);
         }
-        let file = self.root.open_file(&part.rel)?;
-        let size = file.metadata().map_err(|e| Error::io("stat", &part.path, e))?.len();
-        if size != part.len {
-            return Err(FsError::Table(Error::Corrupt {
-                path: part.path.clone(),
-                reason: format!("the file is {size} bytes but the log records {} bytes", part.len),
-            }));
-        }
-        let file = Arc::new(file);
+        // The one opener of data files, shared with the CLI (docs/FORMAT.md, "Data files").
+        let file = Arc::new(crate::table::open_data_file(&self.root, &part.rel, part.len)?);
         lock(&self.open).put(key, file.clone());
         Ok(file)
     }
