@@ -201,6 +201,21 @@ impl Dir {
         self.open_regular(rel, OFlags::RDONLY)
     }
 
+    /// [`Dir::open_file`] for a file read once to its end (commits): also returns its `fstat`,
+    /// and leaves `O_NONBLOCK` set (it has no effect on a regular file), so the open costs two
+    /// system calls instead of five. Errors: as [`Dir::open_file`].
+    pub fn open_file_stat(&self, rel: &str) -> Result<(File, rfs::Stat)> {
+        let path = self.join(rel);
+        let fd = self
+            .open_beneath(rel, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY, Mode::empty())
+            .map_err(|e| open_error("open", path.clone(), e))?;
+        let st = rfs::fstat(&fd).map_err(|e| Error::io("stat", path.clone(), io_err(e)))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Err(refused(path, "is not a regular file"));
+        }
+        Ok((File::from(fd), st))
+    }
+
     /// [`Dir::open_file`], or `None` when it does not exist.
     pub fn try_open_file(&self, rel: &str) -> Result<Option<File>> {
         match self.open_file(rel) {
