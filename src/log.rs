@@ -84,7 +84,8 @@ pub fn crc_file_name(version: u64) -> String {
 pub struct Commit {
     /// The version.
     pub version: u64,
-    /// Its actions in file order; `add`/`remove` paths percent-decoded and checked safe.
+    /// Its actions in file order; `add`/`remove` paths percent-decoded and checked safe. The
+    /// first `commitInfo` is moved out into `info` (its action stays, empty).
     pub actions: Vec<Action>,
     /// Its (first) commitInfo, if any.
     pub info: Option<CommitInfo>,
@@ -143,10 +144,9 @@ pub fn parse_commit(version: u64, path: &Path, bytes: &[u8], mtime_ms: i64) -> R
                 }
             }
         }
-        if info.is_none()
-            && let Some(c) = &a.commit_info
-        {
-            info = Some(c.clone());
+        if info.is_none() && a.commit_info.is_some() {
+            // Moved, not cloned: replay reads the commitInfo from `Commit::info`.
+            info = a.commit_info.take();
         }
         actions.push(a);
     }

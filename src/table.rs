@@ -351,7 +351,7 @@ impl Table {
     pub fn read_commit(&self, version: u64) -> Result<Commit> {
         let name = log::commit_file_name(version);
         let path = self.log_dir.join(&name);
-        let mut f = match self.log.open_file(&name) {
+        let (mut f, st) = match self.log.open_file_stat(&name) {
             Ok(f) => f,
             Err(e) if not_found(&e) => return Err(self.missing(version)),
             Err(Error::Corrupt { .. }) => {
@@ -363,14 +363,13 @@ impl Table {
             }
             Err(e) => return Err(e),
         };
-        let meta = f.metadata().ctx("stat", &path)?;
-        let mtime_ms = meta
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_millis() as i64);
-        let mut bytes = Vec::with_capacity(meta.len().min(1 << 24) as usize);
-        f.read_to_end(&mut bytes).ctx("read", &path)?;
+        let mtime_ms = (st.st_mtime as i64)
+            .saturating_mul(1000)
+            .saturating_add(st.st_mtime_nsec as i64 / 1_000_000);
+        let mut bytes = Vec::with_capacity((st.st_size.clamp(0, 1 << 24) + 1) as usize);
+        // Through `take`: read into the capacity just reserved (File's own read_to_end would
+        // stat the file again for its size).
+        (&mut f).take(u64::MAX).read_to_end(&mut bytes).ctx("read", &path)?;
         log::parse_commit(version, &path, &bytes, mtime_ms)
     }
 
@@ -458,7 +457,7 @@ impl Table {
         for v in from..=version {
             let c = self.read_commit(v)?;
             replay.apply(&self.root, &c)?;
-            let info = resolve_time(c.info.clone().unwrap_or_default(), c.mtime_ms, previous);
+            let info = resolve_time(c.info.unwrap_or_default(), c.mtime_ms, previous);
             previous = Some(info.timestamp);
             each(v, replay, info)?;
         }
