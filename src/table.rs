@@ -363,7 +363,8 @@ impl Table {
             }
             Err(e) => return Err(e),
         };
-        let mtime_ms = (st.st_mtime as i64)
+        let mtime_ms = st
+            .st_mtime
             .saturating_mul(1000)
             .saturating_add(st.st_mtime_nsec as i64 / 1_000_000);
         let mut bytes = Vec::with_capacity((st.st_size.clamp(0, 1 << 24) + 1) as usize);
