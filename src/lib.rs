@@ -16,6 +16,7 @@ pub mod log;
 pub mod rows;
 pub mod schema;
 pub mod snapshot;
+pub mod staging;
 pub mod table;
 pub mod vacuum;
 

@@ -350,6 +350,17 @@ impl<'s> Canonicalizer<'s> {
                 None => (rest, &rest[rest.len()..]),
             };
             rest = next;
+            let max = max_line_bytes();
+            if bytes.len() > max {
+                return Err((
+                    line_no,
+                    "1".into(),
+                    format!(
+                        "the line is {} bytes, longer than the maximum of {max} bytes",
+                        bytes.len()
+                    ),
+                ));
+            }
             if line_no == 1 {
                 bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
             }
@@ -367,7 +378,7 @@ impl<'s> Canonicalizer<'s> {
                     // A schema column is quoted ("year"); a bare number is a character position.
                     Err(Rejection::Column(col, reason)) => {
                         let quoted = serde_json::to_string(&col).unwrap_or(col);
-                        return Err((line_no, quoted, reason));
+                        return Err((line_no, quoted, excerpt(&reason)));
                     }
                     Err(Rejection::At(pos, reason)) => {
                         // serde_json reports a 1-based byte column; report characters.
@@ -376,7 +387,7 @@ impl<'s> Canonicalizer<'s> {
                             end -= 1;
                         }
                         let col = text[..end].chars().count() + 1;
-                        return Err((line_no, col.to_string(), reason));
+                        return Err((line_no, col.to_string(), excerpt(&reason)));
                     }
                 }
             }
@@ -388,6 +399,103 @@ impl<'s> Canonicalizer<'s> {
 
 /// (line, column, reason) of a rejected line.
 type LineError = (u64, String, String);
+
+/// The default maximum line length: 16 MiB. Memory per validation is bounded by it, not by the
+/// input (README, "Limits").
+pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
+
+static MAX_LINE_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_LINE_BYTES);
+
+/// The longest line (bytes, without its `\n`) any validation accepts; a longer one is
+/// [`Error::BadInput`] naming the line.
+pub fn max_line_bytes() -> usize {
+    MAX_LINE_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Set the maximum line length for this process (the mount's `--max-line-bytes`).
+pub fn set_max_line_bytes(n: usize) {
+    MAX_LINE_BYTES.store(n.max(1), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Longest reason kept in an error: a rejected value is quoted only up to about 200 bytes, so a
+/// 50 MB integer makes a short note, not a 50 MB one.
+const MAX_REASON_BYTES: usize = 240;
+
+fn excerpt(reason: &str) -> String {
+    if reason.len() <= MAX_REASON_BYTES {
+        return reason.to_string();
+    }
+    let mut end = 200;
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes in all)", &reason[..end], reason.len())
+}
+
+/// Streaming validation of rows written sequentially (the mount's `incoming/`): feed the bytes
+/// in order; each complete line is validated as it arrives, so a bad line fails the write that
+/// completes it. Memory: the unfinished last line, at most [`max_line_bytes`].
+#[derive(Debug)]
+pub struct LineCheck {
+    schema: Schema,
+    pending: Vec<u8>,
+    line: u64,
+    offset: u64,
+}
+
+impl LineCheck {
+    /// A check against `schema`, expecting bytes from offset 0.
+    pub fn new(schema: Schema) -> LineCheck {
+        LineCheck {
+            schema,
+            pending: Vec::new(),
+            line: 1,
+            offset: 0,
+        }
+    }
+
+    /// The offset (bytes) the next [`LineCheck::feed`] must start at.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Validate the complete lines `data` finishes. Errors: [`Error::BadInput`] naming `source`,
+    /// the 1-based line, the column and the reason (also for a line longer than the maximum).
+    pub fn feed(&mut self, source: &str, data: &[u8]) -> Result<()> {
+        self.offset += data.len() as u64;
+        let bad = |(line, column, reason): LineError| Error::BadInput {
+            file: source.to_string(),
+            line,
+            column,
+            reason,
+        };
+        let Some(nl) = memchr::memrchr(b'\n', data) else {
+            self.pending.extend_from_slice(data);
+            let max = max_line_bytes();
+            if self.pending.len() > max {
+                return Err(bad((
+                    self.line,
+                    "1".into(),
+                    format!("the line is longer than the maximum of {max} bytes"),
+                )));
+            }
+            return Ok(());
+        };
+        let mut c = Canonicalizer::new(&self.schema);
+        let mut sink = Vec::new();
+        let complete: &[u8] = if self.pending.is_empty() {
+            &data[..=nl]
+        } else {
+            self.pending.extend_from_slice(&data[..=nl]);
+            &self.pending
+        };
+        c.chunk(complete, self.line, &mut sink).map_err(bad)?;
+        self.line += count_lines(complete);
+        self.pending.clear();
+        self.pending.extend_from_slice(&data[nl + 1..]);
+        Ok(())
+    }
+}
 
 /// Scan `text` as one flat JSON object whose keys and string values contain no escapes or
 /// control characters and whose values are strings, numbers, `true`, `false` or `null`,

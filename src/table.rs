@@ -545,6 +545,97 @@ impl Table {
         self.cleanup_on_error(res, &[&add.path]).map(Some)
     }
 
+    /// Replace the rows of one live data file `old` (a path relative to the root, as its `add`
+    /// named it) with the rows of `input`, as one `UPDATE` commit (a `remove` of `old` and an
+    /// `add` of the new file; the mount's re-save of a file it committed moments ago, README
+    /// "incoming/"). Rebases over commits that leave `old` live. Returns the new version.
+    ///
+    /// Errors: [`Error::BadInput`] (nothing committed); [`Error::ConcurrentWrite`] when `old`
+    /// is no longer live or a commit in between changed the schema.
+    pub fn replace_file(&self, source: &str, old: &str, input: impl BufRead, opts: &WriteOptions) -> Result<u64> {
+        let mut read_version = self.latest_version()?;
+        let snap = self.snapshot(read_version)?;
+        self.check_writable(&snap)?;
+        let add = self.write_data_file(&snap.schema, source, input)?;
+        let rows = add.as_ref().and_then(Add::num_records).unwrap_or(0);
+        let mut params = BTreeMap::from([("replaces".to_string(), old.to_string())]);
+        params.extend(opts.extra_params.iter().cloned());
+        let metrics = BTreeMap::from([
+            ("numAddedFiles".into(), usize::from(add.is_some()).to_string()),
+            ("numRemovedFiles".into(), "1".to_string()),
+            ("numOutputRows".into(), rows.to_string()),
+        ]);
+        let files: Vec<&str> = add.iter().map(|a| a.path.as_str()).collect();
+        let mut snap = snap;
+        for _ in 0..16 {
+            let Some(old_entry) = snap.files.iter().find(|f| f.path == old) else {
+                return self.cleanup_on_error(
+                    Err(Error::ConcurrentWrite {
+                        table: self.root.clone(),
+                        read_version,
+                        version: read_version,
+                    }),
+                    &files,
+                );
+            };
+            let res = commit::commit_loop(
+                &self.root,
+                read_version,
+                Isolation::ReadDependent,
+                opts.expect_version,
+                |v, ts| {
+                    let mut actions = vec![Self::write_info("UPDATE", &params, &metrics, v, ts, false)];
+                    actions.extend(Self::removes(&[old_entry], ts));
+                    actions.extend(add.iter().cloned().map(Action::add));
+                    actions
+                },
+            );
+            match res {
+                Err(Error::ConcurrentWrite { .. }) if opts.expect_version.is_none() => {
+                    read_version = self.latest_version()?;
+                    snap = self.snapshot(read_version)?;
+                }
+                other => return self.cleanup_on_error(other, &files),
+            }
+        }
+        self.cleanup_on_error(
+            Err(Error::ConcurrentWrite {
+                table: self.root.clone(),
+                read_version,
+                version: read_version + 1,
+            }),
+            &files,
+        )
+    }
+
+    /// The path of the data file that version `version`'s commit added (its first `add`), if
+    /// it added one. Errors: as [`crate::log::read_commit`].
+    pub fn added_path(&self, version: u64) -> Result<Option<String>> {
+        let actions = crate::log::read_commit(&self.commit_path(version))?;
+        Ok(actions.into_iter().find_map(|a| a.add.map(|a| a.path)))
+    }
+
+    /// The `commitInfo` action of a write at version `v`, timestamp `ts`.
+    fn write_info(
+        operation: &str,
+        params: &BTreeMap<String, String>,
+        metrics: &BTreeMap<String, String>,
+        v: u64,
+        ts: i64,
+        blind: bool,
+    ) -> Action {
+        Action::commit_info(CommitInfo {
+            timestamp: ts,
+            operation: operation.into(),
+            operation_parameters: params.clone(),
+            read_version: Some(v as i64 - 1),
+            isolation_level: Some("Serializable".into()),
+            is_blind_append: blind,
+            operation_metrics: metrics.clone(),
+            engine_info: Some(ENGINE_INFO.into()),
+        })
+    }
+
     fn cleanup_on_error(&self, res: Result<u64>, files: &[&str]) -> Result<u64> {
         if res.is_err() {
             for f in files {
@@ -607,16 +698,7 @@ impl Table {
             Isolation::ReadDependent,
             opts.expect_version,
             |v, ts| {
-                let mut actions = vec![Action::commit_info(CommitInfo {
-                    timestamp: ts,
-                    operation: "WRITE".into(),
-                    operation_parameters: params.clone(),
-                    read_version: Some(v as i64 - 1),
-                    isolation_level: Some("Serializable".into()),
-                    is_blind_append: false,
-                    operation_metrics: metrics.clone(),
-                    engine_info: Some(ENGINE_INFO.into()),
-                })];
+                let mut actions = vec![Self::write_info("WRITE", &params, &metrics, v, ts, false)];
                 actions.extend(Self::removes(&live, ts));
                 actions.extend(add.iter().cloned().map(Action::add));
                 actions

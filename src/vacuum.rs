@@ -18,7 +18,7 @@ use crate::table::Table;
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(3600);
 
 /// The staging folder of the mount's `incoming/`.
-pub const STAGING_DIR: &str = crate::fuse::staging::STAGING_DIR;
+pub const STAGING_DIR: &str = crate::staging::STAGING_DIR;
 
 /// What a vacuum found (and deleted, unless it was a dry run).
 #[derive(Debug, Default)]
@@ -44,7 +44,7 @@ fn older_than(path: &Path, cutoff: SystemTime) -> Result<Option<u64>> {
 /// only report them. Errors: [`crate::Error::Io`] naming the path; [`crate::Error::Corrupt`] if the
 /// log cannot be replayed (then nothing is deleted).
 pub fn vacuum(table: &Table, retention: Duration, dry_run: bool) -> Result<VacuumReport> {
-    let (referenced, staged_ids) = table.inventory_with_param(crate::fuse::staging::STAGING_ID_PARAM)?;
+    let (referenced, staged_ids) = table.inventory_with_param(crate::staging::STAGING_ID_PARAM)?;
     let cutoff = SystemTime::now()
         .checked_sub(retention)
         .unwrap_or(SystemTime::UNIX_EPOCH);
@@ -97,7 +97,7 @@ pub fn vacuum(table: &Table, retention: Duration, dry_run: bool) -> Result<Vacuu
     // In `_staging/`, only what the mount's staging module calls leftovers (temporaries, orphan
     // halves, files whose staging id the log already committed); never a file a user may still
     // want, and nothing while a mount holds the table.
-    let leftovers = crate::fuse::staging::leftovers(root, &staged_ids).ctx("list", root.join(STAGING_DIR))?;
+    let leftovers = crate::staging::leftovers(root, &staged_ids).ctx("list", root.join(STAGING_DIR))?;
     for path in leftovers.unwrap_or_default() {
         consider(path, &mut report)?;
     }

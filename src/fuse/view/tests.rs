@@ -3,6 +3,7 @@
 use std::ffi::OsStr;
 
 use super::*;
+use crate::WriteOptions;
 use crate::schema::Schema;
 
 const ME: Caller = Caller {
@@ -38,7 +39,7 @@ fn lookup_path(v: &TableView, path: &str) -> FsResult<Attr> {
 }
 
 fn read_all(v: &TableView, ino: u64) -> Vec<u8> {
-    let o = v.open(ino, false, Caller::default()).unwrap();
+    let o = v.open(ino, false, false, Caller::default()).unwrap();
     let mut out = Vec::new();
     loop {
         let chunk = v.read(o.fh, out.len() as u64, 7).unwrap();
@@ -53,9 +54,14 @@ fn read_all(v: &TableView, ino: u64) -> Vec<u8> {
 
 /// Create `incoming/name`, write `data`, close it as `closer`.
 fn put(v: &TableView, name: &str, data: &[u8], closer: Caller) -> FsResult<()> {
-    let (_, o) = v.create(inode::INCOMING, OsStr::new(name), true, ME)?;
-    v.write(o.fh, 0, data)?;
-    let r = v.flush(o.fh, closer);
+    let (_, o) = v.create(
+        inode::INCOMING,
+        OsStr::new(name),
+        true,
+        libc::O_CREAT | libc::O_TRUNC,
+        ME,
+    )?;
+    let r = v.write(o.fh, 0, data).and_then(|_| v.flush(o.fh, closer));
     v.release(o.fh);
     r
 }
@@ -120,7 +126,7 @@ fn open_reader_keeps_its_version() {
     let a = lookup_path(&v, "latest").unwrap();
     assert_eq!(a.kind, Kind::Symlink);
     let data = lookup_path(&v, "v/1/data.jsonl").unwrap();
-    let o = v.open(data.ino, false, Caller::default()).unwrap();
+    let o = v.open(data.ino, false, false, Caller::default()).unwrap();
     assert!(o.keep_cache);
     t.append("x", &b"{\"id\":2}\n"[..], &WriteOptions::default()).unwrap();
     assert_eq!(v.read(o.fh, 0, 1000).unwrap(), b"{\"id\":1,\"name\":null}\n");
@@ -138,7 +144,8 @@ fn close_commits_once_and_the_name_leaves() {
     let info = t.commit_info(1).unwrap();
     assert!(info.operation_parameters.contains_key(STAGING_ID_PARAM));
     assert!(names(&v).is_empty());
-    assert_eq!(lookup_path(&v, "incoming/a.jsonl").unwrap_err().errno(), libc::ENOENT);
+    // Not listed, but still reachable for a moment (stat, chmod, utime by path after close).
+    lookup_path(&v, "incoming/a.jsonl").unwrap();
     // Nothing left in _staging/ but the lock.
     let left: Vec<_> = std::fs::read_dir(dir.path().join("_staging")).unwrap().collect();
     assert_eq!(left.len(), 1);
@@ -149,7 +156,15 @@ fn forked_child_and_killed_writer_do_not_commit() {
     let dir = tempfile::tempdir().unwrap();
     let t = table(dir.path());
     let v = view(dir.path());
-    let (_, o) = v.create(inode::INCOMING, OsStr::new("a.jsonl"), true, ME).unwrap();
+    let (_, o) = v
+        .create(
+            inode::INCOMING,
+            OsStr::new("a.jsonl"),
+            true,
+            libc::O_CREAT | libc::O_TRUNC,
+            ME,
+        )
+        .unwrap();
     v.write(o.fh, 0, b"{\"id\":1}\n").unwrap();
     let child = Caller { tgid: Some(101), ..ME };
     v.flush(o.fh, child).unwrap();
@@ -178,7 +193,7 @@ fn bad_input_stays_with_a_note_and_retries() {
     let note = lookup_path(&v, "incoming/b.jsonl.error").unwrap();
     let text = String::from_utf8(read_all(&v, note.ino)).unwrap();
     assert!(text.contains("incoming/b.jsonl") && text.contains("line 2"), "{text}");
-    assert_eq!(v.open(note.ino, true, ME).unwrap_err().errno(), libc::EACCES);
+    assert_eq!(v.open(note.ino, true, false, ME).unwrap_err().errno(), libc::EACCES);
     // Fix it in place (O_TRUNC arrives as setattr size 0) and close again.
     let f = lookup_path(&v, "incoming/b.jsonl").unwrap();
     v.setattr(
@@ -189,7 +204,7 @@ fn bad_input_stays_with_a_note_and_retries() {
         },
     )
     .unwrap();
-    let o = v.open(f.ino, true, ME).unwrap();
+    let o = v.open(f.ino, true, false, ME).unwrap();
     v.write(o.fh, 0, b"{\"id\":3}\n").unwrap();
     v.flush(o.fh, ME).unwrap();
     v.release(o.fh);
@@ -228,6 +243,7 @@ fn scratch_names_commit_on_rename() {
         inode::INCOMING,
         OsStr::new("a.jsonl~"),
         false,
+        ME,
     )
     .unwrap();
     assert_eq!(t.latest_version().unwrap(), 0);
@@ -237,6 +253,7 @@ fn scratch_names_commit_on_rename() {
         inode::INCOMING,
         OsStr::new("a.jsonl"),
         false,
+        ME,
     )
     .unwrap();
     assert_eq!(t.latest_version().unwrap(), 1);
@@ -250,6 +267,7 @@ fn scratch_names_commit_on_rename() {
             inode::INCOMING,
             OsStr::new("b.jsonl"),
             false,
+            ME,
         )
         .unwrap_err();
     assert_eq!(e.errno(), libc::EINVAL);
@@ -274,9 +292,14 @@ fn read_only_outside_incoming() {
     let v = view(dir.path());
     let data = lookup_path(&v, "v/0/data.jsonl").unwrap();
     let erofs = libc::EROFS;
-    assert_eq!(v.open(data.ino, true, ME).unwrap_err().errno(), erofs);
+    assert_eq!(v.open(data.ino, true, false, ME).unwrap_err().errno(), erofs);
     for parent in [inode::ROOT, inode::V_DIR, lookup_path(&v, "v/0").unwrap().ino] {
-        assert_eq!(v.create(parent, OsStr::new("x"), true, ME).unwrap_err().errno(), erofs);
+        assert_eq!(
+            v.create(parent, OsStr::new("x"), true, libc::O_CREAT, ME)
+                .unwrap_err()
+                .errno(),
+            erofs
+        );
         assert_eq!(v.unlink(parent, OsStr::new("data.jsonl")).unwrap_err().errno(), erofs);
     }
     let touch = SetAttrs {
@@ -287,15 +310,28 @@ fn read_only_outside_incoming() {
     assert_eq!(v.access(data.ino, true).unwrap_err().errno(), erofs);
     v.access(data.ino, false).unwrap();
     assert_eq!(
-        v.rename(inode::INCOMING, OsStr::new("a"), inode::ROOT, OsStr::new("a"), false)
-            .unwrap_err()
-            .errno(),
+        v.rename(
+            inode::INCOMING,
+            OsStr::new("a"),
+            inode::ROOT,
+            OsStr::new("a"),
+            false,
+            ME
+        )
+        .unwrap_err()
+        .errno(),
         erofs
     );
     assert_eq!(
-        v.create(inode::INCOMING, OsStr::new("x.error"), true, ME)
-            .unwrap_err()
-            .errno(),
+        v.create(
+            inode::INCOMING,
+            OsStr::new("x.error"),
+            true,
+            libc::O_CREAT | libc::O_TRUNC,
+            ME
+        )
+        .unwrap_err()
+        .errno(),
         libc::EINVAL
     );
 }
@@ -305,7 +341,15 @@ fn fsync_commits_and_later_writes_start_a_new_segment() {
     let dir = tempfile::tempdir().unwrap();
     let t = table(dir.path());
     let v = view(dir.path());
-    let (_, o) = v.create(inode::INCOMING, OsStr::new("log.jsonl"), true, ME).unwrap();
+    let (_, o) = v
+        .create(
+            inode::INCOMING,
+            OsStr::new("log.jsonl"),
+            true,
+            libc::O_CREAT | libc::O_TRUNC,
+            ME,
+        )
+        .unwrap();
     let first = b"{\"id\":1}\n";
     v.write(o.fh, 0, first).unwrap();
     v.fsync(o.fh).unwrap();
@@ -328,7 +372,15 @@ fn staged_bytes_survive_a_restart_unless_committed() {
     let t = table(dir.path());
     {
         let v = view(dir.path());
-        let (_, o) = v.create(inode::INCOMING, OsStr::new("keep.jsonl"), true, ME).unwrap();
+        let (_, o) = v
+            .create(
+                inode::INCOMING,
+                OsStr::new("keep.jsonl"),
+                true,
+                libc::O_CREAT | libc::O_TRUNC,
+                ME,
+            )
+            .unwrap();
         v.write(o.fh, 0, b"{\"id\":7}\n").unwrap();
         // Crash: no flush, no release.
         put(&v, "bad.jsonl", b"{", ME).unwrap_err();
