@@ -433,6 +433,24 @@ impl TableView {
             let _g = lock(&io);
             let mut inc = lock(&self.incoming);
             let e = inc.get(seq)?;
+            let committed = matches!(e.state, State::Committed { .. });
+            if (trunc || committed) && e.writers > 0 && !self.writer_is(seq, caller.tgid) {
+                // Another process still writes this file: it keeps its batch (committed at its
+                // close); the name gets a fresh file, which the kernel finds on its retry.
+                let name = e.name.clone();
+                e.state = match std::mem::replace(&mut e.state, State::Removed(None)) {
+                    State::Listed(b) => State::Detached(b),
+                    other => other,
+                };
+                inc.unname(seq);
+                let (id, file) = self.staging.create(&name)?;
+                let bytes = self.new_bytes(&name, id, file)?;
+                let perm = self.file_perm();
+                inc.insert(&name, State::Listed(bytes), perm);
+                debug!("incoming/{name:?}: opened for writing while another process writes it: a new batch (ESTALE)");
+                return Err(FsError::Stale);
+            }
+            let e = inc.get(seq)?;
             match &mut e.state {
                 State::Removed(_) | State::Detached(_) => return Err(FsError::Stale),
                 State::Committed { .. } => {
@@ -462,21 +480,6 @@ impl TableView {
                     inc.mtime = Some(SystemTime::now());
                 }
                 State::Listed(_) if trunc => {
-                    let racing = e.writers > 0 && !self.writer_is(seq, caller.tgid);
-                    if racing {
-                        // Another process is writing this file: it keeps its batch.
-                        let name = e.name.clone();
-                        if let State::Listed(b) = std::mem::replace(&mut e.state, State::Removed(None)) {
-                            e.state = State::Detached(b);
-                        }
-                        inc.unname(seq);
-                        let (id, file) = self.staging.create(&name)?;
-                        let bytes = self.new_bytes(&name, id, file)?;
-                        let perm = self.file_perm();
-                        inc.insert(&name, State::Listed(bytes), perm);
-                        debug!("incoming/{name:?}: O_TRUNC while another process writes it: a new batch (ESTALE)");
-                        return Err(FsError::Stale);
-                    }
                     e.base = 0;
                     if let State::Listed(b) = &mut e.state {
                         b.file.set_len(0)?;
@@ -709,11 +712,20 @@ impl TableView {
     pub(super) fn setattr_staged(&self, seq: u64, set: SetAttrs) -> FsResult<()> {
         if let Some(size) = set.size {
             let name = lock(&self.incoming).get(seq)?.name.clone();
-            let check_at_zero = self.line_check(&name)?;
+            let mut check_at_zero = self.line_check(&name)?;
             let io = self.io_lock(seq)?;
             let _g = lock(&io);
             let mut inc = lock(&self.incoming);
             let e = inc.get(seq)?;
+            if size == 0 && e.bytes().is_some_and(|b| b.len == 0) {
+                // ftruncate(fd, 0) right after opening a committed name (vim's re-save, `>`
+                // without O_TRUNC): the new batch starts at offset 0.
+                e.base = 0;
+                if let Some(b) = e.bytes_mut() {
+                    b.check = check_at_zero.take();
+                    b.blocked = None;
+                }
+            }
             if e.size() != size {
                 if size < e.base || e.bytes().is_none() {
                     return Err(FsError::AlreadyCommitted);
