@@ -135,7 +135,7 @@ impl Filesystem for TableFs {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
+        fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
@@ -148,7 +148,7 @@ impl Filesystem for TableFs {
             mode,
             other: uid.is_some() || gid.is_some() || atime.is_some(),
         };
-        match self.view.setattr(ino.0, set) {
+        match self.view.setattr(ino.0, fh.map(|f| f.0), set) {
             Ok(a) => reply.attr(&a.ttl, &file_attr(&a)),
             Err(e) => reply.error(log_err("setattr", &e)),
         }

@@ -95,6 +95,8 @@ pub(super) struct Staged {
     pub handles: u32,
     /// Open handles with write access.
     pub writers: u32,
+    /// The process of each handle with write access (one entry per handle).
+    pub writer_tgids: Vec<Option<u32>>,
     /// Modification time shown in stat.
     pub mtime: SystemTime,
     /// Permission bits shown in stat (`chmod` by the owner is honoured).
@@ -172,6 +174,25 @@ impl Incoming {
         self.mtime = Some(SystemTime::now());
     }
 
+    /// Whether a process other than `tgid` has `seq` open for writing.
+    fn written_by_other(&self, seq: u64, tgid: Option<u32>) -> bool {
+        self.files
+            .get(&seq)
+            .is_some_and(|e| e.writer_tgids.iter().any(|t| t.is_none() || *t != tgid))
+    }
+
+    /// Give `seq`'s name to a newer file: a listed file becomes detached (its writer still
+    /// commits it at its close).
+    fn detach(&mut self, seq: u64) {
+        self.unname(seq);
+        if let Some(e) = self.files.get_mut(&seq) {
+            e.state = match std::mem::replace(&mut e.state, State::Removed(None)) {
+                State::Listed(b) => State::Detached(b),
+                other => other,
+            };
+        }
+    }
+
     /// Forget a file nobody can reach any more.
     fn maybe_drop(&mut self, seq: u64) {
         let Some(e) = self.files.get(&seq) else { return };
@@ -216,6 +237,7 @@ impl Incoming {
                 base: 0,
                 handles: 0,
                 writers: 0,
+                writer_tgids: Vec::new(),
                 mtime: SystemTime::now(),
                 perm,
                 in_place: false,
@@ -422,10 +444,65 @@ impl TableView {
         })
     }
 
+    /// Move the batch of `seq` that other processes than `tgid` are writing to a new number:
+    /// their handles follow it; `seq` keeps everything else (the caller then gives it fresh
+    /// bytes). Returns the new number. Call with the incoming lock held (taken before handles).
+    fn split_off_writers(&self, inc: &mut Incoming, seq: u64, tgid: Option<u32>) -> FsResult<u64> {
+        let new = inc.next_seq;
+        inc.next_seq += 1;
+        let mut movers = Vec::new();
+        for h in lock(&self.handles).values_mut() {
+            if let Handle::Staged {
+                seq: s,
+                writable: true,
+                opener,
+            } = h.as_ref()
+                && *s == seq
+                && *opener != tgid
+            {
+                let opener = *opener;
+                *h = Arc::new(Handle::Staged {
+                    seq: new,
+                    writable: true,
+                    opener,
+                });
+                movers.push(opener);
+            }
+        }
+        let e = inc.get(seq)?;
+        for t in &movers {
+            if let Some(i) = e.writer_tgids.iter().position(|w| w == t) {
+                e.writer_tgids.swap_remove(i);
+            }
+        }
+        let n = u32::try_from(movers.len()).unwrap_or(u32::MAX);
+        e.handles = e.handles.saturating_sub(n);
+        e.writers = e.writers.saturating_sub(n);
+        let state = match std::mem::replace(&mut e.state, State::Removed(None)) {
+            State::Listed(b) => State::Detached(b),
+            other => other,
+        };
+        let moved = Staged {
+            name: e.name.clone(),
+            state,
+            base: e.base,
+            handles: n,
+            writers: n,
+            writer_tgids: movers,
+            mtime: e.mtime,
+            perm: e.perm,
+            in_place: e.in_place,
+            io: std::mem::replace(&mut e.io, Arc::new(Mutex::new(()))),
+        };
+        e.in_place = false;
+        inc.files.insert(new, moved);
+        Ok(new)
+    }
+
     /// Open a staged file. `trunc`: `O_TRUNC`. A committed name opened for writing starts a new
     /// batch under it (from offset 0 with `trunc`, else after the committed bytes). `O_TRUNC` on a
-    /// file another process is writing detaches that writer's batch and answers ESTALE, so the
-    /// kernel looks the name up again and opens a fresh file: each racing writer its own batch.
+    /// file another process is writing (or opening a committed name another process still
+    /// writes) gives the caller a fresh batch: each racing writer its own batch.
     pub(super) fn open_staged(&self, seq: u64, write: bool, trunc: bool, caller: Caller) -> FsResult<Opened> {
         let in_place = write && self.reads_other(caller.tgid, seq);
         if write {
@@ -434,21 +511,24 @@ impl TableView {
             let mut inc = lock(&self.incoming);
             let e = inc.get(seq)?;
             let committed = matches!(e.state, State::Committed { .. });
-            if (trunc || committed) && e.writers > 0 && !self.writer_is(seq, caller.tgid) {
-                // Another process still writes this file: it keeps its batch (committed at its
-                // close); the name gets a fresh file, which the kernel finds on its retry.
-                let name = e.name.clone();
-                e.state = match std::mem::replace(&mut e.state, State::Removed(None)) {
-                    State::Listed(b) => State::Detached(b),
-                    other => other,
-                };
-                inc.unname(seq);
+            let name = e.name.clone();
+            if (trunc || committed) && inc.written_by_other(seq, caller.tgid) {
+                // Another process still writes this file: its batch moves to a new number (its
+                // handles follow; committed at its close), and this inode, which the name
+                // leads to, starts a fresh batch for the caller.
+                let moved = self.split_off_writers(&mut inc, seq, caller.tgid)?;
                 let (id, file) = self.staging.create(&name)?;
                 let bytes = self.new_bytes(&name, id, file)?;
-                let perm = self.file_perm();
-                inc.insert(&name, State::Listed(bytes), perm);
-                debug!("incoming/{name:?}: opened for writing while another process writes it: a new batch (ESTALE)");
-                return Err(FsError::Stale);
+                let e = inc.get(seq)?;
+                e.state = State::Listed(bytes);
+                e.base = 0;
+                e.mtime = SystemTime::now();
+                if !inc.names.contains_key(&name) {
+                    inc.names.insert(name.clone(), seq);
+                }
+                debug!(
+                    "incoming/{name:?}: opened for writing while another process writes it: its batch is #{moved}, a new batch here"
+                );
             }
             let e = inc.get(seq)?;
             match &mut e.state {
@@ -471,10 +551,7 @@ impl TableView {
                         if let std::collections::btree_map::Entry::Vacant(e) = inc.names.entry(name) {
                             e.insert(seq);
                         } else {
-                            let e = inc.get(seq)?;
-                            if let State::Listed(b) = std::mem::replace(&mut e.state, State::Removed(None)) {
-                                e.state = State::Detached(b);
-                            }
+                            inc.detach(seq);
                         }
                     }
                     inc.mtime = Some(SystemTime::now());
@@ -493,14 +570,22 @@ impl TableView {
             }
             let e = inc.get(seq)?;
             e.in_place = in_place;
+            // Counted and registered under both locks, so a racing open that moves this
+            // file's writers sees this handle.
+            return self.register(&mut inc, seq, write, caller);
         }
         let mut inc = lock(&self.incoming);
+        self.register(&mut inc, seq, write, caller)
+    }
+
+    /// Count a new handle of `seq` and register it (call with the incoming lock held).
+    fn register(&self, inc: &mut Incoming, seq: u64, write: bool, caller: Caller) -> FsResult<Opened> {
         let e = inc.get(seq)?;
         e.handles += 1;
         if write {
             e.writers += 1;
+            e.writer_tgids.push(caller.tgid);
         }
-        drop(inc);
         Ok(Opened {
             fh: self.new_handle(Handle::Staged {
                 seq,
@@ -509,18 +594,6 @@ impl TableView {
             }),
             keep_cache: false,
             no_flush: !write,
-        })
-    }
-
-    /// Whether every writable handle of `seq` belongs to `tgid`.
-    fn writer_is(&self, seq: u64, tgid: Option<u32>) -> bool {
-        lock(&self.handles).values().all(|h| match h.as_ref() {
-            Handle::Staged {
-                seq: s,
-                writable: true,
-                opener,
-            } if *s == seq => tgid.is_some() && *opener == tgid,
-            _ => true,
         })
     }
 
@@ -534,25 +607,35 @@ impl TableView {
         excl: bool,
         caller: Caller,
     ) -> FsResult<(u64, Opened)> {
-        let existing = {
-            let mut inc = lock(&self.incoming);
-            inc.sweep(Instant::now());
-            match inc.names.get(name).copied() {
-                Some(seq) if matches!(inc.get(seq)?.state, State::Committed { .. }) => {
-                    inc.unname(seq);
-                    inc.maybe_drop(seq);
-                    None
-                }
-                Some(_) if excl => return Err(FsError::Exists),
-                Some(seq) => Some(seq),
-                None => None,
+        let mut inc = lock(&self.incoming);
+        inc.sweep(Instant::now());
+        if let Some(seq) = inc.names.get(name).copied() {
+            let committed = matches!(inc.get(seq)?.state, State::Committed { .. });
+            let busy = inc.written_by_other(seq, caller.tgid);
+            if committed || (busy && (excl || trunc)) {
+                // A committed name is created again; a name another process is writing right
+                // now is a drop slot, not a file that waits: racing `cp`s (stat said "absent",
+                // then O_EXCL; or O_TRUNC) each get their own batch.
+                inc.detach(seq);
+                inc.maybe_drop(seq);
+            } else if excl {
+                // A file that waits (refused, scratch, idle): EEXIST.
+                return Err(FsError::Exists);
+            } else {
+                drop(inc);
+                let opened = self.open_staged(seq, write, trunc, caller)?;
+                return Ok((seq, opened));
             }
-        };
-        let seq = match existing {
-            Some(seq) => seq,
-            None => self.new_staged(name)?,
-        };
-        let opened = self.open_staged(seq, write, trunc || existing.is_none(), caller)?;
+        }
+        // Created and opened under one lock, so a racing create sees its writer.
+        let (id, file) = self.staging.create(name)?;
+        let bytes = self.new_bytes(name, id, file)?;
+        let perm = self.file_perm();
+        let seq = inc.insert(name, State::Listed(bytes), perm);
+        let in_place = write && self.reads_other(caller.tgid, seq);
+        inc.get(seq)?.in_place = in_place;
+        let opened = self.register(&mut inc, seq, write, caller)?;
+        debug!("incoming/{name:?}: created");
         Ok((seq, opened))
     }
 
@@ -650,9 +733,32 @@ impl TableView {
     }
 
     /// Write `data` at `offset` into a staged file.
-    pub(super) fn write_staged(&self, seq: u64, offset: u64, data: &[u8]) -> FsResult<usize> {
-        let io = self.io_lock(seq)?;
-        let _g = lock(&io);
+    pub(super) fn write_staged(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<usize> {
+        self.locked(fh, |seq| self.write_locked(seq, offset, data))
+    }
+
+    /// Run `f` on the batch handle `fh` writes, with that batch's I/O lock held. The handle is
+    /// resolved again under the lock: another process's open may have moved this writer's batch
+    /// to a new number ([`TableView::split_off_writers`]).
+    fn locked<R>(&self, fh: u64, f: impl FnOnce(u64) -> FsResult<R>) -> FsResult<R> {
+        loop {
+            let seq = self.handle_seq(fh)?;
+            let io = self.io_lock(seq)?;
+            let _g = lock(&io);
+            if self.handle_seq(fh)? == seq && Arc::ptr_eq(&io, &self.io_lock(seq)?) {
+                return f(seq);
+            }
+        }
+    }
+
+    fn handle_seq(&self, fh: u64) -> FsResult<u64> {
+        match self.handle(fh)?.as_ref() {
+            Handle::Staged { seq, .. } => Ok(*seq),
+            _ => Err(FsError::BadHandle),
+        }
+    }
+
+    fn write_locked(&self, seq: u64, offset: u64, data: &[u8]) -> FsResult<usize> {
         if offset < lock(&self.incoming).get(seq)?.base {
             return Err(FsError::AlreadyCommitted);
         }
@@ -709,12 +815,21 @@ impl TableView {
     }
 
     /// Change attributes of a staged file or a reachable committed name.
-    pub(super) fn setattr_staged(&self, seq: u64, set: SetAttrs) -> FsResult<()> {
+    pub(super) fn setattr_staged(&self, seq: u64, fh: Option<u64>, set: SetAttrs) -> FsResult<()> {
+        match fh {
+            Some(fh) if self.handle_seq(fh).is_ok() => self.locked(fh, |seq| self.setattr_locked(seq, set)),
+            _ => {
+                let io = self.io_lock(seq)?;
+                let _g = lock(&io);
+                self.setattr_locked(seq, set)
+            }
+        }
+    }
+
+    fn setattr_locked(&self, seq: u64, set: SetAttrs) -> FsResult<()> {
         if let Some(size) = set.size {
             let name = lock(&self.incoming).get(seq)?.name.clone();
             let mut check_at_zero = self.line_check(&name)?;
-            let io = self.io_lock(seq)?;
-            let _g = lock(&io);
             let mut inc = lock(&self.incoming);
             let e = inc.get(seq)?;
             if size == 0 && e.bytes().is_some_and(|b| b.len == 0) {
@@ -756,10 +871,11 @@ impl TableView {
     }
 
     /// `close()`: the commit point of the process that opened the file for writing.
-    pub(super) fn flush_staged(&self, seq: u64, writable: bool, opener: Option<u32>, caller: Caller) -> FsResult<()> {
+    pub(super) fn flush_staged(&self, fh: u64, writable: bool, opener: Option<u32>, caller: Caller) -> FsResult<()> {
         if !writable {
             return Ok(());
         }
+        let seq = self.handle_seq(fh)?;
         if caller.killed {
             info!("not committing staged file #{seq}: the writing process was killed by a signal");
             return Ok(());
@@ -775,51 +891,56 @@ impl TableView {
             debug!("flush of staged file #{seq}: the process still has it open on another descriptor");
             return Ok(());
         }
-        {
-            let mut inc = lock(&self.incoming);
-            let e = inc.get(seq)?;
-            if e.writers > 1 {
-                debug!("flush of staged file #{seq}: other writers still have it open");
-                return Ok(());
+        self.locked(fh, |seq| {
+            {
+                let mut inc = lock(&self.incoming);
+                let e = inc.get(seq)?;
+                if e.writers > 1 {
+                    debug!("flush of staged file #{seq}: other writers still have it open");
+                    return Ok(());
+                }
+                if e.in_place {
+                    debug!(
+                        "incoming/{:?}: an in-place edit; its commit point is its rename",
+                        e.name
+                    );
+                    return Ok(());
+                }
             }
-            if e.in_place {
-                debug!(
-                    "incoming/{:?}: an in-place edit; its commit point is its rename",
-                    e.name
-                );
-                return Ok(());
-            }
-        }
-        self.commit(seq, caller.tgid)
+            self.commit_locked(seq, caller.tgid)
+        })
     }
 
     /// `fsync()`: through a descriptor opened for writing, a commit point (except for scratch
     /// names, in-place edits and files another writer has open: then the bytes, the name and a
     /// durability record are synced). Through a read-only descriptor, only a sync.
-    pub(super) fn fsync_staged(&self, seq: u64, writable: bool, opener: Option<u32>) -> FsResult<()> {
-        let (sync_only, id, name, file, len) = {
-            let mut inc = lock(&self.incoming);
-            let e = inc.get(seq)?;
-            let sync_only = !writable || e.writers > 1 || e.in_place || staging::is_scratch(&e.name);
-            let Some(b) = e.bytes() else { return Ok(()) };
-            (sync_only, b.id.clone(), e.name.clone(), b.file.clone(), b.len)
-        };
-        if sync_only {
-            let io = self.io_lock(seq)?;
-            let _g = lock(&io);
-            self.staging.sync(&id, &name, &file, len)?;
-            return Ok(());
-        }
-        self.commit(seq, opener)
+    pub(super) fn fsync_staged(&self, fh: u64, writable: bool, opener: Option<u32>) -> FsResult<()> {
+        self.locked(fh, |seq| {
+            let (sync_only, id, name, file, len) = {
+                let mut inc = lock(&self.incoming);
+                let e = inc.get(seq)?;
+                let sync_only = !writable || e.writers > 1 || e.in_place || staging::is_scratch(&e.name);
+                let Some(b) = e.bytes() else { return Ok(()) };
+                (sync_only, b.id.clone(), e.name.clone(), b.file.clone(), b.len)
+            };
+            if sync_only {
+                self.staging.sync(&id, &name, &file, len)?;
+                return Ok(());
+            }
+            self.commit_locked(seq, opener)
+        })
     }
 
     /// The last descriptor of an open was closed.
-    pub(super) fn release_staged(&self, seq: u64, writable: bool) {
+    pub(super) fn release_staged(&self, seq: u64, writable: bool, opener: Option<u32>) {
         let mut inc = lock(&self.incoming);
         if let Some(e) = inc.files.get_mut(&seq) {
             e.handles = e.handles.saturating_sub(1);
             if writable {
                 e.writers = e.writers.saturating_sub(1);
+                if let Some(i) = e.writer_tgids.iter().position(|t| *t == opener) {
+                    e.writer_tgids.swap_remove(i);
+                }
             }
         }
         self.drop_if_empty(&mut inc, seq);
@@ -831,7 +952,7 @@ impl TableView {
     fn drop_if_empty(&self, inc: &mut Incoming, seq: u64) {
         let Some(e) = inc.files.get_mut(&seq) else { return };
         let Some(b) = e.bytes() else { return };
-        if e.handles > 0 || e.base > 0 || b.len > 0 || b.note.is_some() || staging::is_scratch(&e.name) {
+        if e.handles > 0 || e.base > 0 || b.len > 0 || b.note.is_some() || e.in_place || staging::is_scratch(&e.name) {
             return;
         }
         if let Err(err) = self.staging.remove(&b.id) {
@@ -849,6 +970,11 @@ impl TableView {
     pub(super) fn commit(&self, seq: u64, tgid: Option<u32>) -> FsResult<()> {
         let io = self.io_lock(seq)?;
         let _g = lock(&io);
+        self.commit_locked(seq, tgid)
+    }
+
+    /// [`TableView::commit`] with `seq`'s I/O lock held.
+    fn commit_locked(&self, seq: u64, tgid: Option<u32>) -> FsResult<()> {
         let (id, name, file, len, base) = {
             let mut inc = lock(&self.incoming);
             inc.sweep(Instant::now());

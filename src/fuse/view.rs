@@ -471,7 +471,7 @@ impl TableView {
         fh
     }
 
-    fn handle(&self, fh: u64) -> FsResult<Arc<Handle>> {
+    pub(super) fn handle(&self, fh: u64) -> FsResult<Arc<Handle>> {
         lock(&self.handles).get(&fh).cloned().ok_or(FsError::BadHandle)
     }
 
@@ -581,17 +581,30 @@ impl TableView {
         if !writable {
             return Err(FsError::BadHandle);
         }
-        self.write_staged(seq, offset, data)
+        let _ = seq;
+        self.write_staged(fh, offset, data)
     }
 
     /// Change attributes. Outside `incoming/` every change is refused with EROFS.
-    pub fn setattr(&self, ino: u64, set: SetAttrs) -> FsResult<Attr> {
+    pub fn setattr(&self, ino: u64, fh: Option<u64>, set: SetAttrs) -> FsResult<Attr> {
         let node = Node::from_ino(ino).ok_or(FsError::NotFound)?;
         let changes = set.size.is_some() || set.mtime.is_some() || set.mode.is_some() || set.other;
         match node {
             Node::Staged(seq) => {
-                self.setattr_staged(seq, set)?;
-                self.node_attr(node)
+                // ftruncate/fchmod act on the batch the descriptor writes (it may have moved
+                // away from the inode when another process took the name).
+                let staged_fh = fh.filter(|f| matches!(self.handle(*f).as_deref(), Ok(Handle::Staged { .. })));
+                self.setattr_staged(seq, staged_fh, set)?;
+                let shown = match staged_fh {
+                    Some(f) => match self.handle(f)?.as_ref() {
+                        Handle::Staged { seq, .. } => Node::Staged(*seq),
+                        _ => node,
+                    },
+                    None => node,
+                };
+                let mut a = self.node_attr(shown)?;
+                a.ino = ino;
+                Ok(a)
             }
             // rsync -a and cp -p set the times and mode of the directory they copy into.
             Node::Incoming if set.size.is_none() => self.node_attr(node),
@@ -641,7 +654,7 @@ impl TableView {
     /// `close()` of a descriptor: commit point for the process that opened it for writing.
     pub fn flush(&self, fh: u64, caller: Caller) -> FsResult<()> {
         match self.handle(fh)?.as_ref() {
-            Handle::Staged { seq, writable, opener } => self.flush_staged(*seq, *writable, *opener, caller),
+            Handle::Staged { writable, opener, .. } => self.flush_staged(fh, *writable, *opener, caller),
             Handle::Concat(_) | Handle::Bytes(_) | Handle::Dir(_) => Ok(()),
         }
     }
@@ -649,7 +662,7 @@ impl TableView {
     /// `fsync()`: a commit point through a descriptor opened for writing (see the README).
     pub fn fsync(&self, fh: u64) -> FsResult<()> {
         match self.handle(fh)?.as_ref() {
-            Handle::Staged { seq, writable, opener } => self.fsync_staged(*seq, *writable, *opener),
+            Handle::Staged { writable, opener, .. } => self.fsync_staged(fh, *writable, *opener),
             Handle::Concat(_) | Handle::Bytes(_) | Handle::Dir(_) => Ok(()),
         }
     }
@@ -659,8 +672,8 @@ impl TableView {
         let Some(h) = lock(&self.handles).remove(&fh) else {
             return;
         };
-        if let Handle::Staged { seq, writable, .. } = h.as_ref() {
-            self.release_staged(*seq, *writable);
+        if let Handle::Staged { seq, writable, opener } = h.as_ref() {
+            self.release_staged(*seq, *writable, *opener);
         }
     }
 

@@ -198,6 +198,7 @@ fn bad_input_stays_with_a_note_and_retries() {
     let f = lookup_path(&v, "incoming/b.jsonl").unwrap();
     v.setattr(
         f.ino,
+        None,
         SetAttrs {
             size: Some(0),
             ..SetAttrs::default()
@@ -306,7 +307,7 @@ fn read_only_outside_incoming() {
         mtime: Some(SystemTime::now()),
         ..SetAttrs::default()
     };
-    assert_eq!(v.setattr(data.ino, touch).unwrap_err().errno(), erofs);
+    assert_eq!(v.setattr(data.ino, None, touch).unwrap_err().errno(), erofs);
     assert_eq!(v.access(data.ino, true).unwrap_err().errno(), erofs);
     v.access(data.ino, false).unwrap();
     assert_eq!(
