@@ -542,11 +542,6 @@ impl TableView {
                         e.base = 0;
                     }
                     e.state = State::Listed(bytes);
-                    if e.base > 0
-                        && let Some(b) = e.bytes_mut()
-                    {
-                        b.check = None;
-                    }
                     if inc.names.get(&name) != Some(&seq) {
                         if let std::collections::btree_map::Entry::Vacant(e) = inc.names.entry(name) {
                             e.insert(seq);
@@ -557,14 +552,19 @@ impl TableView {
                     inc.mtime = Some(SystemTime::now());
                 }
                 State::Listed(_) if trunc => {
+                    // Rewritten from offset 0: no longer blocked, and the old note is moot.
                     e.base = 0;
                     if let State::Listed(b) = &mut e.state {
                         b.file.set_len(0)?;
                         b.len = 0;
                         b.blocked = None;
                         b.check = self.line_check(&e.name.clone())?;
+                        if b.note.take().is_some() {
+                            self.staging.clear_error(&b.id)?;
+                        }
                     }
                     e.mtime = SystemTime::now();
+                    inc.mtime = Some(SystemTime::now());
                 }
                 State::Listed(_) => {}
             }
@@ -699,8 +699,7 @@ impl TableView {
         if let State::Committed { .. } = e.state {
             let name = e.name.clone();
             let (id, file) = self.staging.create(&name)?;
-            let mut bytes = self.new_bytes(&name, id, file)?;
-            bytes.check = None;
+            let bytes = self.new_bytes(&name, id, file)?;
             let named = inc.names.get(&name) == Some(&seq);
             let free = !inc.names.contains_key(&name);
             let e = inc.get(seq)?;
@@ -793,6 +792,10 @@ impl TableView {
             b.len = b.len.max(at + data.len() as u64);
             if at == 0 && b.blocked.is_some() {
                 b.blocked = None;
+            }
+            if staging::is_scratch(&name) {
+                // Renamed to a scratch name while open: never committed, so never checked.
+                b.check = None;
             }
             match b.check.as_mut() {
                 Some(c) if c.offset() == at => c.feed(&format!("incoming/{name}"), data),
