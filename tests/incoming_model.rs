@@ -314,10 +314,10 @@ impl Model {
         if from == to {
             return Some(true);
         }
-        if let Some(d) = self.names.remove(to) {
-            if self.batches[d].st == St::Listed {
-                self.batches[d].st = St::Removed;
-            }
+        if let Some(d) = self.names.remove(to)
+            && self.batches[d].st == St::Listed
+        {
+            self.batches[d].st = St::Removed;
         }
         self.names.remove(from);
         self.names.insert(to.to_string(), b);
