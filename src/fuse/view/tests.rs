@@ -426,3 +426,73 @@ fn many_writers_all_commit() {
     assert_eq!(t.latest_version().unwrap(), 8);
     assert_eq!(t.snapshot(8).unwrap().num_records(), 16);
 }
+
+#[test]
+fn torn_staged_file_is_never_committed_by_a_bare_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = table(dir.path());
+    {
+        // Staged before a "power loss": never fsynced, its data file older than this boot.
+        let staging = Staging::open(dir.path()).unwrap();
+        let (id, mut f) = staging.create("torn.jsonl").unwrap();
+        std::io::Write::write_all(&mut f, b"{\"id\":1}\n{\"id\":2}\n").unwrap();
+        f.set_modified(UNIX_EPOCH + Duration::from_secs(1)).unwrap();
+        drop(f);
+        assert!(dir.path().join("_staging").join(format!("{id}.data")).exists());
+    }
+    let v = view(dir.path());
+    assert_eq!(names(&v), ["torn.jsonl", "torn.jsonl.error"]);
+    let note = lookup_path(&v, "incoming/torn.jsonl.error").unwrap();
+    let text = String::from_utf8(read_all(&v, note.ino)).unwrap();
+    assert!(text.contains("may be torn"), "{text}");
+    // touch: open for writing, close. Not committed, and the close says so.
+    let f = lookup_path(&v, "incoming/torn.jsonl").unwrap();
+    let o = v.open(f.ino, true, false, ME).unwrap();
+    assert_eq!(v.flush(o.fh, ME).unwrap_err().errno(), libc::EIO);
+    v.release(o.fh);
+    assert_eq!(t.latest_version().unwrap(), 0);
+    // Rewritten from offset 0 (O_TRUNC): committed.
+    let o = v.open(f.ino, true, true, ME).unwrap();
+    v.write(o.fh, 0, b"{\"id\":3}\n").unwrap();
+    v.flush(o.fh, ME).unwrap();
+    v.release(o.fh);
+    assert_eq!(rows(&t, 1), b"{\"id\":3,\"name\":null}\n");
+}
+
+#[test]
+fn only_writers_commit_and_notes_quote_a_short_excerpt() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = table(dir.path());
+    let v = view(dir.path());
+    let (_, w) = v
+        .create(
+            inode::INCOMING,
+            OsStr::new("p.jsonl"),
+            true,
+            libc::O_CREAT | libc::O_TRUNC,
+            ME,
+        )
+        .unwrap();
+    v.write(w.fh, 0, b"{\"id\":1}\n").unwrap();
+    // A reader's fsync only syncs.
+    let f = lookup_path(&v, "incoming/p.jsonl").unwrap();
+    let r = v.open(f.ino, false, false, Caller { tgid: Some(200), ..ME }).unwrap();
+    v.fsync(r.fh).unwrap();
+    v.flush(r.fh, Caller { tgid: Some(200), ..ME }).unwrap();
+    v.release(r.fh);
+    assert_eq!(t.latest_version().unwrap(), 0);
+    assert_eq!(names(&v), ["p.jsonl"]);
+    v.flush(w.fh, ME).unwrap();
+    v.release(w.fh);
+    assert_eq!(t.latest_version().unwrap(), 1);
+    // A 100 KB rejected value: the note quotes about 200 bytes of it.
+    let big = format!("{{\"id\":{}}}\n", "9".repeat(100_000));
+    assert_eq!(
+        put(&v, "big.jsonl", big.as_bytes(), ME).unwrap_err().errno(),
+        libc::EINVAL
+    );
+    let note = lookup_path(&v, "incoming/big.jsonl.error").unwrap();
+    assert!(note.size < 400, "{}", note.size);
+    assert_eq!(note.perm, 0o400);
+    assert_eq!(f.perm, 0o600);
+}
