@@ -753,3 +753,30 @@ fn disk_full_blocks_the_file_until_rewritten() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(lines(&f.read_v(1)).len(), MAR_ROWS);
 }
+
+#[test]
+fn max_line_bytes_and_share_incoming_options() {
+    let f = Fixture::flights(&[]);
+    let _m = f.mount_with(&["--max-line-bytes", "1000", "--share-incoming"]);
+    let e = Env { f, _m };
+    let mar = fixture_bytes("flights-mar.jsonl");
+    let row = lines(&mar)[0];
+    let long = format!(
+        "{}\n{},\"pad\":\"{}\"}}\n",
+        String::from_utf8_lossy(row),
+        String::from_utf8_lossy(&row[..row.len() - 1]),
+        "x".repeat(2000)
+    );
+    fs::write(e.f.dir.path().join("long.jsonl"), long).unwrap();
+    let out = e.sh("cp long.jsonl \"$M/incoming/\"");
+    assert!(!out.status.success());
+    let note = fs::read_to_string(e.f.m("incoming/long.jsonl.error")).unwrap();
+    assert!(
+        note.contains("line 2") && note.contains("maximum of 1000 bytes"),
+        "{note}"
+    );
+    assert!(note.len() < 400, "{note}");
+    assert_eq!(e.f.latest(), 0);
+    let modes = e.text("stat -c '%a' \"$M/incoming\" \"$M/incoming/long.jsonl\" \"$M/incoming/long.jsonl.error\"");
+    assert_eq!(modes.lines().collect::<Vec<_>>(), ["755", "644", "444"]);
+}

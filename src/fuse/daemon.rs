@@ -48,6 +48,10 @@ pub struct MountArgs {
     pub log_file: Option<PathBuf>,
     /// Internal: report readiness on stdout (set for the background child).
     pub notify_ready: bool,
+    /// Show `incoming/` read-only to others (0755, files 0644) instead of private (0700/0600).
+    pub share_incoming: bool,
+    /// The longest line `incoming/` accepts, bytes (default 16 MiB).
+    pub max_line_bytes: Option<usize>,
 }
 
 /// A failure before the mount was ready: a message for the user and the exit code.
@@ -126,6 +130,12 @@ fn background(args: MountArgs) -> i32 {
     }
     if let Some(t) = args.threads {
         cmd.arg("--threads").arg(t.to_string());
+    }
+    if args.share_incoming {
+        cmd.arg("--share-incoming");
+    }
+    if let Some(n) = args.max_line_bytes {
+        cmd.arg("--max-line-bytes").arg(n.to_string());
     }
     let stderr = match &args.log_file {
         Some(path) => match OpenOptions::new().create(true).append(true).open(path) {
@@ -279,7 +289,14 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
     check_dev_fuse()?;
     let mountpoint = check_mountpoint(&args.mountpoint)?;
     let table_root = absolute(&args.table);
-    let view = TableView::load(&table_root, ViewConfig::default()).map_err(|e| match e {
+    if let Some(n) = args.max_line_bytes {
+        crate::rows::set_max_line_bytes(n);
+    }
+    let cfg = ViewConfig {
+        share_incoming: args.share_incoming,
+        ..ViewConfig::default()
+    };
+    let view = TableView::load(&table_root, cfg).map_err(|e| match e {
         FsError::Table(t) => StartError::new(t.exit_code(), t.to_string()),
         FsError::Io(io) if io.kind() == io::ErrorKind::WouldBlock => StartError::new(1, io.to_string()),
         other => StartError::new(1, format!("cannot open {}/_staging: {other}", table_root.display())),
