@@ -432,26 +432,39 @@ fn excerpt(reason: &str) -> String {
     format!("{}... ({} bytes in all)", &reason[..end], reason.len())
 }
 
-/// Streaming validation of rows written sequentially (the mount's `incoming/`): feed the bytes
-/// in order; each complete line is validated as it arrives, so a bad line fails the write that
-/// completes it. Memory: the unfinished last line, at most [`max_line_bytes`].
+/// Streaming validation and canonicalisation of rows written sequentially (the mount's
+/// `incoming/`): feed the bytes in order; each complete line is validated as it arrives (so a bad
+/// line fails the write that completes it) and its canonical form appended to the caller's
+/// output, and [`LineCheck::finish`] handles a last line without `\n`. Memory: the unfinished
+/// last line, at most [`max_line_bytes`].
 #[derive(Debug)]
 pub struct LineCheck {
     schema: Schema,
     pending: Vec<u8>,
     line: u64,
     offset: u64,
+    stats: FileStats,
 }
 
 impl LineCheck {
     /// A check against `schema`, expecting bytes from offset 0.
     pub fn new(schema: Schema) -> LineCheck {
+        let stats = FileStats {
+            columns: vec![ColumnStats::default(); schema.columns.len()],
+            ..FileStats::default()
+        };
         LineCheck {
             schema,
             pending: Vec::new(),
             line: 1,
             offset: 0,
+            stats,
         }
+    }
+
+    /// The schema it checks against.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
     }
 
     /// The offset (bytes) the next [`LineCheck::feed`] must start at.
@@ -459,41 +472,65 @@ impl LineCheck {
         self.offset
     }
 
-    /// Validate the complete lines `data` finishes. Errors: [`Error::BadInput`] naming `source`,
-    /// the 1-based line, the column and the reason (also for a line longer than the maximum).
-    pub fn feed(&mut self, source: &str, data: &[u8]) -> Result<()> {
-        self.offset += data.len() as u64;
-        let bad = |(line, column, reason): LineError| Error::BadInput {
+    fn bad(source: &str, (line, column, reason): LineError) -> Error {
+        Error::BadInput {
             file: source.to_string(),
             line,
             column,
             reason,
-        };
+        }
+    }
+
+    fn run(&mut self, source: &str, complete: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        let mut c = Canonicalizer::new(&self.schema);
+        let before = out.len();
+        c.chunk(complete, self.line, out).map_err(|e| Self::bad(source, e))?;
+        c.stats.bytes = (out.len() - before) as u64;
+        self.stats.merge(&c.stats);
+        self.line += count_lines(complete);
+        Ok(())
+    }
+
+    /// Validate the complete lines `data` finishes, appending their canonical rows to `out`.
+    /// Errors: [`Error::BadInput`] naming `source`, the 1-based line, the column and the reason
+    /// (also for a line longer than the maximum).
+    pub fn feed(&mut self, source: &str, data: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        self.offset += data.len() as u64;
         let Some(nl) = memchr::memrchr(b'\n', data) else {
             self.pending.extend_from_slice(data);
             let max = max_line_bytes();
             if self.pending.len() > max {
-                return Err(bad((
-                    self.line,
-                    "1".into(),
-                    format!("the line is longer than the maximum of {max} bytes"),
-                )));
+                return Err(Self::bad(
+                    source,
+                    (
+                        self.line,
+                        "1".into(),
+                        format!("the line is longer than the maximum of {max} bytes"),
+                    ),
+                ));
             }
             return Ok(());
         };
-        let mut c = Canonicalizer::new(&self.schema);
-        let mut sink = Vec::new();
-        let complete: &[u8] = if self.pending.is_empty() {
-            &data[..=nl]
+        if self.pending.is_empty() {
+            self.run(source, &data[..=nl], out)?;
         } else {
-            self.pending.extend_from_slice(&data[..=nl]);
-            &self.pending
-        };
-        c.chunk(complete, self.line, &mut sink).map_err(bad)?;
-        self.line += count_lines(complete);
+            let mut complete = std::mem::take(&mut self.pending);
+            complete.extend_from_slice(&data[..=nl]);
+            self.run(source, &complete, out)?;
+        }
         self.pending.clear();
         self.pending.extend_from_slice(&data[nl + 1..]);
         Ok(())
+    }
+
+    /// The end of the input: validate a last line without `\n` (appending its row to `out`) and
+    /// return the statistics of every row fed. Errors: as [`LineCheck::feed`].
+    pub fn finish(&mut self, source: &str, out: &mut Vec<u8>) -> Result<FileStats> {
+        if !self.pending.is_empty() {
+            let tail = std::mem::take(&mut self.pending);
+            self.run(source, &tail, out)?;
+        }
+        Ok(self.stats.clone())
     }
 }
 

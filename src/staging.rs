@@ -96,6 +96,7 @@ impl Boot {
 /// The `_staging/` folder of one table, locked for the life of this value.
 #[derive(Debug)]
 pub struct Staging {
+    root: Dir,
     dir: Dir,
     boot: Boot,
     _lock: File,
@@ -184,7 +185,12 @@ impl Staging {
         }
         lock.set_len(0).map_err(|e| Error::io("truncate", &lock_path, e))?;
         write!(lock, "pid {}", std::process::id()).map_err(|e| Error::io("write", &lock_path, e))?;
-        Ok(Staging { dir, boot, _lock: lock })
+        Ok(Staging {
+            root,
+            dir,
+            boot,
+            _lock: lock,
+        })
     }
 
     /// The folder.
@@ -339,10 +345,34 @@ impl Staging {
         self.dir.sync()
     }
 
+    /// Create `<id>.canon` (0600, write-only): the canonical rows of the staged file, written
+    /// while it is written sequentially, so that its commit only links them into the table.
+    pub fn create_canon(&self, id: &str) -> Result<File> {
+        self.dir.create_new(&Self::rel(id, "canon"), FILE_MODE)
+    }
+
+    /// Remove `<id>.canon` (the file stopped being written sequentially, or was rewritten).
+    pub fn remove_canon(&self, id: &str) -> Result<()> {
+        self.dir.try_unlink(&Self::rel(id, "canon")).map(|_| ())
+    }
+
+    /// Hard-link `<id>.canon` (fsynced by the caller) to `path`, a new file name directly in the
+    /// table folder. Errors: [`Error::Io`] (`EEXIST`, `EXDEV`, `EPERM` on file systems without
+    /// hard links).
+    pub fn link_canon(&self, id: &str, path: &Path) -> Result<()> {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| Error::io("link", path, io::ErrorKind::InvalidInput.into()))?;
+        self.dir
+            .link(&Self::rel(id, "canon"), &self.root, name)
+            .map_err(|e| Error::io("link", path, e))
+    }
+
     /// Delete a staged file: data first, so a crash in between leaves a lone name (deleted at
     /// the next scan), never bytes under a name.
     pub fn remove(&self, id: &str) -> Result<()> {
-        for ext in ["data", "error", "sync", "name"] {
+        for ext in ["data", "canon", "error", "sync", "name"] {
             self.dir.try_unlink(&Self::rel(id, ext))?;
         }
         Ok(())

@@ -490,14 +490,7 @@ impl Table {
             let _ = fs::remove_file(&path);
             return Err(e);
         }
-        Ok(Some(Add {
-            path: name,
-            partition_values: BTreeMap::new(),
-            size: stats.bytes,
-            modification_time: commit::now_ms(),
-            data_change: true,
-            stats: Some(stats.to_stats_json(schema)),
-        }))
+        Ok(Some(Self::new_add(name, schema, &stats)))
     }
 
     /// Append the rows of `input` as one `WRITE` (mode `Append`) commit, a blind append that
@@ -513,6 +506,58 @@ impl Table {
         let Some(add) = self.write_data_file(&snap.schema, source, input)? else {
             return Ok(None);
         };
+        self.commit_append(read_version, add, opts).map(Some)
+    }
+
+    /// Append rows the caller already validated and canonicalised against `schema` (the mount's
+    /// `incoming/` canonicalises while a file is written, so its close only finishes the tail):
+    /// `place(path)` must create the fsynced canonical bytes at `path` (a new
+    /// `part-<uuid>.jsonl` in the root, e.g. by a hard link), `stats` describes them. Then one
+    /// `WRITE`/`Append` commit as [`Table::append`] makes. Returns `None` when `stats` counts no
+    /// rows (nothing placed, nothing committed).
+    ///
+    /// Errors: [`Error::ConcurrentWrite`] when the table's schema is no longer `schema` (nothing
+    /// committed; the caller validates again); errors of `place`; as [`Table::append`].
+    pub fn append_prepared(
+        &self,
+        schema: &Schema,
+        stats: &rows::FileStats,
+        place: impl FnOnce(&Path) -> Result<()>,
+        opts: &WriteOptions,
+    ) -> Result<Option<u64>> {
+        let read_version = self.latest_version()?;
+        let snap = self.snapshot(read_version)?;
+        self.check_writable(&snap)?;
+        if snap.schema != *schema {
+            return Err(Error::ConcurrentWrite {
+                table: self.root.clone(),
+                read_version,
+                version: read_version,
+            });
+        }
+        if stats.num_records == 0 {
+            return Ok(None);
+        }
+        let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
+        place(&self.root.join(&name))?;
+        self.commit_append(read_version, Self::new_add(name, schema, stats), opts)
+            .map(Some)
+    }
+
+    /// The `add` of a new data file `name` (relative to the root) with `stats`.
+    fn new_add(name: String, schema: &Schema, stats: &rows::FileStats) -> Add {
+        Add {
+            path: name,
+            partition_values: BTreeMap::new(),
+            size: stats.bytes,
+            modification_time: commit::now_ms(),
+            data_change: true,
+            stats: Some(stats.to_stats_json(schema)),
+        }
+    }
+
+    /// Commit `add` (a data file already durable in the root) as one blind `WRITE`/`Append`.
+    fn commit_append(&self, read_version: u64, add: Add, opts: &WriteOptions) -> Result<u64> {
         let rows = add.num_records().unwrap_or(0);
         let mut params = BTreeMap::from([("mode".to_string(), "Append".to_string())]);
         params.extend(opts.extra_params.iter().cloned());
@@ -528,21 +573,12 @@ impl Table {
             opts.expect_version,
             |v, ts| {
                 vec![
-                    Action::commit_info(CommitInfo {
-                        timestamp: ts,
-                        operation: "WRITE".into(),
-                        operation_parameters: params.clone(),
-                        read_version: Some(v as i64 - 1),
-                        isolation_level: Some("Serializable".into()),
-                        is_blind_append: true,
-                        operation_metrics: metrics.clone(),
-                        engine_info: Some(ENGINE_INFO.into()),
-                    }),
+                    Self::write_info("WRITE", &params, &metrics, v, ts, true),
                     Action::add(add.clone()),
                 ]
             },
         );
-        self.cleanup_on_error(res, &[&add.path]).map(Some)
+        self.cleanup_on_error(res, &[&add.path])
     }
 
     /// Replace the rows of one live data file `old` (a path relative to the root, as its `add`

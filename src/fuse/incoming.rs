@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::fs::File;
 use std::hash::Hasher;
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufReader, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -61,7 +61,56 @@ pub(super) struct Bytes {
     /// Why it must not be committed until rewritten from offset 0 (a failed write, a torn file).
     pub blocked: Option<String>,
     /// Streaming validation of sequential writes; `None` once writes are not sequential.
-    pub check: Option<LineCheck>,
+    pub check: Option<Stream>,
+}
+
+/// A staged file written sequentially so far: each complete line validated as it arrives and its
+/// canonical row kept in `_staging/<id>.canon`, so the commit only finishes the tail and links
+/// the rows into the table (no second pass over the bytes).
+#[derive(Debug)]
+pub(super) struct Stream {
+    check: LineCheck,
+    /// `_staging/<id>.canon`, from the first complete line on.
+    canon: Option<File>,
+    /// Writing the canonical rows failed: the commit canonicalises the staged bytes instead.
+    canon_failed: bool,
+    /// Hash of the bytes fed (for re-save detection).
+    hash: std::collections::hash_map::DefaultHasher,
+}
+
+impl Stream {
+    fn new(schema: crate::Schema) -> Stream {
+        Stream {
+            check: LineCheck::new(schema),
+            canon: None,
+            canon_failed: false,
+            hash: Default::default(),
+        }
+    }
+
+    /// Append canonical rows to `<id>.canon`; on failure fall back to canonicalising at commit.
+    fn keep(&mut self, staging: &staging::Staging, id: &str, rows: &[u8]) {
+        if self.canon_failed || rows.is_empty() {
+            return;
+        }
+        let written = match &mut self.canon {
+            Some(f) => f.write_all(rows).map_err(|e| e.to_string()),
+            None => match staging.create_canon(id) {
+                Ok(mut f) => {
+                    let r = f.write_all(rows).map_err(|e| e.to_string());
+                    self.canon = Some(f);
+                    r
+                }
+                Err(e) => Err(e.to_string()),
+            },
+        };
+        if let Err(e) = written {
+            debug!("_staging/{id}.canon: {e}; the commit canonicalises the staged bytes instead");
+            self.canon_failed = true;
+            self.canon = None;
+            let _ = staging.remove_canon(id);
+        }
+    }
 }
 
 /// Where a staged file is in its life.
@@ -323,13 +372,21 @@ impl TableView {
         })
     }
 
-    fn line_check(&self, name: &str) -> FsResult<Option<LineCheck>> {
+    fn line_check(&self, name: &str) -> FsResult<Option<Stream>> {
         if staging::is_scratch(name) {
             return Ok(None);
         }
-        Ok(Some(LineCheck::new(
+        Ok(Some(Stream::new(
             self.versions.table().latest_snapshot()?.schema.clone(),
         )))
+    }
+
+    /// Stop streaming `b` (writes stopped being sequential, or it is rewritten): its canonical
+    /// rows so far are discarded.
+    fn end_stream(&self, b: &mut Bytes) {
+        if b.check.take().is_some() {
+            let _ = self.staging.remove_canon(&b.id);
+        }
     }
 
     /// Bring back the files staged by an earlier mount (called once by `load`).
@@ -558,7 +615,9 @@ impl TableView {
                         b.file.set_len(0)?;
                         b.len = 0;
                         b.blocked = None;
-                        b.check = self.line_check(&e.name.clone())?;
+                        let fresh = self.line_check(&e.name.clone())?;
+                        self.end_stream(b);
+                        b.check = fresh;
                         if b.note.take().is_some() {
                             self.staging.clear_error(&b.id)?;
                         }
@@ -784,7 +843,7 @@ impl TableView {
             self.note(seq, &msg);
             return Err(err.into());
         }
-        let checked = {
+        let (stream, id) = {
             let mut inc = lock(&self.incoming);
             let e = inc.get(seq)?;
             e.mtime = SystemTime::now();
@@ -793,28 +852,33 @@ impl TableView {
             if at == 0 && b.blocked.is_some() {
                 b.blocked = None;
             }
-            if staging::is_scratch(&name) {
-                // Renamed to a scratch name while open: never committed, so never checked.
-                b.check = None;
+            // Renamed to a scratch name while open: never committed, so never checked; and a
+            // write elsewhere than the end ends the stream (the close checks everything).
+            let sequential = b.check.as_ref().is_some_and(|s| s.check.offset() == at) && !staging::is_scratch(&name);
+            if !sequential {
+                self.end_stream(b);
             }
-            match b.check.as_mut() {
-                Some(c) if c.offset() == at => c.feed(&format!("incoming/{name}"), data),
-                Some(_) => {
-                    b.check = None;
-                    Ok(())
-                }
-                None => Ok(()),
-            }
+            (b.check.take(), b.id.clone())
         };
-        if let Err(bad) = checked {
-            let msg = bad.to_string();
-            if let Some(b) = lock(&self.incoming).get(seq)?.bytes_mut() {
-                b.check = None;
+        let Some(mut stream) = stream else {
+            return Ok(data.len());
+        };
+        let mut rows = Vec::new();
+        match stream.check.feed(&format!("incoming/{name}"), data, &mut rows) {
+            Ok(()) => {
+                stream.hash.write(data);
+                stream.keep(&self.staging, &id, &rows);
+                if let Some(b) = lock(&self.incoming).get(seq)?.bytes_mut() {
+                    b.check = Some(stream);
+                }
+                Ok(data.len())
             }
-            self.note(seq, &msg);
-            return Err(FsError::Table(bad));
+            Err(bad) => {
+                let _ = self.staging.remove_canon(&id);
+                self.note(seq, &bad.to_string());
+                Err(FsError::Table(bad))
+            }
         }
-        Ok(data.len())
     }
 
     /// Change attributes of a staged file or a reachable committed name.
@@ -840,6 +904,7 @@ impl TableView {
                 // without O_TRUNC): the new batch starts at offset 0.
                 e.base = 0;
                 if let Some(b) = e.bytes_mut() {
+                    self.end_stream(b);
                     b.check = check_at_zero.take();
                     b.blocked = None;
                 }
@@ -852,11 +917,10 @@ impl TableView {
                 if let Some(b) = e.bytes_mut() {
                     b.file.set_len(size - base)?;
                     b.len = size - base;
+                    self.end_stream(b);
                     if size == 0 {
                         b.blocked = None;
                         b.check = check_at_zero;
-                    } else {
-                        b.check = None;
                     }
                 }
                 e.mtime = SystemTime::now();
@@ -1023,13 +1087,18 @@ impl TableView {
             ],
         };
         let source = format!("incoming/{name}");
-        let (result, hash) = match &plan {
-            Plan::Append { from } => {
+        let prepared = match plan {
+            Plan::Append { from: 0 } => self.commit_prepared(seq, &id, &source, len, &opts)?,
+            _ => None,
+        };
+        let (result, hash) = match (&plan, prepared) {
+            (_, Some(done)) => done,
+            (Plan::Append { from }, None) => {
                 let mut reader = BufReader::with_capacity(1 << 20, PreadReader::new(file.clone(), *from, len));
                 let r = self.table().append(&source, &mut reader, &opts);
                 (r, reader.into_inner().hash.finish())
             }
-            Plan::Replace { old } => {
+            (Plan::Replace { old }, None) => {
                 let mut reader = BufReader::with_capacity(1 << 20, PreadReader::new(file.clone(), 0, len));
                 let r = self.table().replace_file(&source, old, &mut reader, &opts).map(Some);
                 (r, reader.into_inner().hash.finish())
@@ -1096,6 +1165,66 @@ impl TableView {
                 Err(FsError::Table(err))
             }
         }
+    }
+
+    /// The commit of a file streamed from offset 0 to its end: finish the tail, fsync the
+    /// canonical rows kept while it was written and link them into the table (no second pass).
+    /// `None` when it does not qualify or the rows cannot be placed (the caller canonicalises
+    /// the staged bytes instead). Call with `seq`'s I/O lock held.
+    #[allow(clippy::type_complexity)]
+    fn commit_prepared(
+        &self,
+        seq: u64,
+        id: &str,
+        source: &str,
+        len: u64,
+        opts: &WriteOptions,
+    ) -> FsResult<Option<(crate::Result<Option<u64>>, u64)>> {
+        let stream = {
+            let mut inc = lock(&self.incoming);
+            let Some(b) = inc.get(seq)?.bytes_mut() else {
+                return Ok(None);
+            };
+            match b.check.take() {
+                Some(s) if s.check.offset() == len && !s.canon_failed => s,
+                other => {
+                    b.check = other;
+                    return Ok(None);
+                }
+            }
+        };
+        let mut stream = stream;
+        let mut rows = Vec::new();
+        let stats = match stream.check.finish(source, &mut rows) {
+            Ok(stats) => stats,
+            Err(bad) => {
+                let _ = self.staging.remove_canon(id);
+                return Ok(Some((Err(bad), 0)));
+            }
+        };
+        stream.keep(&self.staging, id, &rows);
+        let synced = match &stream.canon {
+            Some(f) => f.sync_all().is_ok(),
+            None => stats.num_records == 0,
+        };
+        let same_schema = self.table().latest_snapshot()?.schema == *stream.check.schema();
+        if stream.canon_failed || !synced || !same_schema {
+            let _ = self.staging.remove_canon(id);
+            return Ok(None);
+        }
+        let placed = std::cell::Cell::new(true);
+        let result = self.table().append_prepared(
+            stream.check.schema(),
+            &stats,
+            |path| self.staging.link_canon(id, path).inspect_err(|_| placed.set(false)),
+            opts,
+        );
+        if !placed.get() {
+            debug!("{source}: cannot link its canonical rows into the table; canonicalising its bytes");
+            let _ = self.staging.remove_canon(id);
+            return Ok(None);
+        }
+        Ok(Some((result, stream.hash.finish())))
     }
 
     /// Remove `name` from `incoming/`: discards a listed file, forgets a committed name (the

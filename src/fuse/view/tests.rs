@@ -496,3 +496,60 @@ fn only_writers_commit_and_notes_quote_a_short_excerpt() {
     assert_eq!(note.perm, 0o400);
     assert_eq!(f.perm, 0o600);
 }
+
+#[test]
+fn streamed_and_random_order_files_commit_the_same_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = table(dir.path());
+    let v = view(dir.path());
+    // Streamed, a last line without a newline: the canonical rows kept while writing are linked.
+    let (_, o) = v
+        .create(
+            inode::INCOMING,
+            OsStr::new("s.jsonl"),
+            true,
+            libc::O_CREAT | libc::O_TRUNC,
+            ME,
+        )
+        .unwrap();
+    v.write(o.fh, 0, b"{\"id\":1}\n{\"id\"").unwrap();
+    v.write(o.fh, 14, b":2}").unwrap();
+    v.flush(o.fh, ME).unwrap();
+    v.release(o.fh);
+    assert_eq!(rows(&t, 1), b"{\"id\":1,\"name\":null}\n{\"id\":2,\"name\":null}\n");
+    // Written back to front: canonicalised from the staged bytes at the close.
+    let (_, o) = v
+        .create(
+            inode::INCOMING,
+            OsStr::new("r.jsonl"),
+            true,
+            libc::O_CREAT | libc::O_TRUNC,
+            ME,
+        )
+        .unwrap();
+    v.write(o.fh, 9, b"{\"id\":4}\n").unwrap();
+    v.write(o.fh, 0, b"{\"id\":3}\n").unwrap();
+    v.flush(o.fh, ME).unwrap();
+    v.release(o.fh);
+    assert_eq!(
+        rows(&t, 2),
+        b"{\"id\":1,\"name\":null}\n{\"id\":2,\"name\":null}\n{\"id\":3,\"name\":null}\n{\"id\":4,\"name\":null}\n"
+    );
+    // A bad last line without a newline fails the close, not a write.
+    let (_, o) = v
+        .create(
+            inode::INCOMING,
+            OsStr::new("b.jsonl"),
+            true,
+            libc::O_CREAT | libc::O_TRUNC,
+            ME,
+        )
+        .unwrap();
+    v.write(o.fh, 0, b"{\"id\":5}\n{\"id\":\"x\"}").unwrap();
+    assert_eq!(v.flush(o.fh, ME).unwrap_err().errno(), libc::EINVAL);
+    v.release(o.fh);
+    assert_eq!(t.latest_version().unwrap(), 2);
+    // Nothing left in _staging/ but the lock and the refused file's data, name and note.
+    let left = std::fs::read_dir(dir.path().join("_staging")).unwrap().count();
+    assert_eq!(left, 4);
+}
