@@ -440,7 +440,7 @@ pub fn leftovers(table_root: &Path, committed_ids: &HashSet<String>) -> io::Resu
     for (id, ext, path) in &files {
         let orphan = match ext.as_str() {
             "data" => !has(id, "name"),
-            "name" | "error" | "sync" => !has(id, "data"),
+            "name" | "error" | "sync" | "canon" => !has(id, "data"),
             _ => false,
         };
         if orphan || committed_ids.contains(id) {

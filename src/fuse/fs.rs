@@ -45,7 +45,8 @@ fn errno(e: &FsError) -> Errno {
 }
 
 fn log_err(op: &str, e: &FsError) -> Errno {
-    debug!("{op}: {e}");
+    // Messages can quote incoming/ names, which may hold newlines or terminal escapes.
+    debug!("{op}: {}", e.to_string().escape_debug());
     errno(e)
 }
 

@@ -836,7 +836,7 @@ impl TableView {
                 "a write of {} bytes at offset {offset} failed: {err}; the file is not committed until rewritten from offset 0",
                 data.len()
             );
-            warn!("incoming/{name:?}: {msg}");
+            warn!("incoming/{name:?}: {}", msg.escape_debug());
             if let Some(b) = lock(&self.incoming).get(seq)?.bytes_mut() {
                 b.blocked = Some(msg.clone());
             }
@@ -1160,7 +1160,7 @@ impl TableView {
             }
             Err(err) => {
                 let msg = err.to_string();
-                warn!("incoming/{name:?}: not committed: {msg}");
+                warn!("incoming/{name:?}: not committed: {}", msg.escape_debug());
                 self.note(seq, &msg);
                 Err(FsError::Table(err))
             }
