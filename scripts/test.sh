@@ -24,13 +24,16 @@ die() {
 started=$SECONDS
 
 # --- 1. system packages ----------------------------------------------------------------------
-step "System tools: fuse3 rsync jq time vim dash"
+step "System tools: fuse3 rsync jq time vim dash passwd util-linux"
 missing=()
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 command -v rsync >/dev/null 2>&1 || missing+=(rsync)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 command -v vim >/dev/null 2>&1 || missing+=(vim)
 command -v dash >/dev/null 2>&1 || missing+=(dash) # tests/tools.rs: a redirection under dash
+# tests/security.rs creates an unprivileged user and runs commands as it.
+command -v useradd >/dev/null 2>&1 || missing+=(passwd)
+command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 type -P time >/dev/null 2>&1 || missing+=(time) # `command -v time` finds the shell keyword
 # Debian's python3 has no venv/ensurepip until python3-venv is installed.
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || [[ -x .venv/bin/python ]] || missing+=(python3-venv)

@@ -66,6 +66,9 @@ pub struct Add {
     /// JSON string with numRecords, minValues, maxValues, nullCount.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stats: Option<String>,
+    /// `numRecords` parsed from `stats`, once (log replay and the completeness checks both ask).
+    #[serde(skip)]
+    pub parsed_rows: std::sync::OnceLock<Option<u64>>,
 }
 
 fn yes() -> bool {
@@ -80,8 +83,10 @@ impl Add {
         struct S {
             num_records: Option<u64>,
         }
-        let s = self.stats.as_deref()?;
-        serde_json::from_str::<S>(s).ok()?.num_records
+        *self.parsed_rows.get_or_init(|| {
+            let s = self.stats.as_deref()?;
+            serde_json::from_str::<S>(s).ok()?.num_records
+        })
     }
 }
 
@@ -109,34 +114,128 @@ pub struct Remove {
 }
 
 /// `commitInfo`: provenance of a commit (PROTOCOL "Commit Provenance Information"). tinydelta
-/// writes one, first, in every commit.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+/// writes one, first, in every commit. Other writers' commitInfo is optional and free-form: on
+/// read every field may be missing or of any JSON type (delta-rs writes integer metrics), so
+/// parameters and metrics are kept as text (a JSON string as is, anything else as its JSON).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CommitInfo {
-    /// ms since epoch; strictly increasing across versions (max(now, previous + 1)).
-    #[serde(default)]
+    /// ms since epoch; strictly increasing across versions (max(now, previous + 1)). When the
+    /// commit records none, the reader fills in its file's mtime raised to one ms after the
+    /// previous version's time (docs/FORMAT.md, "Commit times").
     pub timestamp: i64,
+    /// Whether `timestamp` was recorded in the commit (false: filled in by the reader).
+    #[serde(skip)]
+    pub timestamp_recorded: bool,
     /// `CREATE TABLE`, `WRITE`, `RESTORE`.
-    #[serde(default)]
     pub operation: String,
-    /// String values, e.g. `mode` = `Append` | `Overwrite`, `version` for RESTORE.
-    #[serde(default)]
+    /// e.g. `mode` = `Append` | `Overwrite`, `version` for RESTORE.
     pub operation_parameters: BTreeMap<String, String>,
     /// The version this commit read, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub read_version: Option<i64>,
     /// `Serializable`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub isolation_level: Option<String>,
     /// `true` for appends.
-    #[serde(default)]
     pub is_blind_append: bool,
-    /// String values: numFiles, numOutputRows, numOutputBytes, ...
-    #[serde(default)]
+    /// Delta metric names per operation (docs/FORMAT.md): numFiles, numOutputRows, ...
     pub operation_metrics: BTreeMap<String, String>,
-    /// `tinydelta/<crate version>`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `tinydelta/<crate version>` for tinydelta's commits.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub engine_info: Option<String>,
+}
+
+/// A JSON value as text: a string as is, anything else as compact JSON.
+fn as_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A JSON integer (or an integral float, or a string of digits).
+fn as_i64(v: &serde_json::Value) -> Option<i64> {
+    match v {
+        serde_json::Value::Number(n) => n.as_i64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18)
+                .map(|f| f as i64)
+        }),
+        serde_json::Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// Any JSON value as text (see [`as_text`]); `null` as none.
+fn lenient_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Null => None,
+        v => Some(as_text(&v)),
+    })
+}
+
+/// An object of any values, as text; anything else as empty.
+fn lenient_map<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum M {
+        Strings(BTreeMap<String, String>),
+        Any(BTreeMap<String, serde_json::Value>),
+        Other(serde::de::IgnoredAny),
+    }
+    Ok(match M::deserialize(d)? {
+        M::Strings(m) => m,
+        M::Any(m) => m.iter().map(|(k, v)| (k.clone(), as_text(v))).collect(),
+        M::Other(_) => BTreeMap::new(),
+    })
+}
+
+fn lenient_i64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    Ok(as_i64(&serde_json::Value::deserialize(d)?))
+}
+
+fn lenient_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(serde_json::Value::deserialize(d)?.as_bool().unwrap_or(false))
+}
+
+/// The wire form of `commitInfo`: every field optional and of any type.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawCommitInfo {
+    #[serde(default, deserialize_with = "lenient_i64")]
+    timestamp: Option<i64>,
+    #[serde(default, deserialize_with = "lenient_text")]
+    operation: Option<String>,
+    #[serde(default, deserialize_with = "lenient_map")]
+    operation_parameters: BTreeMap<String, String>,
+    #[serde(default, deserialize_with = "lenient_i64")]
+    read_version: Option<i64>,
+    #[serde(default, deserialize_with = "lenient_text")]
+    isolation_level: Option<String>,
+    #[serde(default, deserialize_with = "lenient_bool")]
+    is_blind_append: bool,
+    #[serde(default, deserialize_with = "lenient_map")]
+    operation_metrics: BTreeMap<String, String>,
+    #[serde(default, deserialize_with = "lenient_text")]
+    engine_info: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for CommitInfo {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let r = RawCommitInfo::deserialize(d)?;
+        Ok(CommitInfo {
+            timestamp: r.timestamp.unwrap_or(0),
+            timestamp_recorded: r.timestamp.is_some(),
+            operation: r.operation.unwrap_or_default(),
+            operation_parameters: r.operation_parameters,
+            read_version: r.read_version,
+            isolation_level: r.isolation_level,
+            is_blind_append: r.is_blind_append,
+            operation_metrics: r.operation_metrics,
+            engine_info: r.engine_info,
+        })
+    }
 }
 
 impl CommitInfo {
@@ -153,6 +252,17 @@ impl CommitInfo {
             ("RESTORE", _) => "RESTORE".into(),
             (op, _) => op.to_string(),
         }
+    }
+
+    /// Whether tinydelta wrote this commit (`engineInfo` starts with `tinydelta/`): such commits
+    /// get the full completeness checks of docs/FORMAT.md.
+    pub fn is_tinydelta(&self) -> bool {
+        self.engine_info.as_deref().is_some_and(|e| e.starts_with("tinydelta/"))
+    }
+
+    /// The metric `name` as a count, if recorded and a non-negative integer.
+    pub fn metric(&self, name: &str) -> Option<u64> {
+        self.operation_metrics.get(name).and_then(|v| v.trim().parse().ok())
     }
 }
 
@@ -217,12 +327,50 @@ impl Action {
 }
 
 /// Whether a log path is safe: relative, no `..`, no root, no URI scheme, no empty component
-/// (SPEC section 1; symlinks are checked when the file is opened).
+/// (docs/FORMAT.md, "Commit completeness"; symlinks are refused when the file is opened).
 pub fn is_safe_relative_path(p: &str) -> bool {
     if p.is_empty() || p.starts_with('/') || p.contains('\\') || p.contains(':') || p.contains('\0') {
         return false;
     }
     p.split('/').all(|c| !c.is_empty() && c != ".." && c != ".")
+}
+
+/// Percent-decode a log path (Delta PROTOCOL "Add File and Remove File": `path` is an RFC 2396
+/// URI). `None` when an escape is malformed or the bytes are not UTF-8.
+pub fn decode_path(p: &str) -> Option<String> {
+    if !p.contains('%') {
+        return Some(p.to_string());
+    }
+    let b = p.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = b.get(i + 1..i + 3)?;
+            let s = std::str::from_utf8(hex).ok()?;
+            out.push(u8::from_str_radix(s, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Percent-encode a path for the log (the inverse of [`decode_path`]): every byte outside
+/// RFC 2396's unreserved characters and `/` becomes `%XX`. tinydelta's own `part-<uuid>.jsonl`
+/// names are unchanged.
+pub fn encode_path(p: &str) -> String {
+    let mut out = String::with_capacity(p.len());
+    for b in p.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.!~*'()/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -238,6 +386,26 @@ mod tests {
         )
         .unwrap();
         assert_eq!(a.add.unwrap().size, 3);
+    }
+
+    #[test]
+    fn foreign_commit_info_of_any_types() {
+        let a: Action = serde_json::from_str(
+            r#"{"commitInfo":{"timestamp":5,"operation":"WRITE","operationParameters":{"mode":"Append","partitionBy":[]},"operationMetrics":{"numFiles":1,"numOutputRows":3,"execTimeMs":1.5},"clientVersion":"delta-rs.0.1"}}"#,
+        )
+        .unwrap();
+        let c = a.commit_info.unwrap();
+        assert_eq!((c.timestamp, c.timestamp_recorded), (5, true));
+        assert_eq!(c.metric("numOutputRows"), Some(3));
+        assert_eq!(c.operation_parameters["partitionBy"], "[]");
+        let a: Action = serde_json::from_str(r#"{"commitInfo":{}}"#).unwrap();
+        assert!(!a.commit_info.unwrap().timestamp_recorded);
+        assert_eq!(decode_path("part-f%20a.jsonl").as_deref(), Some("part-f a.jsonl"));
+        assert_eq!(decode_path("a%2"), None);
+        for p in ["part-f a.jsonl", "x/100%.jsonl", "part-1.jsonl"] {
+            assert_eq!(decode_path(&encode_path(p)).as_deref(), Some(p));
+        }
+        assert_eq!(encode_path("part-1.jsonl"), "part-1.jsonl");
     }
 
     #[test]

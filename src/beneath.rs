@@ -160,9 +160,20 @@ impl Dir {
     /// `ENOTDIR` when it is a file); [`Error::Corrupt`] when it is or passes through a symlink.
     pub fn dir(&self, rel: &str) -> Result<Dir> {
         let path = self.join(rel);
-        let fd = self
-            .open_beneath(rel, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty())
-            .map_err(|e| open_error("open", path.clone(), e))?;
+        let fd = match self.open_beneath(rel, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()) {
+            Ok(fd) => fd,
+            // With O_DIRECTORY a symlink as the last component is ENOTDIR, not ELOOP: say what it is.
+            Err(Errno::NOTDIR)
+                if self
+                    .stat(rel)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink) =>
+            {
+                return Err(refused(path, "is a symbolic link"));
+            }
+            Err(e) => return Err(open_error("open", path, e)),
+        };
         Ok(Dir { fd: Arc::new(fd), path })
     }
 

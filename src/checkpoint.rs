@@ -11,13 +11,14 @@
 //! Any process that replays at least [`CHECKPOINT_INTERVAL`] commits past the newest checkpoint
 //! writes one for the version it built (best effort: a read-only table just stays slower).
 
-use std::fs;
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::actions::{CommitInfo, Metadata, Protocol, is_safe_relative_path};
+use crate::beneath::Dir;
 use crate::error::{Error, IoContext, Result};
 use crate::schema::Schema;
 use crate::snapshot::{FileEntry, Snapshot};
@@ -37,6 +38,8 @@ struct Header {
     num_records: u64,
     #[serde(default)]
     size_bytes: u64,
+    #[serde(default)]
+    files_without_stats: u64,
     protocol: Protocol,
     meta_data: Metadata,
     commit_info: CommitInfo,
@@ -49,24 +52,55 @@ struct Entry {
     rows: u64,
     mtime: i64,
     added_in: u64,
+    #[serde(default = "yes")]
+    stats: bool,
 }
 
-fn dir(root: &Path) -> PathBuf {
-    root.join(CHECKPOINT_DIR)
+fn yes() -> bool {
+    true
 }
 
-/// The newest checkpoint version at or before `version`, if any.
-pub fn newest_at_or_before(root: &Path, version: u64) -> Option<u64> {
-    fs::read_dir(dir(root))
-        .ok()?
-        .filter_map(|e| e.ok())
+/// `_tinydelta/checkpoints/` beneath the table folder `root`, if it exists. Errors:
+/// [`Error::Corrupt`] when it (or `_tinydelta`) is a symlink or not a folder.
+pub fn dir(root: &Dir) -> Result<Option<Dir>> {
+    root.try_dir(CHECKPOINT_DIR)
+}
+
+/// `{version:020}.jsonl`.
+pub fn file_name(version: u64) -> String {
+    format!("{version:020}.jsonl")
+}
+
+/// The versions that have a checkpoint, ascending. Errors: as [`dir`]; [`Error::Io`].
+pub fn versions(root: &Dir) -> Result<BTreeSet<u64>> {
+    let Some(d) = dir(root)? else {
+        return Ok(BTreeSet::new());
+    };
+    Ok(d.entries()?
+        .into_iter()
+        .filter(|e| e.kind == crate::beneath::Kind::File)
         .filter_map(|e| {
-            let name = e.file_name();
-            let stem = name.to_str()?.strip_suffix(".jsonl")?.to_owned();
+            let stem = e.name.to_str()?.strip_suffix(".jsonl")?.to_owned();
             (stem.len() == 20).then(|| stem.parse::<u64>().ok()).flatten()
         })
-        .filter(|v| *v <= version)
-        .max()
+        .collect())
+}
+
+/// The newest checkpoint version at or before `version`, if any (an unreadable checkpoint
+/// folder is a warning: log replay is the truth).
+pub fn newest_at_or_before(root: &Dir, version: u64) -> Option<u64> {
+    match versions(root) {
+        Ok(v) => v.range(..=version).next_back().copied(),
+        Err(e) => {
+            ::log::warn!("ignoring checkpoints: {e}");
+            None
+        }
+    }
+}
+
+fn open(root: &Dir, version: u64) -> Result<(std::fs::File, std::path::PathBuf)> {
+    let rel = format!("{CHECKPOINT_DIR}/{}", file_name(version));
+    Ok((root.open_file(&rel)?, root.join(&rel)))
 }
 
 /// Totals of a version, as `describe` prints them.
@@ -84,16 +118,16 @@ pub struct Totals {
     pub num_records: u64,
     /// Bytes of the live files.
     pub size_bytes: u64,
+    /// Live files whose add action has no `numRecords` (their rows are not in `num_records`).
+    pub files_without_stats: u64,
 }
 
 /// The totals in the header of the checkpoint of `version` (reads one line).
 /// Errors: as [`read`].
-pub fn read_totals(root: &Path, version: u64) -> Result<Totals> {
-    let path = dir(root).join(format!("{version:020}.jsonl"));
+pub fn read_totals(root: &Dir, version: u64) -> Result<Totals> {
+    let (file, path) = open(root, version)?;
     let mut first = String::new();
-    BufReader::new(fs::File::open(&path).ctx("open", &path)?)
-        .read_line(&mut first)
-        .ctx("read", &path)?;
+    BufReader::new(file).read_line(&mut first).ctx("read", &path)?;
     let h: Header = serde_json::from_str(&first).map_err(|e| Error::Corrupt {
         path: path.clone(),
         reason: format!("header: {e}"),
@@ -111,18 +145,19 @@ pub fn read_totals(root: &Path, version: u64) -> Result<Totals> {
         num_files: h.num_files,
         num_records: h.num_records,
         size_bytes: h.size_bytes,
+        files_without_stats: h.files_without_stats,
     })
 }
 
 /// Read the checkpoint of `version`. Errors: [`Error::Io`]; [`Error::Corrupt`] when it is
 /// malformed, names an unsafe path, or disagrees with its own header.
-pub fn read(root: &Path, version: u64) -> Result<Snapshot> {
-    let path = dir(root).join(format!("{version:020}.jsonl"));
+pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
+    let (file, path) = open(root, version)?;
     let corrupt = |reason: String| Error::Corrupt {
         path: path.clone(),
         reason,
     };
-    let mut lines = BufReader::new(fs::File::open(&path).ctx("open", &path)?).lines();
+    let mut lines = BufReader::new(file).lines();
     let header: Header = match lines.next() {
         Some(l) => serde_json::from_str(&l.ctx("read", &path)?).map_err(|e| corrupt(format!("header: {e}")))?,
         None => return Err(corrupt("empty checkpoint".into())),
@@ -142,6 +177,7 @@ pub fn read(root: &Path, version: u64) -> Result<Snapshot> {
             path: e.path,
             size: e.size,
             num_records: e.rows,
+            has_stats: e.stats,
             modification_time: e.mtime,
             added_in: e.added_in,
         });
@@ -154,7 +190,7 @@ pub fn read(root: &Path, version: u64) -> Result<Snapshot> {
         )));
     }
     Ok(Snapshot {
-        root: root.to_path_buf(),
+        root: root.path().to_path_buf(),
         version,
         timestamp: header.commit_info.timestamp,
         commit_info: header.commit_info,
@@ -165,27 +201,29 @@ pub fn read(root: &Path, version: u64) -> Result<Snapshot> {
     })
 }
 
-/// Write the checkpoint of `snap` unless one exists. Errors: [`Error::Io`].
-pub fn write(snap: &Snapshot) -> Result<()> {
-    let dir = dir(&snap.root);
-    fs::create_dir_all(&dir).ctx("create", &dir)?;
-    let target = dir.join(format!("{:020}.jsonl", snap.version));
-    if target.exists() {
+/// Write the checkpoint of `snap` unless one exists, beneath the table folder `root` (never
+/// through a symlinked `_tinydelta` or `checkpoints`). Errors: [`Error::Io`], [`Error::Corrupt`].
+pub fn write(root: &Dir, snap: &Snapshot) -> Result<()> {
+    let dir = root.create_dir("_tinydelta", 0o755)?.create_dir("checkpoints", 0o755)?;
+    let target = file_name(snap.version);
+    if dir.stat(&target)?.is_some() {
         return Ok(());
     }
-    let tmp = dir.join(format!(".{:020}.{}.tmp", snap.version, uuid::Uuid::new_v4().simple()));
+    let tmp = format!(".{:020}.{}.tmp", snap.version, uuid::Uuid::new_v4().simple());
+    let tmp_path = dir.join(&tmp);
     let res = (|| {
-        let mut w = BufWriter::with_capacity(1 << 20, crate::commit::create_new(&tmp)?);
+        let mut w = BufWriter::with_capacity(1 << 20, dir.create_new(&tmp, 0o644)?);
         let header = Header {
             version: snap.version,
             num_files: snap.files.len() as u64,
             num_records: snap.num_records(),
             size_bytes: snap.size_bytes(),
+            files_without_stats: snap.files.iter().filter(|f| !f.has_stats).count() as u64,
             protocol: snap.protocol.clone(),
             meta_data: snap.metadata.clone(),
             commit_info: snap.commit_info.clone(),
         };
-        write_line(&mut w, &header, &tmp)?;
+        write_line(&mut w, &header, &tmp_path)?;
         for f in &snap.files {
             let e = Entry {
                 path: f.path.clone(),
@@ -193,15 +231,22 @@ pub fn write(snap: &Snapshot) -> Result<()> {
                 rows: f.num_records,
                 mtime: f.modification_time,
                 added_in: f.added_in,
+                stats: f.has_stats,
             };
-            write_line(&mut w, &e, &tmp)?;
+            write_line(&mut w, &e, &tmp_path)?;
         }
-        let f = w.into_inner().map_err(|e| Error::io("write", &tmp, e.into_error()))?;
-        f.sync_all().ctx("fsync", &tmp)?;
-        // Lost means another process published the same (identical) checkpoint first.
-        crate::commit::link_tmp(&tmp, &target).map(|_| ())
+        let f = w
+            .into_inner()
+            .map_err(|e| Error::io("write", &tmp_path, e.into_error()))?;
+        f.sync_all().ctx("fsync", &tmp_path)?;
+        // EEXIST means another process published the same (identical) checkpoint first.
+        match dir.link(&tmp, &dir, &target) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(Error::io("link", dir.join(&target), e)),
+        }
     })();
-    let _ = fs::remove_file(&tmp);
+    let _ = dir.try_unlink(&tmp);
     res
 }
 

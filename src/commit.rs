@@ -1,4 +1,5 @@
-//! The publish protocol of SPEC section 2 and the commit loop of "Concurrency".
+//! The publish protocol (README, "How a write becomes visible") and the commit loop of its
+//! "Concurrency" paragraph.
 //!
 //! A commit is written to `_delta_log/.<version>.<uuid>.tmp`, fsynced (and the table folder
 //! fsynced, for the data files' entries), then published with
@@ -6,15 +7,17 @@
 //! racing writers exactly one wins a version, and a version name only ever points at complete,
 //! durable bytes. tinydelta never falls back to `rename`, which would replace a winner.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::actions::Action;
+use crate::beneath::Dir;
 use crate::error::{Error, IoContext, Result};
 use crate::failpoint;
-use crate::log::{self, LOG_DIR};
+use crate::log;
+use crate::table::Table;
 
 /// How many versions a blind append may be rebased over before giving up.
 pub const MAX_REBASES: u32 = 10_000;
@@ -24,7 +27,7 @@ pub fn fsync_dir(dir: &Path) -> Result<()> {
     File::open(dir).ctx("open", dir)?.sync_all().ctx("fsync", dir)
 }
 
-/// What a losing commit does (SPEC section 2, "Concurrency").
+/// What a losing commit does (README, "How a write becomes visible": Concurrency).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isolation {
     /// A blind append: rebase onto the next version unless the commit in between changed the
@@ -43,42 +46,50 @@ pub enum Publish {
     Lost,
 }
 
-/// Write `bytes` as version `version` of the table at `root`, following the steps of SPEC
-/// section 2 with the failpoints `commit-half-written`, `before-link` and `after-link`.
+/// Write `bytes` as version `version` of the table whose folder is `root` and log folder
+/// `log` (both directory handles: nothing is followed), following the steps of README, "How a write becomes visible",
+/// with the failpoints `commit-half-written`, `before-link` and `after-link`.
 ///
-/// Errors: [`Error::Io`] for write or fsync failures (the tmp file is removed, nothing is
-/// published); [`Error::LinkUnsupported`] when the file system has no hard links.
-pub fn publish(root: &Path, version: u64, bytes: &[u8]) -> Result<Publish> {
-    let dir = root.join(LOG_DIR);
-    let tmp = dir.join(format!(".{version:020}.{}.tmp", uuid::Uuid::new_v4().simple()));
-    let target = dir.join(log::commit_file_name(version));
+/// Errors: [`Error::Io`] for write or fsync failures before the link (the tmp file is removed,
+/// nothing is published); [`Error::LinkUnsupported`] when the file system has no hard links;
+/// [`Error::NotDurable`] when the link succeeded (the version is published) but the fsync of
+/// `_delta_log/` after it failed.
+pub fn publish(root: &Dir, log: &Dir, version: u64, bytes: &[u8]) -> Result<Publish> {
+    let tmp = format!(".{version:020}.{}.tmp", uuid::Uuid::new_v4().simple());
+    let target = log::commit_file_name(version);
     // The table folder is fsynced after the commit bytes: the data files the commit names must be
     // durable before it is published, and by now the tmp's fsync has usually flushed the file
     // system's journal, so this fsync finds nothing left to write (one journal commit, not two).
-    let res = write_tmp(&tmp, bytes)
-        .and_then(|()| fsync_dir(root))
-        .and_then(|()| link_tmp(&tmp, &target));
+    let res = write_tmp(log, &tmp, bytes)
+        .and_then(|()| root.sync())
+        .and_then(|()| link_tmp(log, &tmp, &target));
     let outcome = match res {
         Ok(o) => o,
         Err(e) => {
-            let _ = fs::remove_file(&tmp);
+            let _ = log.try_unlink(&tmp);
             return Err(e);
         }
     };
+    let mut result = Ok(outcome);
     if outcome == Publish::Won {
         // The link is the publish point: the version is visible now, whatever fails next. An
-        // error here must not make the caller report "nothing committed" and delete the data
-        // files the version names, so it is a warning, not an error.
-        if let Err(e) = failpoint::hit("after-link").and_then(|()| fsync_dir(&dir)) {
-            ::log::warn!("version {version} is published, but its durability is not confirmed: {e}");
+        // error here is not "nothing committed" (the caller must keep the data files the
+        // version names), and not success either.
+        if let Err(e) = failpoint::hit("after-link").and_then(|()| log.sync()) {
+            result = Err(Error::NotDurable {
+                table: root.path().to_path_buf(),
+                version,
+                reason: e.to_string(),
+            });
         }
     }
-    let _ = fs::remove_file(&tmp);
-    Ok(outcome)
+    let _ = log.try_unlink(&tmp);
+    result
 }
 
-/// Create `path` for writing, failing if it exists (O_CREAT|O_EXCL, mode 0644): data files,
-/// commit and checkpoint temporaries never overwrite anything. Errors: [`Error::Io`].
+/// Create `path` for writing, failing if it exists (O_CREAT|O_EXCL, mode 0644). Used only for
+/// paths the user named (the table folder itself); files inside a table go through
+/// [`Dir::create_new`]. Errors: [`Error::Io`].
 pub fn create_new(path: &Path) -> Result<File> {
     OpenOptions::new()
         .write(true)
@@ -88,16 +99,17 @@ pub fn create_new(path: &Path) -> Result<File> {
         .ctx("create", path)
 }
 
-fn write_tmp(tmp: &Path, bytes: &[u8]) -> Result<()> {
-    let mut f = create_new(tmp)?;
+fn write_tmp(log: &Dir, tmp: &str, bytes: &[u8]) -> Result<()> {
+    let path = log.join(tmp);
+    let mut f = log.create_new(tmp, 0o644)?;
     let half = bytes.len() / 2;
-    f.write_all(&bytes[..half]).ctx("write", tmp)?;
+    f.write_all(&bytes[..half]).ctx("write", &path)?;
     if failpoint_active() {
-        f.sync_data().ctx("fsync", tmp)?;
+        f.sync_data().ctx("fsync", &path)?;
         failpoint::hit("commit-half-written")?;
     }
-    f.write_all(&bytes[half..]).ctx("write", tmp)?;
-    f.sync_all().ctx("fsync", tmp)?;
+    f.write_all(&bytes[half..]).ctx("write", &path)?;
+    f.sync_all().ctx("fsync", &path)?;
     failpoint::hit("before-link")
 }
 
@@ -105,10 +117,10 @@ fn failpoint_active() -> bool {
     std::env::var_os("TINYDELTA_FAILPOINT").is_some()
 }
 
-/// Publish `tmp` as `target` with link(2), never replacing an existing `target`.
+/// Publish `log/tmp` as `log/target` with linkat(2), never replacing an existing `target`.
 /// Errors: [`Error::LinkUnsupported`] without hard links; [`Error::Io`].
-pub fn link_tmp(tmp: &Path, target: &Path) -> Result<Publish> {
-    match fs::hard_link(tmp, target) {
+pub fn link_tmp(log: &Dir, tmp: &str, target: &str) -> Result<Publish> {
+    match log.link(tmp, log, target) {
         Ok(()) => Ok(Publish::Won),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Publish::Lost),
         Err(e)
@@ -118,15 +130,15 @@ pub fn link_tmp(tmp: &Path, target: &Path) -> Result<Publish> {
             ) =>
         {
             Err(Error::LinkUnsupported {
-                path: target.to_path_buf(),
+                path: log.join(target),
                 source: e,
             })
         }
-        Err(e) => Err(Error::io("link", target, e)),
+        Err(e) => Err(Error::io("link", log.join(target), e)),
     }
 }
 
-/// The commit timestamp rule of SPEC section 1: max(now, previous + 1), ms since epoch.
+/// The commit timestamp rule (docs/FORMAT.md, "Commit times"): max(now, previous + 1), ms since epoch.
 pub fn next_timestamp(previous: Option<i64>) -> i64 {
     let now = now_ms();
     match previous {
@@ -154,21 +166,22 @@ pub fn encode(actions: &[Action]) -> Vec<u8> {
     out
 }
 
-/// Commit as `read_version + 1`, rebasing blind appends as SPEC section 2 allows.
+/// Commit as `read_version + 1`, rebasing blind appends as README, "How a write becomes visible" says.
 ///
 /// `build(version, previous_timestamp)` returns the actions to commit at `version` (called again
 /// on each rebase, so `commitInfo.timestamp` and `readVersion` stay right). With `expect_version`
 /// set, any existing `expect_version + 1` is a conflict. Returns the version published.
 ///
 /// Errors: [`Error::ConcurrentWrite`] naming the version that got in the way; errors of
-/// [`publish`]; [`Error::Corrupt`] if a rebase crosses an unreadable commit.
+/// [`publish`]; [`Error::Corrupt`] if a rebase crosses a damaged commit.
 pub fn commit_loop(
-    root: &Path,
+    table: &Table,
     read_version: u64,
     isolation: Isolation,
     expect_version: Option<u64>,
     mut build: impl FnMut(u64, i64) -> Vec<Action>,
 ) -> Result<u64> {
+    let root = table.root();
     if let Some(exp) = expect_version
         && exp != read_version
     {
@@ -178,13 +191,12 @@ pub fn commit_loop(
             version: read_version.max(exp + 1),
         });
     }
-    let log_dir: PathBuf = root.join(LOG_DIR);
     let mut version = read_version + 1;
-    let mut prev_ts = log::read_commit_info(&log_dir.join(log::commit_file_name(read_version)))?.timestamp;
+    let mut prev_ts = table.commit_info(read_version)?.timestamp;
     for _ in 0..MAX_REBASES {
         let ts = next_timestamp(Some(prev_ts));
         let bytes = encode(&build(version, ts));
-        match publish(root, version, &bytes)? {
+        match publish(table.dir(), table.log_dir_handle(), version, &bytes)? {
             Publish::Won => return Ok(version),
             Publish::Lost => {
                 let conflict = Error::ConcurrentWrite {
@@ -195,15 +207,15 @@ pub fn commit_loop(
                 if isolation == Isolation::ReadDependent || expect_version.is_some() {
                     return Err(conflict);
                 }
-                let path = log_dir.join(log::commit_file_name(version));
-                let actions = log::read_commit(&path)?;
-                if actions.iter().any(|a| a.metadata.is_some() || a.protocol.is_some()) {
+                let commit = table.read_commit(version)?;
+                if commit
+                    .actions
+                    .iter()
+                    .any(|a| a.metadata.is_some() || a.protocol.is_some())
+                {
                     return Err(conflict);
                 }
-                prev_ts = actions
-                    .iter()
-                    .find_map(|a| a.commit_info.as_ref().map(|c| c.timestamp))
-                    .unwrap_or(prev_ts);
+                prev_ts = table.commit_info(version)?.timestamp;
                 version += 1;
             }
         }

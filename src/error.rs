@@ -1,7 +1,7 @@
 //! The crate's one error type and its `Result` alias.
 //!
 //! Every variant renders as one readable sentence that names the table, version, file, line or
-//! path involved, and maps to one of the CLI exit codes of SPEC section 3 via [`Error::exit_code`].
+//! path involved, and maps to one of the CLI exit codes of README, "Usage" via [`Error::exit_code`].
 
 use std::io;
 use std::path::PathBuf;
@@ -53,7 +53,7 @@ pub enum Error {
         first: String,
     },
 
-    /// Input rows that break the rules of SPEC section 1 ("Canonical rows").
+    /// Input rows that break the input rules of README, "Input rules".
     #[error("{file}: line {line}, column {column}: {reason}")]
     BadInput {
         /// The input's name (a path, `<stdin>`, or an `incoming/` name).
@@ -67,7 +67,7 @@ pub enum Error {
         reason: String,
     },
 
-    /// A commit lost a race it cannot rebase over (SPEC section 2, "Concurrency").
+    /// A commit lost a race it cannot rebase over (README, "How a write becomes visible": Concurrency).
     #[error("table {}: concurrent write: version {version} was committed after this write read version {read_version}; nothing was committed", table.display())]
     ConcurrentWrite {
         /// Table root.
@@ -107,20 +107,34 @@ pub enum Error {
         source: io::Error,
     },
 
+    /// The commit was published (its version exists and readers see it) but the fsync that
+    /// makes it durable failed: a crash now may lose it. Sending the same rows again would
+    /// duplicate them if it survives.
+    #[error("table {}: version {version} was published but may not be durable ({reason}); do not send it again, check the table after a crash", table.display())]
+    NotDurable {
+        /// Table root.
+        table: PathBuf,
+        /// The version that was published.
+        version: u64,
+        /// The failure, as a sentence.
+        reason: String,
+    },
+
     /// Bad command-line usage (an unknown type, a malformed duration...).
     #[error("{0}")]
     Usage(String),
 }
 
 impl Error {
-    /// The CLI exit code of SPEC section 3: 1 error, 2 usage, 3 conflict, 4 not found, 5 bad input.
+    /// The CLI exit code (README, "Usage"): 1 error, 2 usage, 3 conflict, 4 not found, 5 bad input.
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Io { .. }
             | Error::TableExists(_)
             | Error::Corrupt { .. }
             | Error::UnsupportedProtocol { .. }
-            | Error::LinkUnsupported { .. } => 1,
+            | Error::LinkUnsupported { .. }
+            | Error::NotDurable { .. } => 1,
             Error::Usage(_) => 2,
             Error::ConcurrentWrite { .. } => 3,
             Error::TableNotFound(_) | Error::VersionNotFound { .. } | Error::NoVersionAsOf { .. } => 4,

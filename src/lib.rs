@@ -1,5 +1,5 @@
 //! tinydelta: a single-node table format with a Delta-Lake-compatible transaction log and JSONL
-//! data files. See `SPEC.md`-derived docs in the README.
+//! data files. See the README and docs/FORMAT.md.
 //!
 //! The library is what both binaries stand on: open a [`table::Table`], get a
 //! [`snapshot::Snapshot`] of any version by log replay, stream its rows, and commit appends,
@@ -7,14 +7,17 @@
 
 pub mod actions;
 pub mod beneath;
+pub mod check;
 pub mod checkpoint;
 pub mod commit;
+pub mod crc;
 pub mod error;
 pub mod failpoint;
 pub mod fuse;
 pub mod log;
 pub mod rows;
 pub mod schema;
+pub mod segment;
 pub mod snapshot;
 pub mod staging;
 pub mod table;

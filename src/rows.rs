@@ -50,16 +50,18 @@ enum StatValue {
 }
 
 impl StatValue {
-    fn to_json(&self) -> serde_json::Value {
+    /// The stat as JSON, or `None` when it cannot be written validly: a non-finite float, or a
+    /// timestamp outside years 0000-9999 (RFC 3339 has four-digit years): the column's stat
+    /// is then left out, as Delta allows (docs/FORMAT.md, "Statistics").
+    fn to_json(&self) -> Option<serde_json::Value> {
+        use chrono::Datelike;
         match self {
-            StatValue::Int(i) => (*i).into(),
-            StatValue::Float(f) => serde_json::Number::from_f64(*f)
-                .map(serde_json::Value::Number)
-                .unwrap_or(serde_json::Value::Null),
-            StatValue::Str(s) => s.clone().into(),
+            StatValue::Int(i) => Some((*i).into()),
+            StatValue::Float(f) => serde_json::Number::from_f64(*f).map(serde_json::Value::Number),
+            StatValue::Str(s) => Some(s.clone().into()),
             StatValue::Instant(us) => chrono::DateTime::from_timestamp_micros(*us)
-                .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string().into())
-                .unwrap_or(serde_json::Value::Null),
+                .filter(|t| (0..=9999).contains(&t.year()))
+                .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string().into()),
         }
     }
 }
@@ -72,11 +74,11 @@ impl FileStats {
         let mut nulls = serde_json::Map::new();
         for (col, st) in schema.columns.iter().zip(&self.columns) {
             nulls.insert(col.name.clone(), st.null_count.into());
-            if let Some(v) = &st.min {
-                min.insert(col.name.clone(), v.to_json());
+            if let Some(v) = st.min.as_ref().and_then(StatValue::to_json) {
+                min.insert(col.name.clone(), v);
             }
-            if let (Some(v), false) = (&st.max, st.max_unknown) {
-                max.insert(col.name.clone(), v.to_json());
+            if let (Some(v), false) = (st.max.as_ref().and_then(StatValue::to_json), st.max_unknown) {
+                max.insert(col.name.clone(), v);
             }
         }
         serde_json::json!({

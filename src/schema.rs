@@ -135,8 +135,15 @@ impl Schema {
             if name.is_empty() {
                 return Err(Error::Usage(format!("column spec {spec:?} has an empty name")));
             }
-            if columns.iter().any(|c| c.name == name) {
-                return Err(Error::Usage(format!("column {name:?} is named twice")));
+            if let Some(c) = columns.iter().find(|c| c.name.eq_ignore_ascii_case(name)) {
+                return Err(Error::Usage(if c.name == name {
+                    format!("column {name:?} is named twice")
+                } else {
+                    format!(
+                        "columns {:?} and {name:?} differ only in case; Delta column names are case-insensitive",
+                        c.name
+                    )
+                }));
             }
             columns.push(Column {
                 name: name.to_string(),
@@ -145,6 +152,23 @@ impl Schema {
             });
         }
         Ok(Schema { columns })
+    }
+
+    /// Refuse column names equal regardless of case (Delta column names are case-insensitive,
+    /// PROTOCOL "Schema Serialization Format"). Errors: [`Error::Usage`] naming both.
+    pub fn check_unique_names(&self) -> Result<()> {
+        for (i, c) in self.columns.iter().enumerate() {
+            if let Some(d) = self.columns[..i]
+                .iter()
+                .find(|d| d.name.to_lowercase() == c.name.to_lowercase())
+            {
+                return Err(Error::Usage(format!(
+                    "columns {:?} and {:?} have the same name regardless of case; Delta column names are case-insensitive",
+                    d.name, c.name
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The Spark `StructType` JSON Delta keeps in `metaData.schemaString`; every field has

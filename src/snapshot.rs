@@ -4,9 +4,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::actions::{CommitInfo, Metadata, Protocol, is_safe_relative_path};
+use crate::actions::{CommitInfo, Metadata, Protocol};
 use crate::error::{Error, Result};
 use crate::log::{self, LOG_DIR};
+
 use crate::schema::Schema;
 
 /// Highest Delta reader version tinydelta understands.
@@ -21,8 +22,10 @@ pub struct FileEntry {
     pub path: String,
     /// Bytes.
     pub size: u64,
-    /// Rows, from `add.stats.numRecords` (0 if the stats are missing).
+    /// Rows, from `add.stats.numRecords` (0 if the stats are missing: see `has_stats`).
     pub num_records: u64,
+    /// Whether the add action had stats with `numRecords` (other Delta writers may omit them).
+    pub has_stats: bool,
     /// `add.modificationTime`, ms since epoch.
     pub modification_time: i64,
     /// The version whose commit holds the `add` action that made the file live (read it again
@@ -55,11 +58,11 @@ pub struct Snapshot {
 impl Snapshot {
     /// Total rows.
     pub fn num_records(&self) -> u64 {
-        self.files.iter().map(|f| f.num_records).sum()
+        self.files.iter().fold(0u64, |n, f| n.saturating_add(f.num_records))
     }
     /// Total bytes of the live files.
     pub fn size_bytes(&self) -> u64 {
-        self.files.iter().map(|f| f.size).sum()
+        self.files.iter().fold(0u64, |n, f| n.saturating_add(f.size))
     }
 }
 
@@ -78,24 +81,12 @@ pub struct Replay {
 }
 
 impl Replay {
-    /// Apply the actions of `version` (read from `path`). Errors: [`Error::Corrupt`] for unsafe
-    /// paths or a missing commitInfo; [`Error::UnsupportedProtocol`].
-    pub fn apply(&mut self, root: &Path, path: &Path, actions: Vec<crate::actions::Action>) -> Result<CommitInfo> {
-        let version = match path.file_name().and_then(|n| n.to_str()).map(log::LogFile::parse) {
-            Some(log::LogFile::Commit(v)) => v,
-            _ => {
-                return Err(Error::Corrupt {
-                    path: path.to_path_buf(),
-                    reason: "not a commit file name".into(),
-                });
-            }
-        };
-        let mut info = None;
-        for a in actions {
-            if let Some(c) = a.commit_info {
-                info.get_or_insert(c);
-            }
-            if let Some(p) = a.protocol {
+    /// Apply the actions of one commit (already checked complete by [`crate::log::parse_commit`],
+    /// paths decoded and safe). Errors: [`Error::UnsupportedProtocol`].
+    pub fn apply(&mut self, root: &Path, commit: &crate::log::Commit) -> Result<()> {
+        let version = commit.version;
+        for a in &commit.actions {
+            if let Some(p) = &a.protocol {
                 if p.min_reader_version > READER_VERSION {
                     return Err(Error::UnsupportedProtocol {
                         table: root.to_path_buf(),
@@ -103,39 +94,39 @@ impl Replay {
                         writer: p.min_writer_version,
                     });
                 }
-                self.protocol = Some(p);
+                self.protocol = Some(p.clone());
             }
-            if let Some(m) = a.metadata {
-                self.metadata = Some(m);
+            if let Some(m) = &a.metadata {
+                self.metadata = Some(m.clone());
             }
-            if let Some(add) = a.add {
-                check_path(path, &add.path)?;
+            if let Some(add) = &a.add {
                 if let Some(set) = &mut self.ever_added {
                     set.insert(add.path.clone());
                 }
                 self.seq += 1;
+                let rows = add.num_records();
                 let entry = FileEntry {
-                    num_records: add.num_records().unwrap_or(0),
+                    num_records: rows.unwrap_or(0),
+                    has_stats: rows.is_some(),
                     size: add.size,
                     modification_time: add.modification_time,
                     added_in: version,
-                    path: add.path,
+                    path: add.path.clone(),
                 };
-                self.rows += entry.num_records;
+                self.rows = self.rows.saturating_add(entry.num_records);
                 self.order.insert(entry.path.clone(), self.seq);
                 if let Some(old) = self.live.insert(entry.path.clone(), entry) {
-                    self.rows -= old.num_records;
+                    self.rows = self.rows.saturating_sub(old.num_records);
                 }
             }
-            if let Some(r) = a.remove {
-                check_path(path, &r.path)?;
-                if let Some(old) = self.live.remove(&r.path) {
-                    self.order.remove(&r.path);
-                    self.rows -= old.num_records;
-                }
+            if let Some(r) = &a.remove
+                && let Some(old) = self.live.remove(&r.path)
+            {
+                self.order.remove(&r.path);
+                self.rows = self.rows.saturating_sub(old.num_records);
             }
         }
-        Ok(info.unwrap_or_default())
+        Ok(())
     }
 
     /// The replay state that yields `snap` (files keep their order).
@@ -195,17 +186,6 @@ impl Replay {
             metadata,
             protocol,
             files,
-        })
-    }
-}
-
-fn check_path(commit: &Path, p: &str) -> Result<()> {
-    if is_safe_relative_path(p) {
-        Ok(())
-    } else {
-        Err(Error::Corrupt {
-            path: commit.to_path_buf(),
-            reason: format!("action path {p:?} is not a relative path inside the table"),
         })
     }
 }

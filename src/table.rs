@@ -1,20 +1,26 @@
 //! A table on disk and its operations: create, append, overwrite, restore, snapshots, history.
+//!
+//! Every read of the log goes through [`Table::segment`] (which versions exist, proven from one
+//! listing) and [`Table::read_commit`] (one commit, checked complete); every data file through
+//! [`Table::open_data_file`]. See docs/FORMAT.md.
 
 use std::collections::{BTreeMap, HashSet};
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{BufRead, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::actions::{Action, Add, CommitInfo, Format, Metadata, Protocol, Remove};
+use crate::beneath::Dir;
 use crate::checkpoint;
 use crate::commit::{self, Isolation, Publish};
 use crate::error::{Error, IoContext, Result};
 use crate::failpoint;
-use crate::log::{self, LOG_DIR};
+use crate::log::{self, Commit, LOG_DIR};
 use crate::rows;
 use crate::schema::Schema;
+use crate::segment::{Listing, LogSegment};
 use crate::snapshot::{Replay, Snapshot, WRITER_VERSION};
 
 /// `commitInfo.engineInfo`.
@@ -29,14 +35,34 @@ pub struct WriteOptions {
     pub extra_params: Vec<(String, String)>,
 }
 
+/// What identifies one state of `_delta_log/`'s entries: inode, mtime and ctime of the folder
+/// (any create, link, rename or unlink in it changes ctime).
+type Stamp = (u64, i64, i64, i64, i64);
+
+/// A listing-proven segment and the folder stamp it was proven at.
+#[derive(Debug, Clone)]
+struct CachedSegment {
+    stamp: Stamp,
+    segment: LogSegment,
+}
+
 /// A table folder: data files plus `_delta_log/`.
 #[derive(Debug, Clone)]
 pub struct Table {
     root: PathBuf,
     log_dir: PathBuf,
-    /// A version known to exist (versions never disappear), shared by clones; `u64::MAX` until
-    /// the first listing. [`Table::latest_version`] probes forward from it.
-    known: Arc<AtomicU64>,
+    /// The table folder, opened once: every file below it is opened beneath it (never by path).
+    dir: Dir,
+    /// `_delta_log/`, opened beneath `dir`.
+    log: Dir,
+    /// The last segment proven by a listing, reused while the folder's stamp is unchanged
+    /// (shared by clones). See docs/FORMAT.md, "The log segment".
+    segment: Arc<Mutex<Option<CachedSegment>>>,
+    /// The newest version whose commit was checked complete by [`Table::latest_version`]
+    /// (`u64::MAX`: none yet).
+    newest_ok: Arc<AtomicU64>,
+    /// Every version up to this one was checked complete ([`Table::verify_through`]).
+    verified: Arc<AtomicU64>,
     /// The newest snapshot this table (or a clone) built, to replay later versions from.
     tip: Arc<Mutex<Option<Arc<Snapshot>>>>,
 }
@@ -46,7 +72,7 @@ pub struct Table {
 pub struct HistoryEntry {
     /// The version.
     pub version: u64,
-    /// The commit's commitInfo.
+    /// The commit's commitInfo (timestamp resolved, see [`Table::commit_info`]).
     pub commit_info: CommitInfo,
     /// Rows live after the commit.
     pub table_rows: u64,
@@ -54,22 +80,56 @@ pub struct HistoryEntry {
     pub table_files: usize,
 }
 
+fn not_found(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// A commit's time when it records none: its file's mtime raised to one ms after the previous
+/// version's time (docs/FORMAT.md, "Commit times").
+fn resolve_time(mut info: CommitInfo, mtime_ms: i64, previous: Option<i64>) -> CommitInfo {
+    if !info.timestamp_recorded {
+        info.timestamp = match previous {
+            Some(p) => mtime_ms.max(p.saturating_add(1)),
+            None => mtime_ms,
+        };
+    }
+    info
+}
+
 impl Table {
-    /// Open an existing table. Errors: [`Error::TableNotFound`] when `root` has no version 0.
+    /// Open an existing table. Errors: [`Error::TableNotFound`] when `root` has no log;
+    /// [`Error::Corrupt`] when `_delta_log` is a symlink or not a folder.
     pub fn open(root: impl AsRef<Path>) -> Result<Table> {
         let root = root.as_ref().to_path_buf();
-        let log_dir = root.join(LOG_DIR);
-        if !log_dir.join(log::commit_file_name(0)).is_file() {
-            return Err(Error::TableNotFound(root));
+        let dir = match Dir::open(&root) {
+            Ok(d) => d,
+            Err(e) if not_found(&e) => return Err(Error::TableNotFound(root)),
+            Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::ENOTDIR) => {
+                return Err(Error::TableNotFound(root));
+            }
+            Err(e) => return Err(e),
+        };
+        let log = match dir.try_dir(LOG_DIR)? {
+            Some(l) => l,
+            None => return Err(Error::TableNotFound(root)),
+        };
+        let t = Table::new(root, dir, log);
+        if t.log.stat(&log::commit_file_name(0))?.is_none() {
+            // No version 0: a table whose old commits were cleaned up, or none at all.
+            t.segment()?;
         }
-        Ok(Table::new(root, log_dir))
+        Ok(t)
     }
 
-    fn new(root: PathBuf, log_dir: PathBuf) -> Table {
+    fn new(root: PathBuf, dir: Dir, log: Dir) -> Table {
         Table {
+            log_dir: root.join(LOG_DIR),
             root,
-            log_dir,
-            known: Arc::new(AtomicU64::new(u64::MAX)),
+            dir,
+            log,
+            segment: Arc::new(Mutex::new(None)),
+            newest_ok: Arc::new(AtomicU64::new(u64::MAX)),
+            verified: Arc::new(AtomicU64::new(u64::MAX)),
             tip: Arc::new(Mutex::new(None)),
         }
     }
@@ -77,23 +137,27 @@ impl Table {
     /// Create a table with `schema` as version 0 (`CREATE TABLE`: commitInfo, protocol,
     /// metaData). The folder may exist (empty or not) but must hold no table.
     ///
-    /// Errors: [`Error::TableExists`]; [`Error::Io`].
+    /// Errors: [`Error::TableExists`]; [`Error::Usage`] for column names equal regardless of
+    /// case (Delta column names are case-insensitive); [`Error::Io`].
     pub fn create(root: impl AsRef<Path>, schema: &Schema) -> Result<Table> {
         let root = root.as_ref().to_path_buf();
-        let log_dir = root.join(LOG_DIR);
-        fs::create_dir_all(&log_dir).ctx("create", &log_dir)?;
-        if log_dir.join(log::commit_file_name(0)).exists() {
+        schema.check_unique_names()?;
+        std::fs::create_dir_all(&root).ctx("create", &root)?;
+        let dir = Dir::open(&root)?;
+        let log = dir.create_dir(LOG_DIR, 0o755)?;
+        if log.stat(&log::commit_file_name(0))?.is_some() {
             return Err(Error::TableExists(root));
         }
         if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
             let _ = commit::fsync_dir(parent);
         }
-        commit::fsync_dir(&root)?;
+        dir.sync()?;
         let ts = commit::now_ms();
         let schema_string = schema.to_schema_string();
         let actions = vec![
             Action::commit_info(CommitInfo {
                 timestamp: ts,
+                timestamp_recorded: true,
                 operation: "CREATE TABLE".into(),
                 operation_parameters: BTreeMap::from([
                     ("mode".into(), "ErrorIfExists".into()),
@@ -123,8 +187,12 @@ impl Table {
                 created_time: Some(ts),
             }),
         ];
-        match commit::publish(&root, 0, &commit::encode(&actions))? {
-            Publish::Won => Ok(Table::new(root, log_dir)),
+        let t = Table::new(root.clone(), dir, log);
+        match commit::publish(&t.dir, &t.log, 0, &commit::encode(&actions))? {
+            Publish::Won => {
+                t.write_crc_after(0, None);
+                Ok(t)
+            }
             Publish::Lost => Err(Error::TableExists(root)),
         }
     }
@@ -134,87 +202,247 @@ impl Table {
         &self.root
     }
 
-    /// `_delta_log/{version:020}.json`.
+    /// The table folder's directory handle.
+    pub fn dir(&self) -> &Dir {
+        &self.dir
+    }
+
+    /// `_delta_log/`'s directory handle.
+    pub fn log_dir_handle(&self) -> &Dir {
+        &self.log
+    }
+
+    /// `_delta_log/{version:020}.json` (for messages).
     pub fn commit_path(&self, version: u64) -> PathBuf {
         self.log_dir.join(log::commit_file_name(version))
     }
 
-    /// The newest version. The first call starts from the newest checkpoint (or lists
-    /// `_delta_log/` when there is none); later calls (on this table or
-    /// its clones) probe `known + 1, known + 2, ...` with stat(2) from the newest version seen,
-    /// so they cost one failed stat plus one per new commit. Errors: [`Error::Io`].
-    pub fn latest_version(&self) -> Result<u64> {
-        let known = match self.known.load(Ordering::Acquire) {
-            // A checkpoint names a version that exists; probing from it avoids listing a big log.
-            u64::MAX => match checkpoint::newest_at_or_before(&self.root, u64::MAX) {
-                Some(v) if self.commit_path(v).exists() => v,
-                _ => log::list_versions(&self.log_dir)?.last().copied().unwrap_or(0),
-            },
-            k => k,
-        };
-        let v = self.latest_version_from(known);
-        // Publish the newest version seen: replace the sentinel or a smaller value.
-        let _ = self.known.fetch_update(Ordering::AcqRel, Ordering::Acquire, |k| {
-            (k == u64::MAX || k < v).then_some(v)
-        });
-        Ok(v)
+    fn stamp(&self) -> Result<Stamp> {
+        let st = rustix::fs::fstat(self.log.fd()).map_err(|e| {
+            Error::io(
+                "stat",
+                &self.log_dir,
+                std::io::Error::from_raw_os_error(e.raw_os_error()),
+            )
+        })?;
+        Ok((
+            st.st_ino as u64,
+            st.st_mtime as i64,
+            st.st_mtime_nsec as i64,
+            st.st_ctime as i64,
+            st.st_ctime_nsec as i64,
+        ))
     }
 
-    /// The newest version at or after `hint` (a version known to exist), found by probing
-    /// `hint + 1, hint + 2, ...` with stat(2); cost proportional to the commits since `hint`.
-    pub fn latest_version_from(&self, hint: u64) -> u64 {
-        let mut v = hint;
-        while self.commit_path(v + 1).exists() {
-            v += 1;
+    /// The log segment: which versions exist and where the first damage is, proven from one
+    /// listing of `_delta_log/`. A listing is reused while the folder's inode, mtime and ctime
+    /// are unchanged and its ctime was at least 2 s older than the listing (so a change in the
+    /// same clock tick, even on a file system with 1 s timestamps, cannot hide): in the mount,
+    /// `latest` then costs one fstat(2). Errors: [`Error::Io`] naming the folder;
+    /// [`Error::TableNotFound`]; [`Error::Corrupt`] (see [`LogSegment::new`]).
+    pub fn segment(&self) -> Result<LogSegment> {
+        let stamp = self.stamp()?;
+        if let Ok(c) = self.segment.lock()
+            && let Some(c) = c.as_ref()
+            && c.stamp == stamp
+        {
+            return Ok(c.segment.clone());
         }
-        v
+        let now = commit::now_ms();
+        let listing = Listing::read(&self.log)?;
+        let seg = LogSegment::new(&self.root, &listing, || checkpoint::versions(&self.dir))?;
+        let ctime_ms = stamp.3.saturating_mul(1000).saturating_add(stamp.4 / 1_000_000);
+        if ctime_ms.saturating_add(2000) < now
+            && let Ok(mut c) = self.segment.lock()
+        {
+            *c = Some(CachedSegment {
+                stamp,
+                segment: seg.clone(),
+            });
+        }
+        Ok(seg)
     }
 
-    /// The commitInfo of one version. Errors: [`Error::VersionNotFound`], [`Error::Corrupt`].
-    pub fn commit_info(&self, version: u64) -> Result<CommitInfo> {
-        log::read_commit_info(&self.commit_path(version)).map_err(|e| self.not_found(version, e))
+    /// The newest version: the end of the [`Table::segment`], whose commit is checked complete.
+    ///
+    /// Errors: [`Error::Corrupt`] naming the damaged version when the log has a hole, a commit
+    /// name that is not a regular file, or a damaged newest commit (the same error every read of
+    /// a version at or past it gives); [`Error::Io`].
+    pub fn latest_version(&self) -> Result<u64> {
+        let seg = self.segment()?;
+        if let Some(d) = &seg.damage {
+            return Err(d.error());
+        }
+        if self.newest_ok.load(Ordering::Acquire) != seg.end {
+            self.read_commit(seg.end)?;
+            self.newest_ok.store(seg.end, Ordering::Release);
+        }
+        Ok(seg.end)
     }
 
-    fn not_found(&self, version: u64, e: Error) -> Error {
-        match e {
-            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => Error::VersionNotFound {
+    /// Check that every commit from the segment's start up to `version` is complete, reading
+    /// each once per table (later calls read only the commits past the last one checked). The
+    /// mount calls this before answering `latest`, so damage anywhere below answers EIO.
+    /// Errors: as [`Table::read_commit`].
+    pub fn verify_through(&self, version: u64) -> Result<()> {
+        let seg = self.segment()?;
+        if let Some(Err(e)) = seg.check(version) {
+            return Err(e);
+        }
+        let from = match self.verified.load(Ordering::Acquire) {
+            u64::MAX => seg.first,
+            v if v >= version => return Ok(()),
+            v => v + 1,
+        };
+        for v in from..=version {
+            self.read_commit(v)?;
+            self.verified.store(v, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// The newest version that can be read: the segment's end, or the version before the first
+    /// damaged commit at or below it (each commit checked complete once per table, as in
+    /// [`Table::verify_through`]). `None` when not even the first version can be read. Listings
+    /// of versions use this, so damage never shows phantom versions nor hides readable ones.
+    /// Errors: [`Error::Io`] and the segment's errors.
+    pub fn readable_through(&self) -> Result<Option<u64>> {
+        let seg = self.segment()?;
+        if seg.damage.as_ref().is_some_and(|d| d.version <= seg.first) {
+            return Ok(None);
+        }
+        let from = match self.verified.load(Ordering::Acquire) {
+            u64::MAX => seg.first,
+            v if v >= seg.end => return Ok(Some(seg.end)),
+            v => v + 1,
+        };
+        for v in from..=seg.end {
+            match self.read_commit(v) {
+                Ok(_) => self.verified.store(v, Ordering::Release),
+                Err(Error::Corrupt { .. }) => return Ok(v.checked_sub(1).filter(|p| *p >= seg.first)),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Some(seg.end))
+    }
+
+    /// Read and check one commit (docs/FORMAT.md, "Commit completeness"), beneath the log folder.
+    ///
+    /// Errors: [`Error::Corrupt`] naming the version when it is damaged or not a regular file,
+    /// or when it is missing below a newer commit (a hole); [`Error::VersionNotFound`] when it
+    /// is missing past the newest; [`Error::Io`].
+    pub fn read_commit(&self, version: u64) -> Result<Commit> {
+        let name = log::commit_file_name(version);
+        let path = self.log_dir.join(&name);
+        let mut f = match self.log.open_file(&name) {
+            Ok(f) => f,
+            Err(e) if not_found(&e) => return Err(self.missing(version)),
+            Err(Error::Corrupt { .. }) => {
+                return Err(log::damaged(
+                    &path,
+                    version,
+                    "the commit is not a regular file (a symlink, FIFO or folder)",
+                ));
+            }
+            Err(e) => return Err(e),
+        };
+        let meta = f.metadata().ctx("stat", &path)?;
+        let mtime_ms = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as i64);
+        let mut bytes = Vec::with_capacity(meta.len().min(1 << 24) as usize);
+        f.read_to_end(&mut bytes).ctx("read", &path)?;
+        log::parse_commit(version, &path, &bytes, mtime_ms)
+    }
+
+    /// The error for a version whose commit is not there: a hole (damage) or not found.
+    fn missing(&self, version: u64) -> Error {
+        match self.segment() {
+            Ok(seg) => match seg.check(version) {
+                Some(Err(e)) => e,
+                Some(Ok(())) => log::damaged(
+                    &self.commit_path(version),
+                    version,
+                    "the commit disappeared while it was being read",
+                ),
+                None => Error::VersionNotFound {
+                    table: self.root.clone(),
+                    version,
+                    latest: seg.end,
+                },
+            },
+            Err(e) => e,
+        }
+    }
+
+    /// Check that `version` exists and nothing before it is damaged (per the segment).
+    fn check_version(&self, version: u64) -> Result<LogSegment> {
+        let seg = self.segment()?;
+        match seg.check(version) {
+            Some(Ok(())) => Ok(seg),
+            Some(Err(e)) => Err(e),
+            None => Err(Error::VersionNotFound {
                 table: self.root.clone(),
                 version,
-                latest: self.latest_version().unwrap_or(0),
-            },
-            e => e,
+                latest: seg.end,
+            }),
         }
     }
 
-    /// Replay versions `0..=version`, calling `each` after every commit. Errors:
-    /// [`Error::VersionNotFound`] (including a gap in the log), [`Error::Corrupt`].
-    fn replay(
+    /// The commitInfo of one version, its timestamp resolved: a commit without
+    /// `commitInfo.timestamp` (other writers may omit it) gets its file's mtime raised to one
+    /// ms after the previous version's time (docs/FORMAT.md, "Commit times").
+    ///
+    /// Errors: [`Error::VersionNotFound`], [`Error::Corrupt`].
+    pub fn commit_info(&self, version: u64) -> Result<CommitInfo> {
+        let c = self.read_commit(version)?;
+        let info = c.info.clone().unwrap_or_default();
+        if info.timestamp_recorded {
+            return Ok(info);
+        }
+        // Walk back to the newest version that records its time (or the first), then forward:
+        // iterative, so a long run of commits without timestamps cannot exhaust the stack.
+        let first = self.segment()?.first;
+        let mut chain = vec![(info, c.mtime_ms)];
+        let mut previous = None;
+        let mut v = version;
+        while v > first {
+            v -= 1;
+            let c = self.read_commit(v)?;
+            let info = c.info.unwrap_or_default();
+            if info.timestamp_recorded {
+                previous = Some(info.timestamp);
+                break;
+            }
+            chain.push((info, c.mtime_ms));
+        }
+        let mut resolved = None;
+        while let Some((info, mtime)) = chain.pop() {
+            let r = resolve_time(info, mtime, previous);
+            previous = Some(r.timestamp);
+            resolved = Some(r);
+        }
+        Ok(resolved.unwrap_or_default())
+    }
+
+    /// Replay versions `from..=version` onto `replay` (whose state is that of `from - 1`, and
+    /// whose last commit time was `previous`), calling `each` after every commit with the
+    /// resolved commitInfo. Errors: as [`Table::read_commit`].
+    fn replay_range(
         &self,
+        from: u64,
         version: u64,
         replay: &mut Replay,
+        mut previous: Option<i64>,
         mut each: impl FnMut(u64, &Replay, CommitInfo) -> Result<()>,
     ) -> Result<()> {
-        for v in 0..=version {
-            let path = self.commit_path(v);
-            let actions = match log::read_commit(&path) {
-                Ok(a) => a,
-                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                    let latest = self.latest_version()?;
-                    if v <= latest {
-                        return Err(Error::Corrupt {
-                            path,
-                            reason: format!("the log has a gap: version {v} is missing but version {latest} exists"),
-                        });
-                    }
-                    return Err(Error::VersionNotFound {
-                        table: self.root.clone(),
-                        version,
-                        latest,
-                    });
-                }
-                Err(e) => return Err(e),
-            };
-            let info = replay.apply(&self.root, &path, actions)?;
+        for v in from..=version {
+            let c = self.read_commit(v)?;
+            replay.apply(&self.root, &c)?;
+            let info = resolve_time(c.info.clone().unwrap_or_default(), c.mtime_ms, previous);
+            previous = Some(info.timestamp);
             each(v, replay, info)?;
         }
         Ok(())
@@ -222,12 +450,14 @@ impl Table {
 
     /// The snapshot of `version` by log replay, from the newest of: this table's last snapshot
     /// (kept in memory and shared by clones), the newest checkpoint at or before `version`, or
-    /// version 0. Writes a checkpoint when `version` is [`checkpoint::CHECKPOINT_INTERVAL`] or
-    /// more past the newest one.
+    /// the segment's start. Writes a checkpoint when `version` is
+    /// [`checkpoint::CHECKPOINT_INTERVAL`] or more past the newest one.
     ///
-    /// Errors: [`Error::VersionNotFound`], [`Error::Corrupt`], [`Error::UnsupportedProtocol`].
+    /// Errors: [`Error::VersionNotFound`], [`Error::Corrupt`] (naming the first damaged version
+    /// when `version` is at or past it), [`Error::UnsupportedProtocol`].
     pub fn snapshot(&self, version: u64) -> Result<Snapshot> {
-        let cp = checkpoint::newest_at_or_before(&self.root, version);
+        let seg = self.check_version(version)?;
+        let cp = checkpoint::newest_at_or_before(&self.dir, version);
         let mut base = self
             .tip
             .lock()
@@ -237,17 +467,26 @@ impl Table {
         if let Some(c) = cp
             && base.as_ref().is_none_or(|b| b.version < c)
         {
-            match checkpoint::read(&self.root, c) {
+            match checkpoint::read(&self.dir, c) {
                 Ok(snap) => base = Some(Arc::new(snap)),
                 Err(e) => ::log::warn!("ignoring checkpoint: {e}"),
             }
         }
         let snap = match &base {
             Some(b) => self.snapshot_after(b, version)?,
+            None if seg.first > 0 => {
+                return Err(Error::Corrupt {
+                    path: self.commit_path(0),
+                    reason: format!(
+                        "versions before {} are not available and the checkpoint of version {} cannot be read",
+                        seg.first, seg.first
+                    ),
+                });
+            }
             None => {
                 let mut replay = Replay::default();
                 let mut last = None;
-                self.replay(version, &mut replay, |v, _, info| {
+                self.replay_range(0, version, &mut replay, None, |v, _, info| {
                     if v == version {
                         last = Some(info);
                     }
@@ -257,7 +496,7 @@ impl Table {
             }
         };
         if version - cp.unwrap_or(0) >= checkpoint::CHECKPOINT_INTERVAL
-            && let Err(e) = checkpoint::write(&snap)
+            && let Err(e) = checkpoint::write(&self.dir, &snap)
         {
             ::log::debug!("no checkpoint written for version {version}: {e}");
         }
@@ -279,39 +518,43 @@ impl Table {
             num_files: s.files.len() as u64,
             num_records: s.num_records(),
             size_bytes: s.size_bytes(),
+            files_without_stats: s.files.iter().filter(|f| !f.has_stats).count() as u64,
             commit_info: s.commit_info,
             metadata: s.metadata,
         };
-        let Some(cp) = checkpoint::newest_at_or_before(&self.root, version) else {
+        self.check_version(version)?;
+        let Some(cp) = checkpoint::newest_at_or_before(&self.dir, version) else {
             return self.snapshot(version).map(from_snapshot);
         };
-        let Ok(mut t) = checkpoint::read_totals(&self.root, cp) else {
+        let Ok(mut t) = checkpoint::read_totals(&self.dir, cp) else {
             return self.snapshot(version).map(from_snapshot);
         };
+        if version - cp >= checkpoint::CHECKPOINT_INTERVAL {
+            return self.snapshot(version).map(from_snapshot);
+        }
+        let mut previous = Some(t.commit_info.timestamp);
         for v in cp + 1..=version {
-            let path = self.commit_path(v);
-            let actions = log::read_commit(&path).map_err(|e| self.not_found(version, e))?;
-            let blind = actions.iter().all(|a| a.remove.is_none() && a.protocol.is_none())
-                && actions
+            let c = self.read_commit(v)?;
+            let blind = c.actions.iter().all(|a| a.remove.is_none() && a.protocol.is_none())
+                && c.info.as_ref().is_some_and(|i| i.is_blind_append)
+                && c.actions
                     .iter()
-                    .any(|a| a.commit_info.as_ref().is_some_and(|c| c.is_blind_append));
-            if !blind || version - cp >= checkpoint::CHECKPOINT_INTERVAL {
+                    .filter_map(|a| a.add.as_ref())
+                    .all(|a| a.num_records().is_some());
+            if !blind {
                 return self.snapshot(version).map(from_snapshot);
             }
-            for a in actions {
-                if let Some(c) = a.commit_info {
-                    t.commit_info = c;
-                }
+            let info = resolve_time(c.info.clone().unwrap_or_default(), c.mtime_ms, previous);
+            previous = Some(info.timestamp);
+            t.commit_info = info;
+            for a in c.actions {
                 if let Some(m) = a.metadata {
                     t.metadata = m;
                 }
                 if let Some(add) = a.add {
-                    if !crate::actions::is_safe_relative_path(&add.path) {
-                        return self.snapshot(version).map(from_snapshot);
-                    }
                     t.num_files += 1;
-                    t.num_records += add.num_records().unwrap_or(0);
-                    t.size_bytes += add.size;
+                    t.num_records = t.num_records.saturating_add(add.num_records().unwrap_or(0));
+                    t.size_bytes = t.size_bytes.saturating_add(add.size);
                 }
             }
         }
@@ -330,16 +573,21 @@ impl Table {
         if version == base.version {
             return Ok(base.clone());
         }
+        self.check_version(version)?;
         let mut replay = Replay::from_snapshot(base);
-        let mut last = (version == base.version).then(|| base.commit_info.clone());
-        for v in base.version + 1..=version {
-            let path = self.commit_path(v);
-            let actions = log::read_commit(&path).map_err(|e| self.not_found(version, e))?;
-            let info = replay.apply(&self.root, &path, actions)?;
-            if v == version {
-                last = Some(info);
-            }
-        }
+        let mut last = None;
+        self.replay_range(
+            base.version + 1,
+            version,
+            &mut replay,
+            Some(base.timestamp),
+            |v, _, info| {
+                if v == version {
+                    last = Some(info);
+                }
+                Ok(())
+            },
+        )?;
         replay.snapshot(&self.root, version, last.unwrap_or_default())
     }
 
@@ -349,11 +597,18 @@ impl Table {
     }
 
     /// One entry per version, oldest first, with the table's rows and files after each commit.
+    /// Versions before the segment's start (cleaned up) are not listed.
     pub fn history(&self) -> Result<Vec<HistoryEntry>> {
         let latest = self.latest_version()?;
+        let seg = self.segment()?;
         let mut out = Vec::new();
-        let mut replay = Replay::default();
-        self.replay(latest, &mut replay, |v, r, info| {
+        let (mut replay, from, previous) = if seg.first == 0 {
+            (Replay::default(), 0, None)
+        } else {
+            let base = checkpoint::read(&self.dir, seg.first)?;
+            (Replay::from_snapshot(&base), seg.first + 1, Some(base.timestamp))
+        };
+        self.replay_range(from, latest, &mut replay, previous, |v, r, info| {
             let snap_rows = r.live_rows();
             out.push(HistoryEntry {
                 version: v,
@@ -371,17 +626,30 @@ impl Table {
         Ok(self.inventory(None)?.0)
     }
 
-    /// One replay of the whole log: every data file path any `add` named, and every value of
-    /// `commitInfo.operationParameters[param]` (the mount's `stagingId`s, for vacuum).
+    /// One replay of the whole log: every data file path any `add` named (decoded), and every
+    /// value of `commitInfo.operationParameters[param]` (the mount's `stagingId`s, for vacuum).
+    ///
+    /// Errors: [`Error::Corrupt`] unless the whole log, from version 0 to the newest commit
+    /// present, replays cleanly: vacuum deletes nothing on a log it could not read whole.
     pub fn inventory_with_param(&self, param: &str) -> Result<(HashSet<String>, HashSet<String>)> {
         self.inventory(Some(param))
     }
 
     fn inventory(&self, param: Option<&str>) -> Result<(HashSet<String>, HashSet<String>)> {
-        let mut replay = Replay::recording_added();
         let latest = self.latest_version()?;
+        let seg = self.segment()?;
+        if seg.first > 0 {
+            return Err(Error::Corrupt {
+                path: self.commit_path(0),
+                reason: format!(
+                    "versions before {} are not available, so the files they named are unknown; vacuum needs the whole log",
+                    seg.first
+                ),
+            });
+        }
+        let mut replay = Replay::recording_added();
         let mut values = HashSet::new();
-        self.replay(latest, &mut replay, |_, _, info| {
+        self.replay_range(0, latest, &mut replay, None, |_, _, info| {
             if let Some(v) = param.and_then(|p| info.operation_parameters.get(p)) {
                 values.insert(v.clone());
             }
@@ -392,13 +660,14 @@ impl Table {
 
     /// The newest version whose commit timestamp is at or before `time_ms` (timestamps are
     /// strictly increasing, so a binary search). Errors: `None` when `time_ms` is before
-    /// version 0.
+    /// the first version.
     pub fn version_as_of(&self, time_ms: i64) -> Result<Option<u64>> {
         let latest = self.latest_version()?;
-        if self.commit_info(0)?.timestamp > time_ms {
+        let first = self.segment()?.first;
+        if self.commit_info(first)?.timestamp > time_ms {
             return Ok(None);
         }
-        let (mut lo, mut hi) = (0u64, latest);
+        let (mut lo, mut hi) = (first, latest);
         while lo < hi {
             let mid = lo + (hi - lo).div_ceil(2);
             if self.commit_info(mid)?.timestamp <= time_ms {
@@ -410,36 +679,69 @@ impl Table {
         Ok(Some(lo))
     }
 
-    /// The `add` action (with its stats) that made `file` live, read again from its commit.
-    /// Errors: [`Error::Corrupt`] when that commit no longer names the file.
+    /// The `add` action (with its stats, its path decoded) that made `file` live, read again
+    /// from its commit. Errors: [`Error::Corrupt`] when that commit no longer names the file.
     pub fn add_action(&self, file: &crate::snapshot::FileEntry) -> Result<Add> {
-        let path = self.commit_path(file.added_in);
-        log::read_commit(&path)?
+        self.read_commit(file.added_in)?
+            .actions
             .into_iter()
             .filter_map(|a| a.add)
             .rfind(|a| a.path == file.path)
             .ok_or_else(|| Error::Corrupt {
-                path,
+                path: self.commit_path(file.added_in),
                 reason: format!("no add action for {}", file.path),
             })
     }
 
-    /// Open a data file of a snapshot for reading, refusing a symlink that leads out of the table.
-    pub fn open_data_file(&self, rel: &str) -> Result<File> {
+    /// Open the data file `rel` (a decoded path relative to the table root, as in
+    /// [`crate::snapshot::FileEntry::path`]) for reading, beneath the table folder with
+    /// `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` ([`crate::beneath::Dir`]), and check that
+    /// it is what the log says: a regular file of exactly `expected_size` bytes (`add.size`),
+    /// in JSONL, not Parquet. The one opener of data files for the CLI and the mount (see
+    /// docs/FORMAT.md, "Data files").
+    ///
+    /// Errors: [`Error::Corrupt`] naming the file when it is missing, a symlink, not a regular
+    /// file, of another size, or a Parquet file; [`Error::Io`] for other failures.
+    pub fn open_data_file(&self, rel: &str, expected_size: u64) -> Result<File> {
         let path = self.root.join(rel);
-        let meta = fs::symlink_metadata(&path).ctx("stat", &path)?;
-        // A path with a folder in it may pass through a symlinked folder: resolve those too.
-        if meta.file_type().is_symlink() || rel.contains('/') {
-            let real = fs::canonicalize(&path).ctx("resolve", &path)?;
-            let root = fs::canonicalize(&self.root).ctx("resolve", &self.root)?;
-            if !real.starts_with(&root) {
+        if is_parquet_name(rel) {
+            return Err(parquet_error(path));
+        }
+        let file = match self.dir.open_file(rel) {
+            Ok(f) => f,
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Error::Corrupt {
                     path,
-                    reason: "data file is reached through a symlink leading out of the table".into(),
+                    reason: "data file is missing, but a version names it".into(),
                 });
             }
+            Err(e) => return Err(e),
+        };
+        let len = file.metadata().ctx("stat", &path)?.len();
+        if len != expected_size {
+            return Err(Error::Corrupt {
+                path,
+                reason: format!("data file is {len} bytes, but its add action says {expected_size} bytes"),
+            });
         }
-        File::open(&path).ctx("open", &path)
+        if !rel.ends_with(".jsonl") && len >= 4 {
+            let mut magic = [0u8; 4];
+            std::os::unix::fs::FileExt::read_exact_at(&file, &mut magic, 0).ctx("read", &path)?;
+            if &magic == b"PAR1" {
+                return Err(parquet_error(path));
+            }
+        }
+        Ok(file)
+    }
+
+    /// Open every data file of `snapshot` (checked as [`Table::open_data_file`] does), in order,
+    /// before any byte is read: a version is read whole or not at all.
+    pub fn open_data_files(&self, snapshot: &Snapshot) -> Result<Vec<File>> {
+        snapshot
+            .files
+            .iter()
+            .map(|f| self.open_data_file(&f.path, f.size))
+            .collect()
     }
 
     /// Write the rows of `snapshot` (its data files concatenated) to `out`.
@@ -447,9 +749,9 @@ impl Table {
         // 256 KiB reads and writes: std::io::copy's 8 KiB buffer costs 4x the syscalls of cat.
         let mut buf = vec![0u8; 256 << 10];
         let mut n = 0;
-        for f in &snapshot.files {
+        let files = self.open_data_files(snapshot)?;
+        for (f, mut file) in snapshot.files.iter().zip(files) {
             let path = self.root.join(&f.path);
-            let mut file = self.open_data_file(&f.path)?;
             loop {
                 let k = match file.read(&mut buf) {
                     Ok(0) => break,
@@ -471,7 +773,7 @@ impl Table {
     fn write_data_file(&self, schema: &Schema, source: &str, input: impl BufRead) -> Result<Option<Add>> {
         let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
         let path = self.root.join(&name);
-        let mut w = BufWriter::with_capacity(1 << 20, commit::create_new(&path)?);
+        let mut w = BufWriter::with_capacity(1 << 20, self.dir.create_new(&name, 0o644)?);
         let result = rows::canonicalize(schema, source, input, &mut w, &path).and_then(|stats| {
             let file = w.into_inner().map_err(|e| Error::io("write", &path, e.into_error()))?;
             file.sync_all().ctx("fsync", &path)?;
@@ -480,17 +782,25 @@ impl Table {
         let stats = match result {
             Ok(s) if s.num_records > 0 => s,
             other => {
-                let _ = fs::remove_file(&path);
+                let _ = self.dir.try_unlink(&name);
                 return other.map(|_| None);
             }
         };
         // The folder entry of the new file is made durable by publish(), which fsyncs the table
         // folder before the link.
         if let Err(e) = failpoint::hit("data-written") {
-            let _ = fs::remove_file(&path);
+            let _ = self.dir.try_unlink(&name);
             return Err(e);
         }
-        Ok(Some(Self::new_add(name, schema, &stats)))
+        Ok(Some(Add {
+            path: name,
+            partition_values: BTreeMap::new(),
+            size: stats.bytes,
+            modification_time: commit::now_ms(),
+            data_change: true,
+            stats: Some(stats.to_stats_json(schema)),
+            parsed_rows: Default::default(),
+        }))
     }
 
     /// Append the rows of `input` as one `WRITE` (mode `Append`) commit, a blind append that
@@ -506,7 +816,7 @@ impl Table {
         let Some(add) = self.write_data_file(&snap.schema, source, input)? else {
             return Ok(None);
         };
-        self.commit_append(read_version, add, opts).map(Some)
+        self.commit_append(&snap, read_version, add, opts).map(Some)
     }
 
     /// Append rows the caller already validated and canonicalised against `schema` (the mount's
@@ -540,8 +850,8 @@ impl Table {
         }
         let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
         place(&self.root.join(&name))?;
-        self.commit_append(read_version, Self::new_add(name, schema, stats), opts)
-            .map(Some)
+        let add = Self::new_add(name, schema, stats);
+        self.commit_append(&snap, read_version, add, opts).map(Some)
     }
 
     /// The `add` of a new data file `name` (relative to the root) with `stats`.
@@ -553,11 +863,13 @@ impl Table {
             modification_time: commit::now_ms(),
             data_change: true,
             stats: Some(stats.to_stats_json(schema)),
+            parsed_rows: Default::default(),
         }
     }
 
-    /// Commit `add` (a data file already durable in the root) as one blind `WRITE`/`Append`.
-    fn commit_append(&self, read_version: u64, add: Add, opts: &WriteOptions) -> Result<u64> {
+    /// Commit `add` (a data file already durable in the root) as one blind `WRITE`/`Append`
+    /// read from `snap` at `read_version`.
+    fn commit_append(&self, snap: &Snapshot, read_version: u64, add: Add, opts: &WriteOptions) -> Result<u64> {
         let rows = add.num_records().unwrap_or(0);
         let mut params = BTreeMap::from([("mode".to_string(), "Append".to_string())]);
         params.extend(opts.extra_params.iter().cloned());
@@ -567,7 +879,7 @@ impl Table {
             ("numOutputBytes".into(), add.size.to_string()),
         ]);
         let res = commit::commit_loop(
-            &self.root,
+            self,
             read_version,
             Isolation::BlindAppend,
             opts.expect_version,
@@ -578,7 +890,7 @@ impl Table {
                 ]
             },
         );
-        self.cleanup_on_error(res, &[&add.path])
+        self.finish(res, &[&add.path], snap)
     }
 
     /// Replace the rows of one live data file `old` (a path relative to the root, as its `add`
@@ -590,7 +902,7 @@ impl Table {
     /// is no longer live or a commit in between changed the schema.
     pub fn replace_file(&self, source: &str, old: &str, input: impl BufRead, opts: &WriteOptions) -> Result<u64> {
         let mut read_version = self.latest_version()?;
-        let snap = self.snapshot(read_version)?;
+        let mut snap = self.snapshot(read_version)?;
         self.check_writable(&snap)?;
         let add = self.write_data_file(&snap.schema, source, input)?;
         let rows = add.as_ref().and_then(Add::num_records).unwrap_or(0);
@@ -602,20 +914,12 @@ impl Table {
             ("numOutputRows".into(), rows.to_string()),
         ]);
         let files: Vec<&str> = add.iter().map(|a| a.path.as_str()).collect();
-        let mut snap = snap;
         for _ in 0..16 {
             let Some(old_entry) = snap.files.iter().find(|f| f.path == old) else {
-                return self.cleanup_on_error(
-                    Err(Error::ConcurrentWrite {
-                        table: self.root.clone(),
-                        read_version,
-                        version: read_version,
-                    }),
-                    &files,
-                );
+                break;
             };
             let res = commit::commit_loop(
-                &self.root,
+                self,
                 read_version,
                 Isolation::ReadDependent,
                 opts.expect_version,
@@ -631,24 +935,22 @@ impl Table {
                     read_version = self.latest_version()?;
                     snap = self.snapshot(read_version)?;
                 }
-                other => return self.cleanup_on_error(other, &files),
+                other => return self.finish(other, &files, &snap),
             }
         }
-        self.cleanup_on_error(
-            Err(Error::ConcurrentWrite {
-                table: self.root.clone(),
-                read_version,
-                version: read_version + 1,
-            }),
-            &files,
-        )
+        let conflict = Err(Error::ConcurrentWrite {
+            table: self.root.clone(),
+            read_version,
+            version: read_version + 1,
+        });
+        self.finish(conflict, &files, &snap)
     }
 
     /// The path of the data file that version `version`'s commit added (its first `add`), if
-    /// it added one. Errors: as [`crate::log::read_commit`].
+    /// it added one. Errors: as [`Table::read_commit`].
     pub fn added_path(&self, version: u64) -> Result<Option<String>> {
-        let actions = crate::log::read_commit(&self.commit_path(version))?;
-        Ok(actions.into_iter().find_map(|a| a.add.map(|a| a.path)))
+        let c = self.read_commit(version)?;
+        Ok(c.actions.into_iter().find_map(|a| a.add.map(|a| a.path)))
     }
 
     /// The `commitInfo` action of a write at version `v`, timestamp `ts`.
@@ -662,6 +964,7 @@ impl Table {
     ) -> Action {
         Action::commit_info(CommitInfo {
             timestamp: ts,
+            timestamp_recorded: true,
             operation: operation.into(),
             operation_parameters: params.clone(),
             read_version: Some(v as i64 - 1),
@@ -672,13 +975,33 @@ impl Table {
         })
     }
 
-    fn cleanup_on_error(&self, res: Result<u64>, files: &[&str]) -> Result<u64> {
-        if res.is_err() {
-            for f in files {
-                let _ = fs::remove_file(self.root.join(f));
+    /// After a commit attempt: on an error that left nothing published, remove the data files
+    /// written for it; after a publish (even one whose durability is unknown), keep them and
+    /// write the version checksum from `base` (the snapshot the write read).
+    fn finish(&self, res: Result<u64>, files: &[&str], base: &Snapshot) -> Result<u64> {
+        match &res {
+            Ok(v) => self.write_crc_after(*v, Some(base)),
+            Err(Error::NotDurable { .. }) => {}
+            Err(_) => {
+                for f in files {
+                    let _ = self.dir.try_unlink(f);
+                }
             }
         }
         res
+    }
+
+    /// Write `_delta_log/{version:020}.crc` (Delta PROTOCOL "Version Checksum File": table size,
+    /// file count, metadata, protocol) for a version just committed, replaying it from `base`.
+    /// Best effort: readers never need it, so a failure is a warning.
+    fn write_crc_after(&self, version: u64, base: Option<&Snapshot>) {
+        let snap = match base {
+            Some(b) => self.snapshot_after(b, version),
+            None => self.snapshot(version),
+        };
+        if let Err(e) = snap.and_then(|s| crate::crc::write(&self.log, &s)) {
+            ::log::warn!("no version checksum written for version {version}: {e}");
+        }
     }
 
     fn check_writable(&self, snap: &Snapshot) -> Result<()> {
@@ -697,7 +1020,7 @@ impl Table {
             .iter()
             .map(|f| {
                 Action::remove(Remove {
-                    path: f.path.clone(),
+                    path: crate::actions::encode_path(&f.path),
                     deletion_timestamp: Some(ts),
                     data_change: true,
                     extended_file_metadata: Some(true),
@@ -729,7 +1052,7 @@ impl Table {
         ]);
         let live: Vec<_> = snap.files.iter().collect();
         let res = commit::commit_loop(
-            &self.root,
+            self,
             read_version,
             Isolation::ReadDependent,
             opts.expect_version,
@@ -741,7 +1064,7 @@ impl Table {
             },
         );
         let files: Vec<&str> = add.iter().map(|a| a.path.as_str()).collect();
-        self.cleanup_on_error(res, &files)
+        self.finish(res, &files, &snap)
     }
 
     /// Commit a `RESTORE` whose snapshot equals version `target`'s: same files in the same order
@@ -764,19 +1087,23 @@ impl Table {
         // the rest so that replay yields exactly the target's order.
         let prefix = kept.iter().zip(&old.files).take_while(|(a, b)| **a == b.path).count();
         let kept_prefix: HashSet<&str> = kept[..prefix].iter().copied().collect();
-        let to_remove: Vec<_> = cur
-            .files
-            .iter()
-            .filter(|f| !kept_prefix.contains(f.path.as_str()))
-            .collect();
         let to_add: Vec<Add> = old.files[prefix..]
             .iter()
             .map(|f| self.add_action(f))
             .collect::<Result<_>>()?;
+        // A live file the restore re-adds is not also removed: re-adding a live path is how
+        // Delta updates it (PROTOCOL "Add File and Remove File"; one path in both an add and a
+        // remove of one commit is not allowed), and replay moves it to the end all the same.
+        let readded: HashSet<&str> = to_add.iter().map(|a| a.path.as_str()).collect();
+        let to_remove: Vec<_> = cur
+            .files
+            .iter()
+            .filter(|f| !kept_prefix.contains(f.path.as_str()) && !readded.contains(f.path.as_str()))
+            .collect();
         let schema_changed = cur.metadata != old.metadata;
         let metrics = BTreeMap::from([
-            ("numRestoredFile".into(), to_add.len().to_string()),
-            ("numRemovedFile".into(), to_remove.len().to_string()),
+            ("numRestoredFiles".into(), to_add.len().to_string()),
+            ("numRemovedFiles".into(), to_remove.len().to_string()),
             (
                 "restoredFilesSize".into(),
                 to_add.iter().map(|a| a.size).sum::<u64>().to_string(),
@@ -791,14 +1118,15 @@ impl Table {
         ]);
         let mut params = BTreeMap::from([("version".to_string(), target.to_string())]);
         params.extend(opts.extra_params.iter().cloned());
-        commit::commit_loop(
-            &self.root,
+        let res = commit::commit_loop(
+            self,
             read_version,
             Isolation::ReadDependent,
             opts.expect_version,
             |v, ts| {
                 let mut actions = vec![Action::commit_info(CommitInfo {
                     timestamp: ts,
+                    timestamp_recorded: true,
                     operation: "RESTORE".into(),
                     operation_parameters: params.clone(),
                     read_version: Some(v as i64 - 1),
@@ -813,12 +1141,34 @@ impl Table {
                 actions.extend(Self::removes(&to_remove, ts));
                 actions.extend(to_add.iter().cloned().map(|mut a| {
                     a.data_change = true;
+                    a.path = crate::actions::encode_path(&a.path);
                     Action::add(a)
                 }));
                 actions
             },
-        )
+        );
+        self.finish(res, &[], &cur)
     }
+}
+
+/// Whether a data file's name says Parquet (delta-rs and Spark write `*.parquet`).
+fn is_parquet_name(rel: &str) -> bool {
+    rel.ends_with(".parquet")
+}
+
+const PARQUET: &str = "data file is Parquet (written by another Delta writer); tinydelta reads only JSONL data files";
+
+fn parquet_error(path: PathBuf) -> Error {
+    Error::Corrupt {
+        path,
+        reason: PARQUET.into(),
+    }
+}
+
+/// Whether `e` says a data file is in a format tinydelta does not read (Parquet): the table is
+/// not damaged, but the versions naming the file cannot be read by tinydelta.
+pub fn is_unsupported_format(e: &Error) -> bool {
+    matches!(e, Error::Corrupt { reason, .. } if reason == PARQUET)
 }
 
 #[cfg(test)]
@@ -886,7 +1236,7 @@ mod tests {
         append(&t, "{\"id\":5,\"s\":\"x\"}\n");
         append(&t, "{\"id\":6}\n");
         let full: Vec<Snapshot> = (0..=5).map(|v| t.snapshot(v).expect("snapshot")).collect();
-        checkpoint::write(&full[3]).expect("write checkpoint");
+        checkpoint::write(t.dir(), &full[3]).expect("write checkpoint");
         let fresh = Table::open(t.root()).expect("open");
         assert_eq!(fresh.latest_version().expect("latest"), 5);
         for (v, f) in full.iter().enumerate() {

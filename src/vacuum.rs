@@ -1,17 +1,25 @@
-//! Vacuum (SPEC section 3): delete what no version names, never what one does.
+//! Vacuum (README, "Usage"; docs/FORMAT.md, "Vacuum"): delete what no version names, never what one does.
 //!
-//! Candidates: `part-*.jsonl` in the table folder that no `add` of any version ever named,
-//! stale `_delta_log/.<version>.<uuid>.tmp` commits-in-progress and checkpoint temporaries,
-//! and `_staging/` leftovers.
-//! Each is deleted only when its mtime is older than the retention, so an in-flight writer's
-//! files survive.
+//! Vacuum first replays the whole log, from version 0 to the newest commit present
+//! ([`Table::inventory_with_param`]); any damage (a hole, an empty or cut commit, a commit that
+//! is not a regular file) is an error and nothing is deleted. Candidates then are:
+//! `part-*.jsonl` in the table folder that no `add` of any version ever named (paths compared
+//! decoded), stale `_delta_log/.<version>.<uuid>.tmp` commits-in-progress and checkpoint
+//! temporaries, and `_staging/` leftovers (temporaries and orphan halves; never a staged file
+//! because a commit names its staging id: any commit can name any id, so only the mount that
+//! staged a file decides it is done). Each is deleted only when its mtime is older than the
+//! retention, so an in-flight writer's files survive. Everything is listed, stat'ed and deleted
+//! through directory handles ([`crate::beneath::Dir`]): a symlinked `_staging`,
+//! `_tinydelta` or `checkpoints` is an error, never followed. `_staging/` is cleaned only under
+//! the mount's lock (`_staging/.lock`, `flock`), held until the last deletion, so a mount
+//! starting meanwhile cannot race it; while a mount holds it `_staging/` is left alone.
 
-use std::fs;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::error::{Error, IoContext, Result};
-use crate::log::{LOG_DIR, LogFile};
+use crate::beneath::{Dir, Kind};
+use crate::error::{Error, Result};
+use crate::log::LogFile;
 use crate::table::Table;
 
 /// The default retention: one hour.
@@ -27,80 +35,135 @@ pub struct VacuumReport {
     pub deleted: Vec<PathBuf>,
     /// Their total size, bytes.
     pub bytes: u64,
+    /// Whether `_staging/` was skipped because a mount holds the table.
+    pub staging_skipped: bool,
 }
 
-fn older_than(path: &Path, cutoff: SystemTime) -> Result<Option<u64>> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(m) => m,
-        // Gone since the listing (a writer finished): nothing to delete.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io("stat", path, e)),
-    };
-    let mtime = meta.modified().ctx("stat", path)?;
-    Ok((mtime <= cutoff).then_some(meta.len()))
+struct Sweep {
+    cutoff_s: i64,
+    dry_run: bool,
+    report: VacuumReport,
+}
+
+impl Sweep {
+    /// Delete `dir/name` if it is a regular file older than the cutoff.
+    fn consider(&mut self, dir: &Dir, name: &str) -> Result<()> {
+        let Some(st) = dir.stat(name)? else {
+            // Gone since the listing (a writer finished): nothing to delete.
+            return Ok(());
+        };
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+            return Ok(());
+        }
+        if st.st_mtime > self.cutoff_s {
+            return Ok(());
+        }
+        if !self.dry_run && !dir.try_unlink(name)? {
+            return Ok(());
+        }
+        self.report.bytes = self.report.bytes.saturating_add(st.st_size as u64);
+        self.report.deleted.push(dir.join(name));
+        Ok(())
+    }
+}
+
+fn names(dir: &Dir) -> Result<Vec<String>> {
+    Ok(dir
+        .entries()?
+        .into_iter()
+        .filter(|e| e.kind == Kind::File)
+        .filter_map(|e| e.name.into_string().ok())
+        .collect())
 }
 
 /// Vacuum `table`, deleting candidates whose mtime is at least `retention` old; with `dry_run`
-/// only report them. Errors: [`crate::Error::Io`] naming the path; [`crate::Error::Corrupt`] if the
-/// log cannot be replayed (then nothing is deleted).
+/// only report them. Errors: [`crate::Error::Corrupt`] if the log cannot be replayed whole (then
+/// nothing is deleted) or a folder vacuum works in is a symlink; [`crate::Error::Io`] naming the
+/// path.
 pub fn vacuum(table: &Table, retention: Duration, dry_run: bool) -> Result<VacuumReport> {
-    let (referenced, staged_ids) = table.inventory_with_param(crate::staging::STAGING_ID_PARAM)?;
-    let cutoff = SystemTime::now()
-        .checked_sub(retention)
-        .unwrap_or(SystemTime::UNIX_EPOCH);
-    let mut report = VacuumReport::default();
-    let consider = |path: PathBuf, report: &mut VacuumReport| -> Result<()> {
-        if let Some(len) = older_than(&path, cutoff)? {
-            if !dry_run {
-                if path.is_dir() {
-                    fs::remove_dir_all(&path).ctx("delete", &path)?;
-                } else {
-                    fs::remove_file(&path).ctx("delete", &path)?;
-                }
-            }
-            report.bytes += len;
-            report.deleted.push(path);
-        }
-        Ok(())
+    let (referenced, _staged_ids) = table.inventory_with_param(crate::staging::STAGING_ID_PARAM)?;
+    let cutoff = SystemTime::now().checked_sub(retention).unwrap_or(UNIX_EPOCH);
+    let cutoff_s = cutoff.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    let mut sweep = Sweep {
+        cutoff_s,
+        dry_run,
+        report: VacuumReport::default(),
     };
-    let root = table.root();
-    for entry in fs::read_dir(root).ctx("list", root)? {
-        let entry = entry.ctx("list", root)?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if name.starts_with("part-") && name.ends_with(".jsonl") && !referenced.contains(name) {
-            consider(entry.path(), &mut report)?;
+    let root = table.dir();
+    for name in names(root)? {
+        if name.starts_with("part-") && name.ends_with(".jsonl") && !referenced.contains(&name) {
+            sweep.consider(root, &name)?;
         }
     }
-    let log_dir = root.join(LOG_DIR);
-    for entry in fs::read_dir(&log_dir).ctx("list", &log_dir)? {
-        let entry = entry.ctx("list", &log_dir)?;
-        if let Some(name) = entry.file_name().to_str()
-            && matches!(LogFile::parse(name), LogFile::Temp(_))
+    let log = table.log_dir_handle();
+    for name in names(log)? {
+        if matches!(LogFile::parse(&name), LogFile::Temp(_))
+            || (name.starts_with('.') && name.ends_with(".tmp") && name.contains(".crc."))
         {
-            consider(entry.path(), &mut report)?;
+            sweep.consider(log, &name)?;
         }
     }
-    let checkpoints = root.join(crate::checkpoint::CHECKPOINT_DIR);
-    if checkpoints.is_dir() {
-        for entry in fs::read_dir(&checkpoints).ctx("list", &checkpoints)? {
-            let entry = entry.ctx("list", &checkpoints)?;
-            if entry
-                .file_name()
-                .to_str()
-                .is_some_and(|n| n.starts_with('.') && n.ends_with(".tmp"))
-            {
-                consider(entry.path(), &mut report)?;
+    if let Some(cps) = crate::checkpoint::dir(root)? {
+        for name in names(&cps)? {
+            if name.starts_with('.') && name.ends_with(".tmp") {
+                sweep.consider(&cps, &name)?;
             }
         }
     }
-    // In `_staging/`, only what the mount's staging module calls leftovers (temporaries, orphan
-    // halves, files whose staging id the log already committed); never a file a user may still
-    // want, and nothing while a mount holds the table.
-    let leftovers = crate::staging::leftovers(root, &staged_ids).ctx("list", root.join(STAGING_DIR))?;
-    for path in leftovers.unwrap_or_default() {
-        consider(path, &mut report)?;
+    sweep_staging(root, &mut sweep)?;
+    sweep.report.deleted.sort();
+    Ok(sweep.report)
+}
+
+/// `_staging/` leftovers under the mount's lock: `*.tmp` files and orphan halves (a `.data`
+/// without its `.name`, a `.name`, `.error`, `.sync` or `.canon` without its `.data`; see
+/// [`crate::staging`]).
+fn sweep_staging(root: &Dir, sweep: &mut Sweep) -> Result<()> {
+    let Some(staging) = root.try_dir(STAGING_DIR)? else {
+        return Ok(());
+    };
+    // Held until this function returns: no mount can start and clean `_staging/` meanwhile.
+    let _lock = match staging.try_open_file(".lock")? {
+        Some(f) => match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Some(f),
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                sweep.report.staging_skipped = true;
+                return Ok(());
+            }
+            Err(e) => {
+                return Err(Error::io(
+                    "lock",
+                    staging.join(".lock"),
+                    std::io::Error::from_raw_os_error(e.raw_os_error()),
+                ));
+            }
+        },
+        None => None,
+    };
+    let files = names(&staging)?;
+    let has = |id: &str, ext: &str| {
+        files
+            .iter()
+            .any(|f| f.strip_suffix(ext).and_then(|s| s.strip_suffix('.')) == Some(id))
+    };
+    for name in &files {
+        let leftover = if name.ends_with(".tmp") {
+            true
+        } else if let Some((id, ext)) = name.rsplit_once('.')
+            && !id.is_empty()
+            && !id.starts_with('.')
+        {
+            match ext {
+                "data" => !has(id, "name"),
+                "name" | "error" | "sync" | "canon" => !has(id, "data"),
+                _ => false,
+            }
+        } else {
+            false
+        };
+        if leftover {
+            sweep.consider(&staging, name)?;
+        }
     }
-    report.deleted.sort();
-    Ok(report)
+    Ok(())
 }

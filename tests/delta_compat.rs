@@ -456,11 +456,15 @@ fn a_disagreement_is_detected() {
     create.extend(TYPES_SCHEMA.split_whitespace());
     td(&create);
     td(&["append", &t, "--file", fixture("types-a.jsonl").to_str().unwrap()]);
-    // Tamper with version 1: claim 4 records in the add's stats. tinydelta and delta-rs both
-    // believe the log, but DuckDB counts the real lines, and assert_agrees must notice.
+    // Tamper with version 1: claim 4 records in the add's stats (and in commitInfo's
+    // numOutputRows, so the lie is consistent and passes tinydelta's completeness check).
+    // tinydelta and delta-rs both believe the log, but DuckDB counts the real lines, and
+    // assert_agrees must notice.
     let commit = table.join("_delta_log/00000000000000000001.json");
     let text = std::fs::read_to_string(&commit).unwrap();
-    let lied = text.replace(r#"\"numRecords\":3"#, r#"\"numRecords\":4"#);
+    let lied = text
+        .replace(r#"\"numRecords\":3"#, r#"\"numRecords\":4"#)
+        .replace(r#""numOutputRows":"3""#, r#""numOutputRows":"4""#);
     assert_ne!(text, lied, "the commit should contain numRecords 3: {text}");
     std::fs::write(&commit, lied).unwrap();
     let ops = [("CREATE TABLE", Some("ErrorIfExists")), ("WRITE", Some("Append"))];
@@ -477,4 +481,85 @@ fn a_disagreement_is_detected() {
         msg.contains("rows DuckDB reads") || msg.contains("lines of `read`"),
         "unexpected failure: {msg}"
     );
+}
+
+/// Runs the real `tinydelta` binary and returns (exit code, stdout, stderr), whatever the code.
+fn td_any(args: &[&str]) -> (i32, Vec<u8>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tinydelta"))
+        .args(args)
+        .output()
+        .expect("run tinydelta");
+    (
+        out.status.code().unwrap_or(-1),
+        out.stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Commits by a real `deltalake` writer are read, not rejected (integer operationMetrics,
+/// snake_case metric names, unknown fields such as `tags: null`, `clientVersion`): old versions
+/// read fully, the version naming a Parquet file fails clearly (never its bytes), describe and
+/// history still answer, tinydelta appends continue and vacuum keeps the Parquet file.
+#[test]
+fn deltalake_appends_leave_a_tinydelta_table_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, t) = tmp_table(&dir, "t");
+    td(&["create", &t, "id:int!", "name:str"]);
+    let rows = dir.path().join("rows.jsonl");
+    std::fs::write(&rows, "{\"id\":1,\"name\":\"a\"}\n{\"id\":2,\"name\":\"b\"}\n").unwrap();
+    td(&["append", &t, "--file", rows.to_str().unwrap()]);
+    let v1 = td(&["read", &t, "--version", "1"]);
+    run(Command::new(python()).arg("-c").arg(format!(
+        "import pyarrow as pa\nfrom deltalake import write_deltalake\n\
+         write_deltalake({t:?}, pa.table({{'id': pa.array([7, 8, 9], pa.int64()), 'name': ['x', 'y', 'z']}}), mode='append')\n"
+    )));
+    let ci: Value = serde_json::from_slice(
+        std::fs::read(table.join("_delta_log/00000000000000000002.json"))
+            .unwrap()
+            .split(|b| *b == b'\n')
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        ci["commitInfo"]["operationMetrics"]
+            .as_object()
+            .unwrap()
+            .values()
+            .any(|v| v.is_number()),
+        "deltalake no longer writes integer metrics; this test lost its point: {ci}"
+    );
+    // Every command still answers.
+    assert_eq!(td(&["read", &t, "--version", "1"]), v1);
+    let (code, out, err) = td_any(&["read", &t]);
+    assert_eq!(code, 1, "read of the Parquet version: {err}");
+    assert!(out.is_empty(), "read printed bytes of a Parquet file");
+    assert!(err.contains("Parquet") && err.contains(".parquet"), "{err}");
+    let d = td_json(&["describe", &t, "--json"]);
+    assert_eq!(
+        (d["version"].as_u64(), d["numRecords"].as_u64()),
+        (Some(2), Some(5)),
+        "{d}"
+    );
+    let h = td_json(&["history", &t, "--json"]);
+    assert_eq!(h.as_array().unwrap().len(), 3, "{h}");
+    assert_eq!(h[2]["rows"], 3, "{h}");
+    // check: whole (a Parquet file is a warning: tinydelta cannot read it, nothing is damaged).
+    let (code, out, _) = td_any(&["check", &t]);
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&out));
+    assert!(String::from_utf8_lossy(&out).contains("Parquet"));
+    // tinydelta keeps writing; vacuum keeps the file a version names.
+    td(&["append", &t, "--file", rows.to_str().unwrap()]);
+    td(&["vacuum", &t, "--older-than", "0s"]);
+    let parquet: Vec<_> = std::fs::read_dir(&table)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".parquet"))
+        .collect();
+    assert_eq!(parquet.len(), 1);
+    // Restore to version 1 makes the table JSONL-only again, and deltalake agrees on the files.
+    td(&["restore", &t, "--version", "1"]);
+    assert_eq!(td(&["read", &t]), v1);
+    let theirs = deltalake_view(&table);
+    assert!(theirs.to_string().contains("part-"), "{theirs}");
 }

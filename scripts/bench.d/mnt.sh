@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Mount helper for scripts/bench (usable from hyperfine --prepare, which runs in its own shell).
-#   mnt.sh up   TABLE MNT            mount (tinydelta-mount returns once the mount is ready)
+#   mnt.sh up   TABLE MNT            mount (tinydelta-mount returns once the mount is ready); the
+#                                    daemon logs to MNT.log
 #   mnt.sh down MNT [HWM_FILE]       append the daemon's VmHWM (kB) to HWM_FILE, then unmount and
 #                                    wait for the daemon to exit
 #   mnt.sh re   TABLE MNT [HWM_FILE] down (if mounted) + up: a fresh daemon with an empty page cache
@@ -21,7 +22,8 @@ up() {
     local table=$1 mnt=$2
     mkdir -p "$mnt"
     echo "$table" > "$mnt.table"
-    "$BIN" "$table" "$mnt"
+    # The daemon's log (appended across remounts) says whether it uses passthrough.
+    "$BIN" "$table" "$mnt" --log-file "$mnt.log"
     mountpoint -q "$mnt" || { echo "mnt.sh: $BIN returned but $mnt is not a mount point" >&2; exit 1; }
 }
 

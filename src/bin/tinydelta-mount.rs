@@ -21,7 +21,7 @@ struct Cli {
     /// permissions), allow_root, default_permissions.
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
-    /// Worker threads serving requests (default: twice the CPUs, 8 to 16).
+    /// Worker threads serving requests (default: the CPUs plus 2, 4 to 16).
     #[arg(long)]
     threads: Option<usize>,
     /// Where the background daemon writes its log (default: nowhere). Verbosity: RUST_LOG.
@@ -35,6 +35,10 @@ struct Cli {
     /// is refused with an error naming it.
     #[arg(long, value_name = "BYTES")]
     max_line_bytes: Option<usize>,
+    /// Never use FUSE passthrough (single-file versions and commit files are otherwise read by
+    /// the kernel directly where it allows: Linux >= 6.9, CAP_SYS_ADMIN); for comparisons.
+    #[arg(long)]
+    no_passthrough: bool,
     /// Internal: print READY or ERROR on stdout once mounted (used by the background start).
     #[arg(long, hide = true)]
     notify_ready: bool,
@@ -74,6 +78,7 @@ fn main() {
         notify_ready: cli.notify_ready,
         share_incoming: cli.share_incoming,
         max_line_bytes: cli.max_line_bytes,
+        no_passthrough: cli.no_passthrough,
         ..MountArgs::default()
     };
     for o in &cli.options {

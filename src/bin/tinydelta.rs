@@ -1,5 +1,5 @@
 //! `tinydelta`: create, append, overwrite, read, describe, history, restore and vacuum tables
-//! (SPEC section 3). Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 not found, 5 bad input.
+//! (README, "Usage"). Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 not found, 5 bad input.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
@@ -94,6 +94,22 @@ enum Cmd {
         /// Commit only if the latest version is still N.
         #[arg(long, value_name = "N")]
         expect_version: Option<u64>,
+    },
+    /// Check that the table is whole (git fsck style): every commit complete and contiguous,
+    /// every data file present with its recorded size, checkpoints and checksums consistent.
+    /// Exit 0 only when whole (warnings allowed); otherwise one line per problem.
+    Check {
+        /// Table folder.
+        table: PathBuf,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+        /// Also re-read every live data file and compare its rows with its stats.
+        #[arg(long)]
+        deep: bool,
+        /// Move a damaged newest commit aside into _delta_log/_corrupt/ (nothing else is repaired).
+        #[arg(long)]
+        repair: bool,
     },
     /// Delete data files no version names, stale commit temporaries and staging leftovers.
     Vacuum {
@@ -224,8 +240,9 @@ fn run(cmd: Cmd) -> Result<()> {
             let mut fd1 = std::mem::ManuallyDrop::new(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(1) });
             // File to File: std::io::copy uses copy_file_range, sendfile or splice (no user-space
             // copy into a file, /dev/null or a pipe).
-            for f in &snap.files {
-                let mut src = t.open_data_file(&f.path)?;
+            // Every file is opened and its size checked before the first byte goes out.
+            let files = t.open_data_files(&snap)?;
+            for (f, mut src) in snap.files.iter().zip(files) {
                 std::io::copy(&mut src, &mut *fd1).map_err(|e| Error::io("copy", t.root().join(&f.path), e))?;
             }
         }
@@ -237,10 +254,13 @@ fn run(cmd: Cmd) -> Result<()> {
             };
             if json {
                 let s = t.snapshot(v)?;
+                let (counted, unstated) = counted_rows(&t, &s)?;
                 let files: Vec<_> = s
                     .files
                     .iter()
-                    .map(|f| json!({"path": f.path, "size": f.size, "numRecords": f.num_records}))
+                    .map(|f| {
+                        json!({"path": f.path, "size": f.size, "numRecords": f.num_records, "hasStats": f.has_stats})
+                    })
                     .collect();
                 let schema: serde_json::Value = serde_json::from_str(&s.schema.to_pretty_json()).unwrap_or_default();
                 let doc = json!({
@@ -252,13 +272,26 @@ fn run(cmd: Cmd) -> Result<()> {
                     "schema": schema["columns"],
                     "schemaString": s.metadata.schema_string,
                     "numFiles": s.files.len(),
-                    "numRecords": s.num_records(),
+                    "numRecords": s.num_records() + counted,
+                    "filesWithoutStats": unstated,
                     "sizeBytes": s.size_bytes(),
                     "files": files,
                 });
                 writeln!(out, "{doc}").map_err(stdout_err)?;
             } else {
                 let s = t.totals(v)?;
+                let (counted, unstated) = if s.files_without_stats > 0 {
+                    counted_rows(&t, &t.snapshot(v)?)?
+                } else {
+                    (0, 0)
+                };
+                let rows = match unstated {
+                    0 => s.num_records.to_string(),
+                    n => format!(
+                        "{} ({n} files have no row count in their stats: their rows were counted)",
+                        s.num_records + counted
+                    ),
+                };
                 let schema =
                     Schema::from_schema_string(&s.metadata.schema_string).map_err(|reason| Error::Corrupt {
                         path: t.commit_path(v),
@@ -272,7 +305,7 @@ fn run(cmd: Cmd) -> Result<()> {
                     rfc3339_ms(s.commit_info.timestamp),
                     schema.to_cli_string(),
                     s.num_files,
-                    s.num_records,
+                    rows,
                     s.size_bytes
                 )
                 .map_err(stdout_err)?;
@@ -339,6 +372,45 @@ fn run(cmd: Cmd) -> Result<()> {
             let v = t.restore(version, &opts)?;
             writeln!(out, "restored {} to version {version} as version {v}", table.display()).map_err(stdout_err)?;
         }
+        Cmd::Check {
+            table,
+            json,
+            deep,
+            repair,
+        } => {
+            let report = match Table::open(&table) {
+                Ok(t) => tinydelta::check::check(&t, deep, repair)?,
+                Err(e @ Error::Corrupt { .. }) => tinydelta::check::Report::unopenable(e),
+                Err(e) => return Err(e),
+            };
+            if json {
+                writeln!(out, "{}", json!({"table": table.display().to_string(), "whole": report.is_whole(), "readableThrough": report.readable_through, "problems": report.problems, "repaired": report.repaired})).map_err(stdout_err)?;
+            } else {
+                for p in &report.problems {
+                    let sev = match p.severity {
+                        tinydelta::check::Severity::Damage => "damage",
+                        tinydelta::check::Severity::Warning => "warning",
+                    };
+                    writeln!(out, "{sev}: {} (what to do: {})", p.message, p.hint).map_err(stdout_err)?;
+                }
+                for r in &report.repaired {
+                    writeln!(out, "repair: {r}").map_err(stdout_err)?;
+                }
+                match (report.is_whole(), report.readable_through) {
+                    (true, Some(v)) => writeln!(out, "{}: whole, versions up to {v}", table.display()),
+                    (_, Some(v)) => writeln!(out, "{}: damaged; the log is whole up to version {v}", table.display()),
+                    (_, None) => writeln!(out, "{}: damaged; no version is readable", table.display()),
+                }
+                .map_err(stdout_err)?;
+            }
+            if !report.is_whole() {
+                out.flush().map_err(stdout_err)?;
+                return Err(Error::Corrupt {
+                    path: table.clone(),
+                    reason: "check found damage (listed above)".into(),
+                });
+            }
+        }
         Cmd::Vacuum {
             table,
             older_than,
@@ -369,10 +441,23 @@ fn run(cmd: Cmd) -> Result<()> {
     Ok(())
 }
 
+/// Rows of the live files without stats (other Delta writers may omit them), counted by reading
+/// them: (rows, files).
+fn counted_rows(t: &Table, s: &tinydelta::Snapshot) -> Result<(u64, u64)> {
+    let mut rows = 0u64;
+    let mut files = 0u64;
+    for f in s.files.iter().filter(|f| !f.has_stats) {
+        let file = t.open_data_file(&f.path, f.size)?;
+        rows += tinydelta::check::count_rows(file, &t.root().join(&f.path))?;
+        files += 1;
+    }
+    Ok((rows, files))
+}
+
+/// Rows a commit wrote: Delta's `numOutputRows`, or delta-rs's `num_added_rows`.
 fn rows_of(ci: &tinydelta::actions::CommitInfo) -> u64 {
-    ci.operation_metrics
-        .get("numOutputRows")
-        .and_then(|r| r.parse().ok())
+    ci.metric("numOutputRows")
+        .or_else(|| ci.metric("num_added_rows"))
         .unwrap_or(0)
 }
 

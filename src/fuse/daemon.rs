@@ -42,7 +42,7 @@ pub struct MountArgs {
     pub allow_other: bool,
     /// `-o allow_root`: root may access too.
     pub allow_root: bool,
-    /// Worker threads (default: twice the CPUs, at least 8, at most 16).
+    /// Worker threads (default [`default_threads`]: the CPUs plus 2, 4 to 16).
     pub threads: Option<usize>,
     /// Where the background daemon writes its log.
     pub log_file: Option<PathBuf>,
@@ -52,6 +52,8 @@ pub struct MountArgs {
     pub share_incoming: bool,
     /// The longest line `incoming/` accepts, bytes (default 16 MiB).
     pub max_line_bytes: Option<usize>,
+    /// Never use FUSE passthrough: every read goes through the daemon (README "Reading").
+    pub no_passthrough: bool,
 }
 
 /// A failure before the mount was ready: a message for the user and the exit code.
@@ -137,11 +139,14 @@ fn background(args: MountArgs) -> i32 {
     if let Some(n) = args.max_line_bytes {
         cmd.arg("--max-line-bytes").arg(n.to_string());
     }
+    if args.no_passthrough {
+        cmd.arg("--no-passthrough");
+    }
     let stderr = match &args.log_file {
-        Some(path) => match OpenOptions::new().create(true).append(true).open(path) {
+        Some(path) => match open_log_file(path) {
             Ok(f) => Stdio::from(f),
             Err(e) => {
-                eprintln!("tinydelta-mount: cannot open log file {}: {e}", path.display());
+                eprintln!("tinydelta-mount: {e}");
                 return 1;
             }
         },
@@ -193,6 +198,27 @@ fn background(args: MountArgs) -> i32 {
     1
 }
 
+/// Open (create, append to) the daemon's log file. The last component is never followed if it
+/// is a symlink (`O_NOFOLLOW`): a daemon started by root must not append to whatever file
+/// someone else's link points at (README "Security"). Created files are 0600.
+fn open_log_file(path: &Path) -> Result<File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => format!(
+                "log file {} is a symbolic link; tinydelta-mount does not follow it (name the file itself)",
+                path.display()
+            ),
+            _ => format!("cannot open log file {}: {e}", path.display()),
+        })?;
+    Ok(f)
+}
+
 fn signal_set() -> libc::sigset_t {
     // SAFETY: sigemptyset/sigaddset initialise the set we own.
     unsafe {
@@ -221,7 +247,7 @@ fn foreground(args: MountArgs) -> i32 {
             let _ = writeln!(out, "ERROR {} {msg}", e.code);
             let _ = out.flush();
         }
-        error!("{}", e.message);
+        error!("{}", super::printable(&e.message));
         if !notify {
             eprintln!("tinydelta-mount: {}", e.message);
         }
@@ -231,7 +257,7 @@ fn foreground(args: MountArgs) -> i32 {
         Ok(s) => s,
         Err(e) => return report(e),
     };
-    info!("mounted {} at {}", args.table.display(), mountpoint.display());
+    info!("mounted {:?} at {:?}", args.table, mountpoint);
     if notify {
         let mut out = io::stdout();
         let _ = writeln!(out, "READY");
@@ -248,14 +274,14 @@ fn foreground(args: MountArgs) -> i32 {
             if rc != 0 {
                 continue;
             }
-            info!("signal {sig}: unmounting {}", mp.display());
+            info!("signal {sig}: unmounting {mp:?}");
             // fuser's own unmount first (it then knows); if files are open, a lazy one.
             if unmounter.unmount().is_ok() {
                 break;
             }
             match unmount(&mp) {
                 Ok(()) => break,
-                Err(e) => warn!("unmount of {} failed: {e}", mp.display()),
+                Err(e) => warn!("unmount of {mp:?} failed: {e}"),
             }
         }
     });
@@ -264,11 +290,11 @@ fn foreground(args: MountArgs) -> i32 {
     }
     match session.run() {
         Ok(()) => {
-            info!("unmounted {}", mountpoint.display());
+            info!("unmounted {mountpoint:?}");
             0
         }
         Err(e) => {
-            error!("session ended with an error: {e}");
+            error!("session ended with an error: {}", super::printable(&e.to_string()));
             1
         }
     }
@@ -289,6 +315,7 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
     check_dev_fuse()?;
     let mountpoint = check_mountpoint(&args.mountpoint)?;
     let table_root = absolute(&args.table);
+    check_apart(&table_root, &mountpoint)?;
     if let Some(n) = args.max_line_bytes {
         crate::rows::set_max_line_bytes(n);
     }
@@ -303,7 +330,7 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
     })?;
     let mut config = Config::default();
     config.mount_options = vec![
-        MountOption::FSName(format!("tinydelta:{}", table_root.display())),
+        MountOption::FSName(fs_name(&table_root)),
         MountOption::Subtype("tinydelta".into()),
         MountOption::NoSuid,
         MountOption::NoDev,
@@ -316,11 +343,16 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
         config.mount_options.push(MountOption::DefaultPermissions);
         config.acl = SessionACL::RootAndOwner;
     }
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
-    config.n_threads = Some(args.threads.unwrap_or((cpus * 2).clamp(8, 16)).max(1));
+    let threads = args.threads.unwrap_or_else(default_threads).max(1);
+    config.n_threads = Some(threads);
     config.clone_fd = true;
     let mnt_id = Arc::new(AtomicU64::new(0));
-    let session = Session::new(TableFs::new(view, mnt_id.clone()), &mountpoint, &config).map_err(|e| {
+    let session = Session::new(
+        TableFs::new(view, mnt_id.clone(), !args.no_passthrough),
+        &mountpoint,
+        &config,
+    )
+    .map_err(|e| {
         let hint = match e.kind() {
             io::ErrorKind::PermissionDenied if args.allow_other => {
                 " (allow_other needs root or user_allow_other in /etc/fuse.conf)"
@@ -332,10 +364,73 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
     })?;
     match mount_id(&mountpoint) {
         Some(id) => mnt_id.store(id, Ordering::Relaxed),
-        None => warn!("cannot find {} in /proc/self/mountinfo", mountpoint.display()),
+        None => warn!("cannot find {mountpoint:?} in /proc/self/mountinfo"),
     }
     raise_readahead(&mountpoint);
     Ok((session, mountpoint))
+}
+
+/// The mount's source name, `tinydelta:<table path>`, as `mount` and /proc/self/mountinfo show
+/// it. fusermount3 gets it inside its comma-separated `-o` list, so a comma in the table path
+/// would add mount options of the path's choosing (`x,allow_other`): commas, backslashes,
+/// whitespace and control characters are replaced by `?` (the name is only a label; the table
+/// path itself never reaches the mount options).
+pub fn fs_name(table_root: &Path) -> String {
+    let shown: String = table_root
+        .to_string_lossy()
+        .chars()
+        .map(|c| {
+            if c == ',' || c == '\\' || c == '=' || c.is_whitespace() || c.is_control() {
+                '?'
+            } else {
+                c
+            }
+        })
+        .collect();
+    format!("tinydelta:{shown}")
+}
+
+/// Refuse a mount point that is the table folder, lies inside it, or contains it: the mount
+/// would hide the table from the daemon itself (its reads would call back into the mount and
+/// hang), or put the mount's own files inside the table (issue 8, item 9).
+fn check_apart(table_root: &Path, mountpoint: &Path) -> Result<(), StartError> {
+    // A table that does not exist is reported by the load that follows, with its own message.
+    let Ok(table) = std::fs::canonicalize(table_root) else {
+        return Ok(());
+    };
+    let (t, m) = (table.display(), mountpoint.display());
+    if table == mountpoint {
+        return Err(StartError::new(
+            2,
+            format!("mount point {m} is the table folder itself; mount the table on another, empty directory"),
+        ));
+    }
+    if mountpoint.starts_with(&table) {
+        return Err(StartError::new(
+            2,
+            format!("mount point {m} is inside the table folder {t}; mount the table on a directory outside it"),
+        ));
+    }
+    if table.starts_with(mountpoint) {
+        return Err(StartError::new(
+            2,
+            format!(
+                "mount point {m} contains the table folder {t}: the mount would hide the table it serves; \
+                 mount it on a directory outside the table's path"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Worker threads serving FUSE requests by default: one per CPU for reads, plus 2 so that up to
+/// two long commits (a commit runs on the thread that got the `flush`, `fsync` or `rename`)
+/// still leave a thread per CPU to readers; at least 4, at most 16. More threads than that only
+/// contend on the CPUs: on 2 cores, 2 threads instead of 8-16 halved the time of cold random
+/// reads (README "Reading").
+pub fn default_threads() -> usize {
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    (cpus + 2).clamp(4, 16)
 }
 
 fn check_dev_fuse() -> Result<(), StartError> {
@@ -428,7 +523,7 @@ pub fn unmount(mp: &Path) -> io::Result<()> {
     let err = io::Error::last_os_error();
     match err.raw_os_error() {
         Some(libc::EBUSY) => {
-            warn!("{} is busy; detaching it lazily", mp.display());
+            warn!("{mp:?} is busy; detaching it lazily");
             // SAFETY: as above.
             if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
                 Ok(())
@@ -502,6 +597,49 @@ mod tests {
         apply_options(&mut a, "allow_other,default_permissions").unwrap();
         assert!(a.allow_other);
         assert_eq!(apply_options(&mut a, "bogus").unwrap_err().code, 2);
+    }
+
+    #[test]
+    fn fs_name_cannot_add_mount_options() {
+        assert_eq!(fs_name(Path::new("/data/t")), "tinydelta:/data/t");
+        let n = fs_name(Path::new("/tmp/x,allow_other,dev\\,suid=1\nfoo bar"));
+        assert!(
+            !n.contains(',') && !n.contains('\\') && !n.contains('\n') && !n.contains(' '),
+            "{n}"
+        );
+        assert_eq!(n.matches('=').count(), 0, "{n}");
+    }
+
+    #[test]
+    fn mountpoint_and_table_must_not_overlap() {
+        let d = tempfile::tempdir().unwrap();
+        let t = d.path().join("t");
+        std::fs::create_dir_all(t.join("sub")).unwrap();
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap();
+        let e = check_apart(&t, &canon(&t)).unwrap_err();
+        assert!(e.message.contains("is the table folder itself"), "{}", e.message);
+        let e = check_apart(&t, &canon(&t.join("sub"))).unwrap_err();
+        assert!(e.message.contains("inside the table folder"), "{}", e.message);
+        let e = check_apart(&t, &canon(d.path())).unwrap_err();
+        assert!(e.message.contains("contains the table folder"), "{}", e.message);
+        std::fs::create_dir(d.path().join("m")).unwrap();
+        std::fs::create_dir(d.path().join("t2")).unwrap();
+        check_apart(&t, &canon(&d.path().join("m"))).unwrap();
+        // A sibling whose name starts with the table's is not inside it.
+        check_apart(&t, &canon(&d.path().join("t2"))).unwrap();
+    }
+
+    #[test]
+    fn log_file_symlink_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("victim");
+        std::fs::write(&target, "keep").unwrap();
+        let link = d.path().join("log");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let e = open_log_file(&link).unwrap_err();
+        assert!(e.contains("symbolic link"), "{e}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        open_log_file(&d.path().join("real.log")).unwrap();
     }
 
     #[test]

@@ -110,7 +110,7 @@ fn table_errno(e: &crate::Error) -> i32 {
         Error::Io { source, .. } => io_errno(source),
         Error::TableNotFound(_) | Error::VersionNotFound { .. } | Error::NoVersionAsOf { .. } => libc::ENOENT,
         Error::TableExists(_) => libc::EEXIST,
-        Error::Corrupt { .. } | Error::UnsupportedProtocol { .. } => libc::EIO,
+        Error::Corrupt { .. } | Error::UnsupportedProtocol { .. } | Error::NotDurable { .. } => libc::EIO,
         Error::LinkUnsupported { .. } => libc::EOPNOTSUPP,
         Error::Usage(_) => libc::EINVAL,
     }

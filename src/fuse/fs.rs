@@ -3,20 +3,21 @@
 //! Nothing here decides anything about the table or about who is calling (that is
 //! [`TableView::caller`], over [`super::process`]).
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::SystemTime;
 
 use fuser::{
-    AccessFlags, BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
-    IoctlFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
-    TimeOrNow, WriteFlags,
+    AccessFlags, BackingId, BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
+    INodeNo, IoctlFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow, WriteFlags,
 };
-use log::debug;
+use log::{debug, info, warn};
 
 use super::errno::FsError;
 use super::process::ProcFs;
@@ -30,13 +31,101 @@ pub const MAX_IO: u32 = 1 << 20;
 #[derive(Debug)]
 pub struct TableFs {
     view: TableView,
+    passthrough: Passthrough,
 }
 
 impl TableFs {
     /// Wrap a view. `mnt_id` is the mount's id in /proc/self/mountinfo once known (0 before).
-    pub fn new(mut view: TableView, mnt_id: Arc<AtomicU64>) -> TableFs {
+    /// `passthrough`: ask the kernel for FUSE passthrough at `init` (README "Reading").
+    pub fn new(mut view: TableView, mnt_id: Arc<AtomicU64>, passthrough: bool) -> TableFs {
         view.set_processes(Box::new(ProcFs { mnt_id }));
-        TableFs { view }
+        TableFs {
+            view,
+            passthrough: Passthrough {
+                wanted: passthrough,
+                ..Passthrough::default()
+            },
+        }
+    }
+}
+
+/// FUSE passthrough (Linux >= 6.9, `CONFIG_FUSE_PASSTHROUGH`, CAP_SYS_ADMIN): an open of a node
+/// that is one file on disk ([`TableView::backing_file`]) is answered with a backing file, and the
+/// kernel then reads that file itself, with no request to the daemon.
+///
+/// Kernel rules (fs/fuse/passthrough.c, iomode.c): every open of one inode must use the same
+/// backing id while any is open, so ids are shared per inode and kept alive until the last
+/// handle using it is released; an inode must not mix passthrough and cached opens, so a node
+/// that qualifies is always opened the same way (after the first failure of `open_backing`
+/// passthrough is off for the rest of the mount, but inodes still holding a backing id keep it);
+/// passthrough opens carry neither `FOPEN_KEEP_CACHE` (the open would fail with EIO) nor
+/// `FOPEN_DIRECT_IO` (reads would silently go to the daemon).
+#[derive(Debug, Default)]
+struct Passthrough {
+    /// Asked for (`--no-passthrough` turns it off).
+    wanted: bool,
+    /// The kernel accepted the capability and no `open_backing` has failed.
+    enabled: AtomicBool,
+    /// Said once in the log that passthrough is in use.
+    announced: AtomicBool,
+    /// The backing id of each inode with passthrough opens.
+    by_ino: Mutex<HashMap<u64, Weak<BackingId>>>,
+    /// The backing id each open passthrough handle keeps alive until its release.
+    by_fh: Mutex<HashMap<u64, Arc<BackingId>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Passthrough {
+    /// The backing id for inode `ino` (shared with its other open handles, or registered now
+    /// from `file`); `None` when passthrough is off or registering failed (logged once; then off).
+    fn backing(&self, ino: u64, file: &std::fs::File, reply: &ReplyOpen) -> Option<Arc<BackingId>> {
+        let mut by_ino = lock(&self.by_ino);
+        if let Some(id) = by_ino.get(&ino).and_then(Weak::upgrade) {
+            return Some(id);
+        }
+        if !self.enabled.load(Ordering::Relaxed) {
+            return None;
+        }
+        match reply.open_backing(file) {
+            Ok(id) => {
+                let id = Arc::new(id);
+                by_ino.insert(ino, Arc::downgrade(&id));
+                if !self.announced.swap(true, Ordering::Relaxed) {
+                    info!("passthrough in use: single-file versions and commit files are read by the kernel directly");
+                }
+                Some(id)
+            }
+            Err(e) => {
+                if self.enabled.swap(false, Ordering::Relaxed) {
+                    warn!(
+                        "passthrough unavailable (registering a backing file failed: {e}); reading through the daemon"
+                    );
+                }
+                None
+            }
+        }
+    }
+
+    /// Whether an open of `ino` may be a passthrough open: passthrough is on, or the inode still
+    /// has passthrough handles (which the new one must join).
+    fn active(&self, ino: u64) -> bool {
+        self.wanted && (self.enabled.load(Ordering::Relaxed) || lock(&self.by_ino).contains_key(&ino))
+    }
+
+    /// Handle `fh` of inode `ino` was released: drop its backing id, and the inode's entry once
+    /// no handle uses it (the id is closed in the kernel when the last reference goes).
+    fn release(&self, ino: u64, fh: u64) {
+        let Some(id) = lock(&self.by_fh).remove(&fh) else {
+            return;
+        };
+        let mut by_ino = lock(&self.by_ino);
+        drop(id);
+        if by_ino.get(&ino).is_some_and(|w| w.strong_count() == 0) {
+            by_ino.remove(&ino);
+        }
     }
 }
 
@@ -45,8 +134,7 @@ fn errno(e: &FsError) -> Errno {
 }
 
 fn log_err(op: &str, e: &FsError) -> Errno {
-    // Messages can quote incoming/ names, which may hold newlines or terminal escapes.
-    debug!("{op}: {}", e.to_string().escape_debug());
+    debug!("{op}: {}", super::printable(&e.to_string()));
     errno(e)
 }
 
@@ -108,6 +196,22 @@ impl Filesystem for TableFs {
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
         // O_TRUNC arrives with open (not as a later setattr), so incoming/ sees who truncates.
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_ATOMIC_O_TRUNC);
+        // Passthrough needs a stack depth of at least 1 (with 0 every open_backing fails with
+        // EPERM); 1 allows backing files on a non-stacked file system (ext4, xfs, btrfs).
+        // No FUSE_WRITEBACK_CACHE: it would turn passthrough off silently.
+        if !self.passthrough.wanted {
+            info!("passthrough off (--no-passthrough): every read goes through the daemon");
+        } else if config.add_capabilities(fuser::InitFlags::FUSE_PASSTHROUGH).is_ok() {
+            let _ = config.set_max_stack_depth(1);
+            self.passthrough.enabled.store(true, Ordering::Relaxed);
+            info!(
+                "passthrough offered by the kernel: single-file versions and commit files will be read by it directly"
+            );
+        } else {
+            info!(
+                "passthrough not offered by the kernel (needs Linux >= 6.9 with CONFIG_FUSE_PASSTHROUGH): every read goes through the daemon"
+            );
+        }
         Ok(())
     }
 
@@ -242,10 +346,28 @@ impl Filesystem for TableFs {
         } else {
             Caller::default()
         };
-        match self.view.open(ino.0, write, flags.0 & libc::O_TRUNC != 0, who) {
-            Ok(o) => reply.opened(FileHandle(o.fh), fopen(&o)),
-            Err(e) => reply.error(log_err("open", &e)),
+        let o = match self.view.open(ino.0, write, flags.0 & libc::O_TRUNC != 0, who) {
+            Ok(o) => o,
+            Err(e) => return reply.error(log_err("open", &e)),
+        };
+        if !write && self.passthrough.active(ino.0) {
+            match self.view.backing_file(ino.0) {
+                Ok(None) => {}
+                Ok(Some(file)) => {
+                    if let Some(id) = self.passthrough.backing(ino.0, &file, &reply) {
+                        lock(&self.passthrough.by_fh).insert(o.fh, id.clone());
+                        return reply.opened_passthrough(FileHandle(o.fh), FopenFlags::FOPEN_NOFLUSH, &id);
+                    }
+                }
+                // A data file that is missing, a symlink, or not the size the log records: the
+                // open fails (EIO), as a read through the daemon would.
+                Err(e) => {
+                    self.view.release(o.fh);
+                    return reply.error(log_err("open", &e));
+                }
+            }
         }
+        reply.opened(FileHandle(o.fh), fopen(&o))
     }
 
     fn read(
@@ -259,10 +381,20 @@ impl Filesystem for TableFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.view.read(fh.0, offset, size) {
-            Ok(d) => reply.data(&d),
-            Err(e) => reply.error(log_err("read", &e)),
+        // One reply buffer per worker thread, reused: no allocation or zero-fill per read.
+        thread_local! {
+            static REPLY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
+        REPLY.with_borrow_mut(|buf| match self.view.read_into(fh.0, offset, size, buf) {
+            Ok(()) => {
+                reply.data(buf);
+                // A staged file's read hands back a fresh Vec: keep at most one request's worth.
+                if buf.capacity() > MAX_IO as usize {
+                    *buf = Vec::new();
+                }
+            }
+            Err(e) => reply.error(log_err("read", &e)),
+        })
     }
 
     fn write(
@@ -294,13 +426,14 @@ impl Filesystem for TableFs {
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.passthrough.release(ino.0, fh.0);
         self.view.release(fh.0);
         reply.ok();
     }

@@ -26,5 +26,13 @@ pub mod versions;
 pub mod view;
 
 pub use daemon::{MountArgs, run};
+
+/// `s` safe for one log line: control characters (newlines, terminal escapes), quotes and
+/// backslashes escaped as Rust string escapes (`\n`, `\u{1b}`), so a file name chosen by whoever
+/// writes the table folder cannot forge log lines or drive the terminal that reads the log
+/// (README "Security").
+pub fn printable(s: &str) -> String {
+    s.escape_debug().to_string()
+}
 pub use errno::{FsError, FsResult};
 pub use view::TableView;

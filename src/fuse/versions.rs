@@ -3,12 +3,12 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::Table;
+use crate::beneath::Dir;
 use crate::error::Error;
 use crate::snapshot::Snapshot;
 
@@ -37,11 +37,13 @@ pub struct VersionBody {
 /// One file of a concatenation.
 #[derive(Debug, Clone)]
 pub struct Part {
-    /// Absolute path.
+    /// Path relative to the table folder (`part-....jsonl`, `_delta_log/....json`).
+    pub rel: String,
+    /// Absolute path, for messages.
     pub path: PathBuf,
     /// Offset of its first byte in the concatenation.
     pub start: u64,
-    /// Its length.
+    /// Its length in bytes, as the log records it.
     pub len: u64,
 }
 
@@ -55,41 +57,118 @@ pub struct Concat {
 }
 
 impl Concat {
-    /// Concatenate `files` (path, length) in order.
-    pub fn new(files: impl IntoIterator<Item = (PathBuf, u64)>) -> Concat {
-        let mut start = 0;
+    /// Concatenate `files` (path relative to `root`, length in bytes) in order; empty files are
+    /// left out.
+    pub fn new(root: &Path, files: impl IntoIterator<Item = (String, u64)>) -> Concat {
+        let mut start = 0u64;
         let parts = files
             .into_iter()
             .filter(|(_, len)| *len > 0)
-            .map(|(path, len)| {
-                let p = Part { path, start, len };
-                start += len;
+            .map(|(rel, len)| {
+                let p = Part {
+                    path: root.join(&rel),
+                    rel,
+                    start,
+                    len,
+                };
+                start = start.saturating_add(len);
                 p
             })
             .collect();
         Concat { parts, len: start }
     }
+
+    /// The one file this concatenation is, if it has exactly one part (a candidate for FUSE
+    /// passthrough, see README "Reading").
+    pub fn single(&self) -> Option<&Part> {
+        match self.parts.as_slice() {
+            [p] => Some(p),
+            _ => None,
+        }
+    }
 }
 
-/// How many open files one reader keeps (the ones it read last).
-const OPEN_FILES_PER_READER: usize = 4;
+/// How many data and commit files the daemon keeps open at most ([`FilePool`]).
+pub const MAX_OPEN_FILES: usize = 512;
 
-/// An open `data.jsonl` (or `commit.json`): positional reads mapped onto the parts. Each part is
-/// opened on first use and kept open (a few per reader), so reads never reopen a file; an open
-/// reader keeps reading the version it opened, whatever is committed later.
+/// The open data and commit files of a mounted table, shared by every handle that reads them:
+/// one descriptor per file however many handles are open (README "Limits"), at most
+/// [`MAX_OPEN_FILES`], the least recently used closed first.
+///
+/// Every file is opened beneath the table folder with [`Dir::open_file`] (no symlink at any
+/// component, a regular file, no blocking on a FIFO), and its size is checked on the open
+/// descriptor against the size the log records: never checked by path and then opened
+/// (README "Security").
+#[derive(Debug)]
+pub struct FilePool {
+    root: Dir,
+    open: Mutex<Lru<(String, u64), File>>,
+}
+
+impl FilePool {
+    /// A pool for the table folder `root`.
+    pub fn new(root: Dir) -> FilePool {
+        FilePool {
+            root,
+            open: Mutex::new(Lru::new(MAX_OPEN_FILES)),
+        }
+    }
+
+    /// The open file of `part`. Errors ([`Error::Corrupt`], EIO at the mount): it is a symlink
+    /// or passes through one, is not a regular file, or its size differs from the log's;
+    /// [`Error::Io`] naming the path otherwise (ENOENT for a missing file).
+    pub fn get(&self, part: &Part) -> FsResult<Arc<File>> {
+        let key = (part.rel.clone(), part.len);
+        if let Some(f) = lock(&self.open).get(&key) {
+            return Ok(f);
+        }
+        let file = self.root.open_file(&part.rel)?;
+        let size = file.metadata().map_err(|e| Error::io("stat", &part.path, e))?.len();
+        if size != part.len {
+            return Err(FsError::Table(Error::Corrupt {
+                path: part.path.clone(),
+                reason: format!("the file is {size} bytes but the log records {} bytes", part.len),
+            }));
+        }
+        let file = Arc::new(file);
+        lock(&self.open).put(key, file.clone());
+        Ok(file)
+    }
+
+    /// [`FilePool::get`], with the size checked again on the descriptor even when it was already
+    /// open: for opens whose reads the kernel serves from the file directly (passthrough), which
+    /// read up to the file's own end, not the size the log records.
+    pub fn get_checked(&self, part: &Part) -> FsResult<Arc<File>> {
+        let file = self.get(part)?;
+        let size = file.metadata().map_err(|e| Error::io("stat", &part.path, e))?.len();
+        if size != part.len {
+            return Err(FsError::Table(Error::Corrupt {
+                path: part.path.clone(),
+                reason: format!("the file is {size} bytes but the log records {} bytes", part.len),
+            }));
+        }
+        Ok(file)
+    }
+
+    /// Files open now.
+    pub fn open_count(&self) -> usize {
+        lock(&self.open).map.len()
+    }
+}
+
+/// An open `data.jsonl` (or `commit.json`): positional reads mapped onto the parts. The parts'
+/// descriptors come from the table's [`FilePool`], so a handle holds no descriptor of its own;
+/// an open reader keeps reading the version it opened, whatever is committed later.
 #[derive(Debug)]
 pub struct ConcatReader {
     concat: Arc<Concat>,
-    open: Mutex<Vec<(usize, Arc<File>)>>,
+    pool: Arc<FilePool>,
 }
 
 impl ConcatReader {
-    /// A reader of `concat`.
-    pub fn new(concat: Arc<Concat>) -> ConcatReader {
-        ConcatReader {
-            concat,
-            open: Mutex::new(Vec::new()),
-        }
+    /// A reader of `concat`, opening its files through `pool`.
+    pub fn new(concat: Arc<Concat>, pool: Arc<FilePool>) -> ConcatReader {
+        ConcatReader { concat, pool }
     }
 
     /// Total length.
@@ -102,30 +181,23 @@ impl ConcatReader {
         self.concat.len == 0
     }
 
-    fn file(&self, idx: usize) -> FsResult<Arc<File>> {
-        {
-            let open = lock(&self.open);
-            if let Some((_, f)) = open.iter().find(|(i, _)| *i == idx) {
-                return Ok(f.clone());
-            }
-        }
-        let part = &self.concat.parts[idx];
-        let file = Arc::new(File::open(&part.path).map_err(|e| Error::io("open", &part.path, e))?);
-        let mut open = lock(&self.open);
-        if open.len() >= OPEN_FILES_PER_READER {
-            open.remove(0);
-        }
-        open.push((idx, file.clone()));
-        Ok(file)
-    }
-
     /// Up to `size` bytes at `offset` (fewer only at the end).
     pub fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+        let mut buf = Vec::new();
+        self.read_into(offset, size, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Up to `size` bytes at `offset` into `buf` (cleared first; its capacity is reused, so a
+    /// caller that keeps one buffer per thread allocates and zero-fills nothing per read).
+    pub fn read_into(&self, offset: u64, size: usize, buf: &mut Vec<u8>) -> FsResult<()> {
+        buf.clear();
         if offset >= self.concat.len || size == 0 {
-            return Ok(Vec::new());
+            return Ok(());
         }
         let end = self.concat.len.min(offset.saturating_add(size as u64));
-        let mut buf = vec![0u8; (end - offset) as usize];
+        let want = (end - offset) as usize;
+        buf.reserve(want);
         let parts = &self.concat.parts;
         // The last part starting at or before offset.
         let mut idx = parts.partition_point(|p| p.start <= offset).saturating_sub(1);
@@ -134,31 +206,40 @@ impl ConcatReader {
             let part = &parts[idx];
             let in_part = pos - part.start;
             let n = (part.len - in_part).min(end - pos) as usize;
-            let at = (pos - offset) as usize;
-            let file = self.file(idx)?;
-            read_exact_at(&file, &mut buf[at..at + n], in_part, &part.path)?;
+            let file = self.pool.get(part)?;
+            read_exact_at(&file, buf, n, in_part, &part.path)?;
             pos += n as u64;
             idx += 1;
         }
-        Ok(buf)
+        Ok(())
     }
 }
 
-fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64, path: &Path) -> FsResult<()> {
-    while !buf.is_empty() {
-        match file.read_at(buf, offset) {
-            Ok(0) => {
+/// Append exactly `n` bytes of `file` at `offset` to `buf` (into its spare capacity, no
+/// zero-fill); a file shorter than that is damage, never zeros.
+fn read_exact_at(file: &File, buf: &mut Vec<u8>, n: usize, mut offset: u64, path: &Path) -> FsResult<()> {
+    let target = buf.len() + n;
+    buf.reserve(n);
+    while buf.len() < target {
+        let left = target - buf.len();
+        let spare = &mut buf.spare_capacity_mut()[..left];
+        match rustix::io::pread(file, spare, offset) {
+            Ok(([], _)) => {
                 return Err(FsError::Table(Error::Corrupt {
                     path: path.to_path_buf(),
                     reason: "data file is shorter than its add action says".into(),
                 }));
             }
-            Ok(n) => {
-                buf = &mut buf[n..];
-                offset += n as u64;
+            Ok((done, _)) => {
+                let k = done.len();
+                // SAFETY: pread initialised the first k bytes of the spare capacity.
+                unsafe { buf.set_len(buf.len() + k) };
+                offset += k as u64;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::io("read", path, e).into()),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => {
+                return Err(Error::io("read", path, std::io::Error::from_raw_os_error(e.raw_os_error())).into());
+            }
         }
     }
     Ok(())
@@ -170,13 +251,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A small map that forgets its least recently used entries.
 #[derive(Debug)]
-struct Lru<V> {
+struct Lru<K, V> {
     cap: usize,
     tick: u64,
-    map: HashMap<u64, (u64, Arc<V>)>,
+    map: HashMap<K, (u64, Arc<V>)>,
 }
 
-impl<V> Lru<V> {
+impl<K: std::hash::Hash + Eq + Clone, V> Lru<K, V> {
     fn new(cap: usize) -> Self {
         Lru {
             cap,
@@ -185,19 +266,19 @@ impl<V> Lru<V> {
         }
     }
 
-    fn get(&mut self, k: u64) -> Option<Arc<V>> {
+    fn get(&mut self, k: &K) -> Option<Arc<V>> {
         self.tick += 1;
         let t = self.tick;
-        self.map.get_mut(&k).map(|e| {
+        self.map.get_mut(k).map(|e| {
             e.0 = t;
             e.1.clone()
         })
     }
 
-    fn put(&mut self, k: u64, v: Arc<V>) {
+    fn put(&mut self, k: K, v: Arc<V>) {
         if self.map.len() >= self.cap
             && !self.map.contains_key(&k)
-            && let Some(oldest) = self.map.iter().min_by_key(|(_, (t, _))| *t).map(|(k, _)| *k)
+            && let Some(oldest) = self.map.iter().min_by_key(|(_, (t, _))| *t).map(|(k, _)| k.clone())
         {
             self.map.remove(&oldest);
         }
@@ -213,23 +294,32 @@ pub struct Versions {
     table: Table,
     /// The newest version seen so far: versions up to it exist without asking the log.
     seen_latest: AtomicU64,
-    heads: Mutex<Lru<VersionHead>>,
-    bodies: Mutex<Lru<VersionBody>>,
+    heads: Mutex<Lru<u64, VersionHead>>,
+    bodies: Mutex<Lru<u64, VersionBody>>,
+    /// The open data and commit files, shared by every reader.
+    files: Arc<FilePool>,
     /// The newest snapshot built so far: a newer version is replayed from it, one commit per
     /// version, instead of from version 0 (readers of `latest` after each commit).
     tip: Mutex<Option<Arc<Snapshot>>>,
 }
 
 impl Versions {
-    /// The versions of `table`.
-    pub fn new(table: Table) -> Versions {
-        Versions {
+    /// The versions of `table`. Errors: the table folder cannot be opened ([`Error::Io`]).
+    pub fn new(table: Table) -> FsResult<Versions> {
+        let root = Dir::open(table.root())?;
+        Ok(Versions {
+            files: Arc::new(FilePool::new(root)),
             table,
             seen_latest: AtomicU64::new(0),
             heads: Mutex::new(Lru::new(1024)),
             bodies: Mutex::new(Lru::new(32)),
             tip: Mutex::new(None),
-        }
+        })
+    }
+
+    /// The shared open files of the table.
+    pub fn files(&self) -> &Arc<FilePool> {
+        &self.files
     }
 
     /// The table.
@@ -237,31 +327,57 @@ impl Versions {
         &self.table
     }
 
-    /// The newest version, read from the log now (never cached).
+    /// The newest version, from the table's log segment now (a listing, or one fstat while
+    /// `_delta_log/` is unchanged), with every commit up to it checked complete: a hole, a
+    /// non-regular commit name or a damaged commit anywhere is the same error (EIO) that the
+    /// damaged versions give, as in the CLI.
     pub fn latest(&self) -> FsResult<u64> {
         let v = self.table.latest_version()?;
+        self.table.verify_through(v)?;
         self.seen_latest.fetch_max(v, Ordering::Relaxed);
         Ok(v)
     }
 
-    /// Whether `version` exists.
+    /// The newest readable version, for listing `v/` and its attributes: versions before damage
+    /// stay listed (and readable), none past it are. Errors: EIO when no version is readable.
+    pub fn listed_latest(&self) -> FsResult<u64> {
+        match self.table.readable_through()? {
+            Some(v) => Ok(v),
+            None => Err(self
+                .table
+                .latest_version()
+                .err()
+                .map_or(FsError::NotFound, FsError::Table)),
+        }
+    }
+
+    /// Whether `version` exists: `Ok(true)` for a readable version, `Ok(false)` past the newest
+    /// commit, the damage error (EIO) for a version at or past damage in the log.
     pub fn exists(&self, version: u64) -> FsResult<bool> {
         if version <= self.seen_latest.load(Ordering::Relaxed) {
             return Ok(true);
         }
-        Ok(version <= self.latest()?)
+        let seg = self.table.segment()?;
+        match seg.check(version) {
+            Some(Ok(())) => {
+                self.table.verify_through(version)?;
+                self.seen_latest.fetch_max(version, Ordering::Relaxed);
+                Ok(true)
+            }
+            Some(Err(e)) => Err(e.into()),
+            None => Ok(false),
+        }
     }
 
     /// The head of `version` (which must exist).
     pub fn head(&self, version: u64) -> FsResult<Arc<VersionHead>> {
-        if let Some(h) = lock(&self.heads).get(version) {
+        if let Some(h) = lock(&self.heads).get(&version) {
             return Ok(h);
         }
+        let commit = self.table.read_commit(version)?;
         let info = self.table.commit_info(version)?;
         let commit_path = self.table.commit_path(version);
-        let commit_size = std::fs::metadata(&commit_path)
-            .map_err(|e| Error::io("stat", &commit_path, e))?
-            .len();
+        let commit_size = commit.len;
         let head = Arc::new(VersionHead {
             timestamp_ms: info.timestamp,
             commit_path,
@@ -273,12 +389,12 @@ impl Versions {
 
     /// The body of `version` (log replay on a cache miss).
     pub fn body(&self, version: u64) -> FsResult<Arc<VersionBody>> {
-        if let Some(b) = lock(&self.bodies).get(version) {
+        if let Some(b) = lock(&self.bodies).get(&version) {
             return Ok(b);
         }
         let snap = self.snapshot(version)?;
         let root = self.table.root();
-        let data = Concat::new(snap.files.iter().map(|f| (root.join(&f.path), f.size)));
+        let data = Concat::new(root, snap.files.iter().map(|f| (f.path.clone(), f.size)));
         let body = Arc::new(VersionBody {
             data: Arc::new(data),
             schema_json: Arc::from(snap.schema.to_pretty_json().into_bytes()),
@@ -314,12 +430,13 @@ mod tests {
         let mut files = Vec::new();
         let mut all = Vec::new();
         for (i, text) in ["abc", "", "defgh", "i", "jklmnopqrstuvwxyz"].iter().enumerate() {
-            let p = dir.path().join(format!("f{i}"));
-            std::fs::write(&p, text).unwrap();
-            files.push((p, text.len() as u64));
+            let rel = format!("f{i}");
+            std::fs::write(dir.path().join(&rel), text).unwrap();
+            files.push((rel, text.len() as u64));
             all.extend_from_slice(text.as_bytes());
         }
-        let r = ConcatReader::new(Arc::new(Concat::new(files)));
+        let pool = Arc::new(FilePool::new(Dir::open(dir.path()).unwrap()));
+        let r = ConcatReader::new(Arc::new(Concat::new(dir.path(), files)), pool);
         assert_eq!(r.len(), all.len() as u64);
         for off in 0..=all.len() + 2 {
             for size in [0, 1, 2, 3, 7, 100] {
@@ -334,10 +451,119 @@ mod tests {
     #[test]
     fn short_file_is_an_error_not_zeros() {
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("f");
-        std::fs::write(&p, "ab").unwrap();
-        let r = ConcatReader::new(Arc::new(Concat::new([(p, 5)])));
+        std::fs::write(dir.path().join("f"), "ab").unwrap();
+        let pool = Arc::new(FilePool::new(Dir::open(dir.path()).unwrap()));
+        // The size is checked when the file is opened...
+        let r = ConcatReader::new(Arc::new(Concat::new(dir.path(), [("f".into(), 5)])), pool.clone());
         assert_eq!(r.read(0, 5).unwrap_err().errno(), libc::EIO);
+        // ...and a file that shrinks after that reads short: an error, never zeros.
+        let r = ConcatReader::new(Arc::new(Concat::new(dir.path(), [("f".into(), 2)])), pool);
+        assert_eq!(r.read(0, 2).unwrap(), b"ab");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("f"))
+            .unwrap()
+            .set_len(1)
+            .unwrap();
+        assert_eq!(r.read(0, 2).unwrap_err().errno(), libc::EIO);
+    }
+
+    #[test]
+    fn data_files_are_opened_beneath_the_table_without_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("t");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(dir.path().join("secret"), "root:x").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret"), root.join("part-1.jsonl")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), root.join("sub")).unwrap();
+        std::fs::write(root.join("ok.jsonl"), "{}\n").unwrap();
+        let pool = Arc::new(FilePool::new(Dir::open(&root).unwrap()));
+        for rel in ["part-1.jsonl", "sub/secret", "../secret"] {
+            let r = ConcatReader::new(Arc::new(Concat::new(&root, [(rel.to_string(), 6)])), pool.clone());
+            let e = r.read(0, 6).unwrap_err();
+            assert_eq!(e.errno(), libc::EIO, "{rel}: {e}");
+        }
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            root.join("fifo"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let r = ConcatReader::new(Arc::new(Concat::new(&root, [("fifo".to_string(), 6)])), pool.clone());
+        assert_eq!(r.read(0, 6).unwrap_err().errno(), libc::EIO);
+        let r = ConcatReader::new(Arc::new(Concat::new(&root, [("ok.jsonl".to_string(), 3)])), pool);
+        assert_eq!(r.read(0, 3).unwrap(), b"{}\n");
+    }
+
+    /// A file/symlink swap racing with opens (issue 9, item 1: 186 of 7,687 check-then-open
+    /// reads printed the secret): the open itself refuses the symlink, so the secret never shows.
+    #[test]
+    fn symlink_swaps_racing_with_opens_never_show_the_target() {
+        use std::sync::atomic::AtomicBool;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("t");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(dir.path().join("secret"), "SECRET").unwrap();
+        std::fs::write(root.join("good"), "public").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret"), root.join("evil")).unwrap();
+        std::fs::copy(root.join("good"), root.join("part")).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (root, stop) = (root.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    // rename(2) replaces the name atomically: always a file or a symlink.
+                    if i.is_multiple_of(2) {
+                        std::os::unix::fs::symlink(root.parent().unwrap().join("secret"), root.join("tmp")).unwrap();
+                    } else {
+                        std::fs::copy(root.join("good"), root.join("tmp")).unwrap();
+                    }
+                    std::fs::rename(root.join("tmp"), root.join("part")).unwrap();
+                    i += 1;
+                }
+            })
+        };
+        let (mut served, mut refused) = (0, 0);
+        for _ in 0..3000 {
+            // A new pool each time: every read opens the file again.
+            let pool = Arc::new(FilePool::new(Dir::open(&root).unwrap()));
+            let r = ConcatReader::new(Arc::new(Concat::new(&root, [("part".to_string(), 6)])), pool);
+            match r.read(0, 6) {
+                Ok(b) => {
+                    assert_eq!(b, b"public");
+                    served += 1;
+                }
+                Err(e) => {
+                    assert_eq!(e.errno(), libc::EIO, "{e}");
+                    refused += 1;
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        assert!(served + refused == 3000);
+    }
+
+    #[test]
+    fn one_descriptor_per_file_however_many_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = Vec::new();
+        for i in 0..3 {
+            std::fs::write(dir.path().join(format!("p{i}")), "abcd").unwrap();
+            files.push((format!("p{i}"), 4));
+        }
+        let pool = Arc::new(FilePool::new(Dir::open(dir.path()).unwrap()));
+        let concat = Arc::new(Concat::new(dir.path(), files));
+        let readers: Vec<_> = (0..1000)
+            .map(|_| ConcatReader::new(concat.clone(), pool.clone()))
+            .collect();
+        for r in &readers {
+            assert_eq!(r.read(0, 12).unwrap(), b"abcdabcdabcd");
+        }
+        assert_eq!(pool.open_count(), 3);
     }
 
     #[test]
@@ -348,7 +574,7 @@ mod tests {
         let schema = Schema::parse_cli(&["id:int!".to_string()]).unwrap();
         let t = Table::create(dir.path(), &schema).unwrap();
         let w = WriteOptions::default();
-        let vs = Versions::new(t.clone());
+        let vs = Versions::new(t.clone()).unwrap();
         for i in 0..4 {
             t.append("x", format!("{{\"id\":{i}}}\n").as_bytes(), &w).unwrap();
             // A reader of latest after every commit: the tip moves one commit at a time.
@@ -383,9 +609,9 @@ mod tests {
         let mut l = Lru::new(2);
         l.put(1, Arc::new(1));
         l.put(2, Arc::new(2));
-        assert!(l.get(1).is_some());
+        assert!(l.get(&1).is_some());
         l.put(3, Arc::new(3));
-        assert!(l.get(2).is_none());
-        assert!(l.get(1).is_some() && l.get(3).is_some());
+        assert!(l.get(&2).is_none());
+        assert!(l.get(&1).is_some() && l.get(&3).is_some());
     }
 }

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::fs::File;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -166,7 +167,7 @@ pub(super) enum Handle {
         writable: bool,
         opener: Option<u32>,
     },
-    Dir(Vec<DirEntry>),
+    Dir(Arc<[DirEntry]>),
 }
 
 /// The inner file system of one mounted table.
@@ -180,6 +181,8 @@ pub struct TableView {
     pub(super) handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_fh: AtomicU64,
     procs: Box<dyn Processes>,
+    /// The newest listing of `incoming/`, shared by the handles that opened it.
+    last_listing: Mutex<Option<Arc<[DirEntry]>>>,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -215,7 +218,7 @@ impl TableView {
             committed_staging_ids(&table)?
         };
         let view = TableView {
-            versions: Versions::new(table),
+            versions: Versions::new(table)?,
             staging,
             cfg,
             started: SystemTime::now(),
@@ -223,6 +226,7 @@ impl TableView {
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             procs: Box::new(ProcFs::default()),
+            last_listing: Mutex::new(None),
         };
         view.restore_staged(found, &committed)?;
         Ok(view)
@@ -288,7 +292,7 @@ impl TableView {
         match node {
             Node::Root => Ok(self.attr(ino, Kind::Dir, 0, 0o555, 4, self.started, Duration::ZERO)),
             Node::VDir => {
-                let latest = self.versions.latest()?;
+                let latest = self.versions.listed_latest()?;
                 let nlink = 2u32.saturating_add(u32::try_from(latest + 1).unwrap_or(u32::MAX));
                 let t = self.latest_time(latest)?;
                 Ok(self.attr(ino, Kind::Dir, 0, 0o555, nlink, t, Duration::ZERO))
@@ -372,7 +376,7 @@ impl TableView {
                     (inode::ROOT, Kind::Dir, "..".to_string()),
                 ];
                 list.extend(self.incoming_list());
-                let entries = list
+                let entries: Vec<DirEntry> = list
                     .into_iter()
                     .enumerate()
                     .map(|(i, (ino, kind, name))| DirEntry {
@@ -382,7 +386,7 @@ impl TableView {
                         next_offset: i as u64 + 1,
                     })
                     .collect();
-                Ok(self.new_handle(Handle::Dir(entries)))
+                Ok(self.new_handle(Handle::Dir(self.shared_listing(entries))))
             }
             Node::Root | Node::VDir => Ok(0),
             Node::VersionDir(v) => {
@@ -430,7 +434,7 @@ impl TableView {
             Node::VDir => {
                 // Entry i: ".", "..", then version i - 2; computed from the offset, so a long
                 // listing costs nothing per call beyond its own entries.
-                let latest = self.versions.latest()?;
+                let latest = self.versions.listed_latest()?;
                 let total = latest.saturating_add(3);
                 let mut out = Vec::new();
                 let mut i = offset;
@@ -456,6 +460,21 @@ impl TableView {
             },
             Node::Latest | Node::VersionFile(..) | Node::Staged(_) | Node::ErrorNote(_) => Err(FsError::NotDir),
         }
+    }
+
+    /// The listing `entries` as one shared copy: every open handle of `incoming/` whose
+    /// listing is the same holds the same allocation, so 5,000 open handles on a large
+    /// directory cost one copy, not 5,000 (README "Limits"). The built list is dropped at once.
+    fn shared_listing(&self, entries: Vec<DirEntry>) -> Arc<[DirEntry]> {
+        let mut last = lock(&self.last_listing);
+        if let Some(l) = last.as_ref()
+            && **l == *entries
+        {
+            return l.clone();
+        }
+        let l: Arc<[DirEntry]> = Arc::from(entries);
+        *last = Some(l.clone());
+        l
     }
 
     /// Close a directory handle.
@@ -486,12 +505,14 @@ impl TableView {
                 }
                 self.check_version(v)?;
                 let handle = match f {
-                    VersionFile::Data => Handle::Concat(ConcatReader::new(self.versions.body(v)?.data.clone())),
-                    VersionFile::Commit => {
-                        let head = self.versions.head(v)?;
-                        let concat = Concat::new([(head.commit_path.clone(), head.commit_size)]);
-                        Handle::Concat(ConcatReader::new(Arc::new(concat)))
-                    }
+                    VersionFile::Data => Handle::Concat(ConcatReader::new(
+                        self.versions.body(v)?.data.clone(),
+                        self.versions.files().clone(),
+                    )),
+                    VersionFile::Commit => Handle::Concat(ConcatReader::new(
+                        Arc::new(self.commit_concat(v)?),
+                        self.versions.files().clone(),
+                    )),
                     VersionFile::Schema => Handle::Bytes(self.versions.body(v)?.schema_json.clone()),
                 };
                 Ok(Opened {
@@ -515,6 +536,40 @@ impl TableView {
             Node::Root | Node::VDir | Node::Incoming | Node::VersionDir(_) => Err(FsError::IsDir),
             Node::Latest => Err(FsError::Invalid),
         }
+    }
+
+    /// The one file on disk that read-only node `ino` is, when it is one: `data.jsonl` of a
+    /// version with a single data file, and every `commit.json`. Opened beneath the table with
+    /// its size checked against the log now (EIO otherwise), for FUSE passthrough (README
+    /// "Reading"). `None` for every other node.
+    pub fn backing_file(&self, ino: u64) -> FsResult<Option<Arc<File>>> {
+        let Some(Node::VersionFile(v, f)) = Node::from_ino(ino) else {
+            return Ok(None);
+        };
+        let files = self.versions.files();
+        match f {
+            VersionFile::Data => {
+                let body = self.versions.body(v)?;
+                match body.data.single() {
+                    Some(part) => Ok(Some(files.get_checked(part)?)),
+                    None => Ok(None),
+                }
+            }
+            VersionFile::Commit => {
+                let concat = self.commit_concat(v)?;
+                match concat.single() {
+                    Some(part) => Ok(Some(files.get_checked(part)?)),
+                    None => Ok(None),
+                }
+            }
+            VersionFile::Schema => Ok(None),
+        }
+    }
+
+    fn commit_concat(&self, v: u64) -> FsResult<Concat> {
+        let head = self.versions.head(v)?;
+        let rel = format!("{}/{}", crate::log::LOG_DIR, crate::log::commit_file_name(v));
+        Ok(Concat::new(self.table().root(), [(rel, head.commit_size)]))
     }
 
     /// Create `name` in `parent` (only `incoming/`) and open it. `flags`: the open flags
@@ -550,6 +605,19 @@ impl TableView {
             Node::Incoming => Ok(()),
             Node::Root | Node::VDir | Node::VersionDir(_) => Err(FsError::ReadOnly),
             Node::Latest | Node::VersionFile(..) | Node::Staged(_) | Node::ErrorNote(_) => Err(FsError::NotDir),
+        }
+    }
+
+    /// [`TableView::read`] into `buf` (cleared first). Version files are read straight into its
+    /// spare capacity, so a caller that keeps one buffer per thread allocates and zero-fills
+    /// nothing per request.
+    pub fn read_into(&self, fh: u64, offset: u64, size: u32, buf: &mut Vec<u8>) -> FsResult<()> {
+        match self.handle(fh)?.as_ref() {
+            Handle::Concat(r) => r.read_into(offset, size as usize, buf),
+            _ => {
+                *buf = self.read(fh, offset, size)?;
+                Ok(())
+            }
         }
     }
 

@@ -553,3 +553,47 @@ fn streamed_and_random_order_files_commit_the_same_rows() {
     let left = std::fs::read_dir(dir.path().join("_staging")).unwrap().count();
     assert_eq!(left, 4);
 }
+
+#[test]
+fn open_directory_handles_share_one_listing() {
+    let dir = tempfile::tempdir().unwrap();
+    table(dir.path());
+    let v = view(dir.path());
+    for i in 0..50 {
+        let (_, o) = v
+            .create(
+                inode::INCOMING,
+                OsStr::new(&format!("f{i}.tmp")),
+                true,
+                libc::O_CREAT | libc::O_TRUNC,
+                ME,
+            )
+            .unwrap();
+        v.release(o.fh);
+    }
+    let listing = |fh: u64| match v.handle(fh).unwrap().as_ref() {
+        Handle::Dir(l) => l.clone(),
+        _ => panic!("not a directory handle"),
+    };
+    let fhs: Vec<u64> = (0..100).map(|_| v.opendir(inode::INCOMING).unwrap()).collect();
+    let first = listing(fhs[0]);
+    assert_eq!(first.len(), 52);
+    assert!(fhs.iter().all(|fh| Arc::ptr_eq(&listing(*fh), &first)));
+    // A change makes a new listing for later opens; open handles keep theirs.
+    let (_, o) = v
+        .create(
+            inode::INCOMING,
+            OsStr::new("new.tmp"),
+            true,
+            libc::O_CREAT | libc::O_TRUNC,
+            ME,
+        )
+        .unwrap();
+    v.release(o.fh);
+    let fh = v.opendir(inode::INCOMING).unwrap();
+    assert_eq!(listing(fh).len(), 53);
+    assert_eq!(listing(fhs[99]).len(), 52);
+    for fh in fhs.into_iter().chain([fh]) {
+        v.releasedir(fh);
+    }
+}

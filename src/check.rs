@@ -1,0 +1,322 @@
+//! `tinydelta check`: prove a table whole, in the spirit of `git fsck` (docs/FORMAT.md,
+//! "Checking a table"). Every commit complete and contiguous; every data file that a readable
+//! version names present with its recorded size (a file only older versions name and that is
+//! gone was vacuumed: a warning); checkpoints and version checksums consistent with log replay
+//! (warnings: readers never need them); with `deep`, every live file re-read and its rows
+//! counted against its stats. `repair` moves a damaged *newest* commit into
+//! `_delta_log/_corrupt/` (never deletes it), so the table is whole at the version before.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::log::{CORRUPT_DIR, commit_file_name};
+use crate::segment::Listing;
+use crate::snapshot::Snapshot;
+use crate::table::Table;
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The table is not whole: some version cannot be read.
+    Damage,
+    /// Something optional is missing or stale; every version still reads.
+    Warning,
+}
+
+/// One finding.
+#[derive(Debug, Clone, Serialize)]
+pub struct Problem {
+    /// Damage or warning.
+    pub severity: Severity,
+    /// The version involved, if one is.
+    pub version: Option<u64>,
+    /// What is wrong (names the file).
+    pub message: String,
+    /// What the user can do.
+    pub hint: String,
+}
+
+/// What `check` found.
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    /// Newest readable version, if any.
+    pub readable_through: Option<u64>,
+    /// Findings, in log order.
+    pub problems: Vec<Problem>,
+    /// What `repair` did.
+    pub repaired: Vec<String>,
+    /// Versions without a version checksum (summed up in one warning).
+    #[serde(skip)]
+    pub missing_crcs: Vec<u64>,
+}
+
+impl Report {
+    /// The report for a table that cannot even be opened (its log is damaged at the start).
+    pub fn unopenable(e: Error) -> Report {
+        let mut r = Report::default();
+        r.damage(Some(0), e.to_string(), RESTORE_HINT);
+        r
+    }
+
+    /// Whether the table is whole (warnings allowed).
+    pub fn is_whole(&self) -> bool {
+        !self.problems.iter().any(|p| p.severity == Severity::Damage)
+    }
+    fn damage(&mut self, version: Option<u64>, message: String, hint: &str) {
+        self.problems.push(Problem {
+            severity: Severity::Damage,
+            version,
+            message,
+            hint: hint.into(),
+        });
+    }
+    fn warn(&mut self, version: Option<u64>, message: String, hint: &str) {
+        self.problems.push(Problem {
+            severity: Severity::Warning,
+            version,
+            message,
+            hint: hint.into(),
+        });
+    }
+}
+
+const RESTORE_HINT: &str =
+    "restore the file from a backup; versions before it stay readable (`tinydelta read --version N`)";
+
+/// Check `table`. Errors: only when the log folder cannot be listed at all.
+pub fn check(table: &Table, deep: bool, repair: bool) -> Result<Report> {
+    let mut report = Report::default();
+    let listing = Listing::read(table.log_dir_handle())?;
+    for (name, v) in &listing.not_regular {
+        if v.is_none() {
+            report.damage(
+                None,
+                format!("{}: not a regular file", table.log_dir_handle().join(name).display()),
+                "remove it: tinydelta never follows symlinks or opens special files in _delta_log/",
+            );
+        }
+    }
+    let seg = match table.segment() {
+        Ok(s) => s,
+        Err(e) => {
+            report.damage(Some(0), e.to_string(), RESTORE_HINT);
+            return Ok(report);
+        }
+    };
+    // Every commit present, each on its own: all damage is listed, not only the first.
+    let mut first_bad = seg.damage.as_ref().map(|d| d.version);
+    if let Some(d) = &seg.damage {
+        report.damage(Some(d.version), d.error().to_string(), RESTORE_HINT);
+    }
+    for v in seg.first..=seg.newest_present {
+        if seg.damage.as_ref().is_some_and(|d| d.version == v) {
+            continue;
+        }
+        match table.read_commit(v) {
+            Ok(_) => {}
+            Err(Error::VersionNotFound { .. }) => {}
+            Err(e) if seg.damage.as_ref().is_some_and(|d| v > d.version) && e.to_string().contains("hole") => {}
+            Err(e) => {
+                first_bad = Some(first_bad.map_or(v, |b| b.min(v)));
+                report.damage(Some(v), e.to_string(), RESTORE_HINT);
+            }
+        }
+    }
+    let end = match first_bad {
+        Some(0) => None,
+        Some(b) => Some(b - 1),
+        None => Some(seg.end),
+    };
+    report.readable_through = end;
+    if let Some(end) = end {
+        check_versions(table, seg.first, end, deep, &mut report)?;
+    }
+    if let (Some(first), Some(last)) = (
+        report.missing_crcs.first().copied(),
+        report.missing_crcs.last().copied(),
+    ) {
+        let n = report.missing_crcs.len();
+        report.warn(
+            Some(last),
+            format!("{n} versions (from {first} to {last}) have no version checksum (.crc)"),
+            "nothing to do: readers do not need them; tinydelta writes one after each commit",
+        );
+    }
+    if repair {
+        repair_newest(table, &seg, first_bad, &mut report)?;
+    }
+    Ok(report)
+}
+
+/// Replay `first..=end`, checking data files, checkpoints and version checksums.
+fn check_versions(table: &Table, first: u64, end: u64, deep: bool, report: &mut Report) -> Result<()> {
+    let base = match table.snapshot(first) {
+        Ok(s) => s,
+        Err(e) => {
+            report.damage(Some(first), e.to_string(), RESTORE_HINT);
+            return Ok(());
+        }
+    };
+    // Data files: every file some readable version names: path -> (size, last version naming it).
+    let mut named: BTreeMap<String, (u64, u64, bool)> = BTreeMap::new();
+    let mut snap = base;
+    loop {
+        check_side_files(table, &snap, report);
+        for f in &snap.files {
+            named.insert(f.path.clone(), (f.size, snap.version, false));
+        }
+        let v = snap.version + 1;
+        if v > end {
+            break;
+        }
+        snap = match table.snapshot_after(&snap, v) {
+            Ok(s) => s,
+            Err(e) => {
+                report.damage(Some(v), e.to_string(), RESTORE_HINT);
+                return Ok(());
+            }
+        };
+    }
+    let latest = snap;
+    for f in &latest.files {
+        if let Some(e) = named.get_mut(&f.path) {
+            e.2 = true;
+        }
+    }
+    for (path, (size, last, live)) in &named {
+        match table.open_data_file(path, *size) {
+            Ok(file) => {
+                if deep
+                    && *live
+                    && let Some(entry) = latest.files.iter().find(|f| &f.path == path)
+                    && entry.has_stats
+                {
+                    let rows = count_rows(file, &table.root().join(path))?;
+                    if rows != entry.num_records {
+                        report.damage(
+                            Some(entry.added_in),
+                            format!(
+                                "{}: {rows} rows, but its add action's stats say {}",
+                                table.root().join(path).display(),
+                                entry.num_records
+                            ),
+                            RESTORE_HINT,
+                        );
+                    }
+                }
+            }
+            Err(e) if !live && e.to_string().contains("missing") => report.warn(
+                Some(*last),
+                format!(
+                    "{} (named by versions up to {last}) is gone: vacuumed",
+                    table.root().join(path).display()
+                ),
+                "nothing to do unless you need to read those old versions",
+            ),
+            Err(e) if crate::table::is_unsupported_format(&e) => report.warn(
+                Some(*last),
+                e.to_string(),
+                "read the versions naming it with a Parquet-capable Delta reader; the others read with tinydelta",
+            ),
+            Err(e) => report.damage(Some(*last), e.to_string(), RESTORE_HINT),
+        }
+    }
+    Ok(())
+}
+
+/// Rows of a JSONL data file: its lines that are not blank.
+/// Errors: [`Error::Io`] naming `path`.
+pub fn count_rows(file: std::fs::File, path: &std::path::Path) -> Result<u64> {
+    let mut n = 0u64;
+    for line in BufReader::with_capacity(1 << 20, file).split(b'\n') {
+        let line = line.map_err(|e| Error::io("read", path, e))?;
+        if !line.iter().all(|b| b.is_ascii_whitespace()) {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Version checksum and checkpoint of one version (warnings only).
+fn check_side_files(table: &Table, s: &Snapshot, report: &mut Report) {
+    match crate::crc::read(table.log_dir_handle(), s.version) {
+        Ok(Some(crc)) => {
+            if let Some(m) = crc.mismatch(s) {
+                report.warn(
+                    Some(s.version),
+                    format!("version checksum {}: {m}", crate::log::crc_file_name(s.version)),
+                    "delete the .crc file; readers do not need it",
+                );
+            }
+        }
+        Ok(None) => report.missing_crcs.push(s.version),
+        Err(e) => report.warn(
+            Some(s.version),
+            e.to_string(),
+            "delete the .crc file; readers do not need it",
+        ),
+    }
+    if crate::checkpoint::newest_at_or_before(table.dir(), s.version) == Some(s.version) {
+        match crate::checkpoint::read(table.dir(), s.version) {
+            Ok(cp) if cp.files == s.files => {}
+            Ok(_) => report.warn(
+                Some(s.version),
+                format!("checkpoint of version {} disagrees with log replay", s.version),
+                "delete it from _tinydelta/checkpoints/; it is rewritten when needed",
+            ),
+            Err(e) => report.warn(
+                Some(s.version),
+                e.to_string(),
+                "delete it from _tinydelta/checkpoints/; it is rewritten when needed",
+            ),
+        }
+    }
+}
+
+/// Move a damaged newest commit aside into `_delta_log/_corrupt/`.
+fn repair_newest(
+    table: &Table,
+    seg: &crate::segment::LogSegment,
+    first_bad: Option<u64>,
+    report: &mut Report,
+) -> Result<()> {
+    let Some(bad) = first_bad else { return Ok(()) };
+    if bad != seg.newest_present || bad == 0 || seg.damage.as_ref().is_some_and(|d| d.version != bad) {
+        report.repaired.push(format!(
+            "nothing moved: only a damaged newest commit is repaired automatically (the damage is at version {bad}, the newest commit is {})",
+            seg.newest_present
+        ));
+        return Ok(());
+    }
+    let log = table.log_dir_handle();
+    let corrupt = log.create_dir(CORRUPT_DIR, 0o755)?;
+    let name = commit_file_name(bad);
+    let mut to = name.clone();
+    let mut n = 0;
+    while corrupt.stat(&to)?.is_some() {
+        n += 1;
+        to = format!("{name}.{n}");
+    }
+    log.rename(&name, &corrupt, &to)
+        .map_err(|e| Error::io("rename", log.join(&name), e))?;
+    let crc = crate::log::crc_file_name(bad);
+    if log.stat(&crc)?.is_some() {
+        log.rename(&crc, &corrupt, &format!("{to}.crc"))
+            .map_err(|e| Error::io("rename", log.join(&crc), e))?;
+    }
+    log.sync()?;
+    corrupt.sync()?;
+    report.repaired.push(format!(
+        "moved {} to {}; the table is whole at version {}",
+        log.join(&name).display(),
+        corrupt.join(&to).display(),
+        bad - 1
+    ));
+    report.problems.retain(|p| p.version != Some(bad));
+    report.readable_through = Some(bad - 1);
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! Damage in the log as the mount sees it (docs/FORMAT.md, "The log segment"): the mount and the
+//! CLI agree. Versions before the damage read as in the CLI; versions from the damage on, and
+//! `latest`, are EIO; a stray future commit lists no phantom versions; a FIFO named as the newest
+//! commit blocks nothing.
+
+#[path = "common/mount.rs"]
+mod mount;
+
+use std::fs;
+use std::path::Path;
+
+use mount::*;
+
+const FILES: &[&str] = &["flights-jan.jsonl", "flights-feb.jsonl", "flights-mar.jsonl"];
+
+fn commit(f: &Fixture, v: u64) -> std::path::PathBuf {
+    f.table.join("_delta_log").join(format!("{v:020}.json"))
+}
+
+fn errno_of(r: std::io::Result<impl Sized>) -> Option<i32> {
+    r.err().and_then(|e| e.raw_os_error())
+}
+
+fn assert_eio(path: &Path, what: &str) {
+    assert_eq!(
+        errno_of(fs::read(path)),
+        Some(libc::EIO),
+        "{what}: read {}",
+        path.display()
+    );
+}
+
+#[test]
+fn damaged_commits_are_eio_from_the_damage_on_and_earlier_versions_read() {
+    for (d, how) in [(3u64, "empty"), (2, "cut"), (2, "garbage")] {
+        let what = format!("version {d} {how}");
+        let f = Fixture::flights(FILES);
+        let good: Vec<Vec<u8>> = (0..=3).map(|v| f.read_v(v)).collect();
+        let p = commit(&f, d);
+        let bytes = fs::read(&p).unwrap();
+        match how {
+            "empty" => fs::write(&p, b"").unwrap(),
+            "cut" => {
+                let body = &bytes[..bytes.len() - 1];
+                let cut = body.iter().rposition(|b| *b == b'\n').unwrap() + 1;
+                fs::write(&p, &bytes[..cut]).unwrap();
+            }
+            _ => fs::write(&p, b"garbage\n").unwrap(),
+        }
+        let _m = f.mount();
+        for v in 0..d {
+            let got = fs::read(f.m(&format!("v/{v}/data.jsonl")));
+            assert!(
+                got.as_ref().is_ok_and(|g| *g == good[v as usize]),
+                "{what}: v/{v}: {:?}",
+                got.map(|g| g.len())
+            );
+        }
+        for v in d..=3 {
+            assert_eio(&f.m(&format!("v/{v}/data.jsonl")), &what);
+        }
+        assert_eq!(
+            errno_of(fs::read_link(f.m("latest"))),
+            Some(libc::EIO),
+            "{what}: latest"
+        );
+        // A write through incoming/ is refused too (the table is damaged), and commits nothing.
+        let out = run("cp", &[fixture("flights-mar.jsonl"), f.m("incoming/x.jsonl")]);
+        assert!(
+            !out.status.success(),
+            "{what}: cp into incoming/ of a damaged table succeeded"
+        );
+        assert!(
+            !commit(&f, 4).exists(),
+            "{what}: something was committed past the damage"
+        );
+    }
+}
+
+#[test]
+fn a_stray_future_commit_lists_no_phantom_versions() {
+    let f = Fixture::flights(FILES);
+    fs::copy(commit(&f, 3), commit(&f, 9000)).unwrap();
+    let good = f.read_v(3);
+    let _m = f.mount();
+    let got = fs::read(f.m("v/3/data.jsonl"));
+    assert!(
+        got.as_ref().is_ok_and(|g| *g == good),
+        "v/3: {:?}",
+        got.map(|g| g.len())
+    );
+    assert_eq!(errno_of(fs::read_link(f.m("latest"))), Some(libc::EIO));
+    assert!(fs::metadata(f.m("v/9000")).is_err(), "v/9000 is a phantom version");
+    assert!(fs::metadata(f.m("v/5")).is_err(), "v/5 is a phantom version");
+    let listed: Vec<String> = match fs::read_dir(f.m("v")) {
+        Ok(d) => d
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    assert!(!listed.iter().any(|n| n == "9000" || n == "4"), "{listed:?}");
+}
+
+#[test]
+fn a_fifo_as_the_newest_commit_blocks_nothing() {
+    let f = Fixture::flights(FILES);
+    let good = f.read_v(2);
+    let _m = f.mount();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        commit(&f, 4),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .expect("mkfifo");
+    // Each of these would hang for ever if anything opened the FIFO for reading.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mnt = f.mnt.clone();
+    std::thread::spawn(move || {
+        let latest = errno_of(fs::read_link(mnt.join("latest")));
+        let v4 = errno_of(fs::read(mnt.join("v/4/data.jsonl")));
+        let v2 = fs::read(mnt.join("v/2/data.jsonl")).ok();
+        let _ = tx.send((latest, v4, v2));
+    });
+    let (latest, v4, v2) = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("a FIFO in _delta_log/ blocked the mount");
+    assert_eq!(latest, Some(libc::EIO));
+    assert_eq!(v4, Some(libc::EIO));
+    assert!(
+        v2.as_deref() == Some(&good[..]),
+        "v/2 unreadable: {:?}",
+        v2.map(|g| g.len())
+    );
+}
