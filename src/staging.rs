@@ -102,13 +102,6 @@ pub struct Staging {
     _lock: File,
 }
 
-fn io_of(e: Error) -> io::Error {
-    match e {
-        Error::Io { source, op, path } => io::Error::new(source.kind(), format!("{op} {}: {source}", path.display())),
-        other => io::Error::other(other.to_string()),
-    }
-}
-
 fn flock_nb(f: &File) -> io::Result<bool> {
     match rustix::fs::flock(f.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Ok(true),
@@ -398,59 +391,6 @@ impl Staging {
     }
 }
 
-/// For `vacuum`: the files in `table_root/_staging/` that are leftovers — temporaries, halves of
-/// interrupted creates and removes, and staged files whose id the log already has (committed
-/// just before a crash). Staged files a user may still want (a refused file waiting for a fix, a
-/// scratch file, bytes from before a crash) are never leftovers; `.lock` never is. Returns
-/// `None` while a mount holds the table (the daemon cleans up after itself then). `_staging`
-/// must be a real directory owned by the caller: a symlink or another user's folder is an
-/// error, never followed.
-pub fn leftovers(table_root: &Path, committed_ids: &HashSet<String>) -> io::Result<Option<Vec<PathBuf>>> {
-    let root = Dir::open(table_root).map_err(io_of)?;
-    let Some(dir) = staging_dir(&root, false).map_err(io_of)? else {
-        return Ok(Some(Vec::new()));
-    };
-    let _lock = match dir.try_open_file(".lock").map_err(io_of)? {
-        Some(f) => {
-            if !flock_nb(&f)? {
-                return Ok(None);
-            }
-            Some(f)
-        }
-        None => None,
-    };
-    let mut files: Vec<(String, String, PathBuf)> = Vec::new();
-    let mut out = Vec::new();
-    for entry in dir.entries().map_err(io_of)? {
-        let Some(fname) = entry.name.to_str().map(str::to_string) else {
-            continue;
-        };
-        if entry.kind != beneath::Kind::File {
-            continue;
-        }
-        if fname.ends_with(".tmp") {
-            out.push(dir.join(&fname));
-        } else if let Some((id, ext)) = fname.rsplit_once('.')
-            && is_id(id)
-        {
-            files.push((id.to_string(), ext.to_string(), dir.join(&fname)));
-        }
-    }
-    let has = |id: &str, ext: &str| files.iter().any(|(i, e, _)| i == id && e == ext);
-    for (id, ext, path) in &files {
-        let orphan = match ext.as_str() {
-            "data" => !has(id, "name"),
-            "name" | "error" | "sync" | "canon" => !has(id, "data"),
-            _ => false,
-        };
-        if orphan || committed_ids.contains(id) {
-            out.push(path.clone());
-        }
-    }
-    out.sort();
-    Ok(Some(out))
-}
-
 fn is_id(s: &str) -> bool {
     s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
@@ -552,7 +492,6 @@ mod tests {
         fs::remove_dir_all(&st).unwrap();
         std::os::unix::fs::symlink(other.path(), &st).unwrap();
         assert!(Staging::open(dir.path()).is_err());
-        assert!(leftovers(dir.path(), &HashSet::new()).is_err());
     }
 
     #[test]
@@ -591,43 +530,6 @@ mod tests {
         assert_eq!(torn(&synced), None);
         assert!(torn(&unsynced).unwrap().contains("never fsynced"));
         assert!(torn(&grown).unwrap().contains("first 3 bytes"));
-    }
-
-    #[test]
-    fn vacuum_leftovers() {
-        let dir = tempfile::tempdir().unwrap();
-        let (keep, done) = {
-            let s = Staging::open(dir.path()).unwrap();
-            let (keep, _) = s.create("keep.jsonl").unwrap();
-            let (done, _) = s.create("done.jsonl").unwrap();
-            fs::write(s.dir().join(format!("{}.data", "1".repeat(32))), "orphan").unwrap();
-            fs::write(s.dir().join("x.name.1.tmp"), "t").unwrap();
-            let committed = HashSet::from([done.clone()]);
-            // Mounted: hands off.
-            assert!(leftovers(dir.path(), &committed).unwrap().is_none());
-            (keep, done)
-        };
-        let committed = HashSet::from([done.clone()]);
-        let got = leftovers(dir.path(), &committed).unwrap().unwrap();
-        let names: Vec<String> = got
-            .iter()
-            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-            .collect();
-        assert!(names.contains(&format!("{}.data", "1".repeat(32))), "{names:?}");
-        assert!(names.contains(&"x.name.1.tmp".to_string()));
-        assert!(names.contains(&format!("{done}.data")) && names.contains(&format!("{done}.name")));
-        assert!(!names.iter().any(|n| n.starts_with(&keep) || n == ".lock"), "{names:?}");
-        assert!(
-            leftovers(&dir.path().join("none"), &committed).is_err(),
-            "a missing table folder is an error"
-        );
-        fs::create_dir(dir.path().join("empty")).unwrap();
-        assert!(
-            leftovers(&dir.path().join("empty"), &committed)
-                .unwrap()
-                .unwrap()
-                .is_empty()
-        );
     }
 
     #[test]
