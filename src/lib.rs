@@ -19,6 +19,7 @@ pub mod rows;
 pub mod schema;
 pub mod segment;
 pub mod snapshot;
+pub mod staging;
 pub mod table;
 pub mod vacuum;
 

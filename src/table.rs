@@ -805,6 +805,60 @@ impl Table {
         let Some(add) = self.write_data_file(&snap.schema, source, input)? else {
             return Ok(None);
         };
+        self.commit_append(&snap, read_version, add, opts).map(Some)
+    }
+
+    /// Append rows the caller already validated and canonicalised against `schema` (the mount's
+    /// `incoming/` canonicalises while a file is written, so its close only finishes the tail):
+    /// `place(path)` must create the fsynced canonical bytes at `path` (a new
+    /// `part-<uuid>.jsonl` in the root, e.g. by a hard link), `stats` describes them. Then one
+    /// `WRITE`/`Append` commit as [`Table::append`] makes. Returns `None` when `stats` counts no
+    /// rows (nothing placed, nothing committed).
+    ///
+    /// Errors: [`Error::ConcurrentWrite`] when the table's schema is no longer `schema` (nothing
+    /// committed; the caller validates again); errors of `place`; as [`Table::append`].
+    pub fn append_prepared(
+        &self,
+        schema: &Schema,
+        stats: &rows::FileStats,
+        place: impl FnOnce(&Path) -> Result<()>,
+        opts: &WriteOptions,
+    ) -> Result<Option<u64>> {
+        let read_version = self.latest_version()?;
+        let snap = self.snapshot(read_version)?;
+        self.check_writable(&snap)?;
+        if snap.schema != *schema {
+            return Err(Error::ConcurrentWrite {
+                table: self.root.clone(),
+                read_version,
+                version: read_version,
+            });
+        }
+        if stats.num_records == 0 {
+            return Ok(None);
+        }
+        let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
+        place(&self.root.join(&name))?;
+        let add = Self::new_add(name, schema, stats);
+        self.commit_append(&snap, read_version, add, opts).map(Some)
+    }
+
+    /// The `add` of a new data file `name` (relative to the root) with `stats`.
+    fn new_add(name: String, schema: &Schema, stats: &rows::FileStats) -> Add {
+        Add {
+            path: name,
+            partition_values: BTreeMap::new(),
+            size: stats.bytes,
+            modification_time: commit::now_ms(),
+            data_change: true,
+            stats: Some(stats.to_stats_json(schema)),
+            parsed_rows: Default::default(),
+        }
+    }
+
+    /// Commit `add` (a data file already durable in the root) as one blind `WRITE`/`Append`
+    /// read from `snap` at `read_version`.
+    fn commit_append(&self, snap: &Snapshot, read_version: u64, add: Add, opts: &WriteOptions) -> Result<u64> {
         let rows = add.num_records().unwrap_or(0);
         let mut params = BTreeMap::from([("mode".to_string(), "Append".to_string())]);
         params.extend(opts.extra_params.iter().cloned());
@@ -820,22 +874,94 @@ impl Table {
             opts.expect_version,
             |v, ts| {
                 vec![
-                    Action::commit_info(CommitInfo {
-                        timestamp: ts,
-                        timestamp_recorded: true,
-                        operation: "WRITE".into(),
-                        operation_parameters: params.clone(),
-                        read_version: Some(v as i64 - 1),
-                        isolation_level: Some("Serializable".into()),
-                        is_blind_append: true,
-                        operation_metrics: metrics.clone(),
-                        engine_info: Some(ENGINE_INFO.into()),
-                    }),
+                    Self::write_info("WRITE", &params, &metrics, v, ts, true),
                     Action::add(add.clone()),
                 ]
             },
         );
-        self.finish(res, &[&add.path], &snap).map(Some)
+        self.finish(res, &[&add.path], snap)
+    }
+
+    /// Replace the rows of one live data file `old` (a path relative to the root, as its `add`
+    /// named it) with the rows of `input`, as one `UPDATE` commit (a `remove` of `old` and an
+    /// `add` of the new file; the mount's re-save of a file it committed moments ago, README
+    /// "incoming/"). Rebases over commits that leave `old` live. Returns the new version.
+    ///
+    /// Errors: [`Error::BadInput`] (nothing committed); [`Error::ConcurrentWrite`] when `old`
+    /// is no longer live or a commit in between changed the schema.
+    pub fn replace_file(&self, source: &str, old: &str, input: impl BufRead, opts: &WriteOptions) -> Result<u64> {
+        let mut read_version = self.latest_version()?;
+        let mut snap = self.snapshot(read_version)?;
+        self.check_writable(&snap)?;
+        let add = self.write_data_file(&snap.schema, source, input)?;
+        let rows = add.as_ref().and_then(Add::num_records).unwrap_or(0);
+        let mut params = BTreeMap::from([("replaces".to_string(), old.to_string())]);
+        params.extend(opts.extra_params.iter().cloned());
+        let metrics = BTreeMap::from([
+            ("numAddedFiles".into(), usize::from(add.is_some()).to_string()),
+            ("numRemovedFiles".into(), "1".to_string()),
+            ("numOutputRows".into(), rows.to_string()),
+        ]);
+        let files: Vec<&str> = add.iter().map(|a| a.path.as_str()).collect();
+        for _ in 0..16 {
+            let Some(old_entry) = snap.files.iter().find(|f| f.path == old) else {
+                break;
+            };
+            let res = commit::commit_loop(
+                self,
+                read_version,
+                Isolation::ReadDependent,
+                opts.expect_version,
+                |v, ts| {
+                    let mut actions = vec![Self::write_info("UPDATE", &params, &metrics, v, ts, false)];
+                    actions.extend(Self::removes(&[old_entry], ts));
+                    actions.extend(add.iter().cloned().map(Action::add));
+                    actions
+                },
+            );
+            match res {
+                Err(Error::ConcurrentWrite { .. }) if opts.expect_version.is_none() => {
+                    read_version = self.latest_version()?;
+                    snap = self.snapshot(read_version)?;
+                }
+                other => return self.finish(other, &files, &snap),
+            }
+        }
+        let conflict = Err(Error::ConcurrentWrite {
+            table: self.root.clone(),
+            read_version,
+            version: read_version + 1,
+        });
+        self.finish(conflict, &files, &snap)
+    }
+
+    /// The path of the data file that version `version`'s commit added (its first `add`), if
+    /// it added one. Errors: as [`Table::read_commit`].
+    pub fn added_path(&self, version: u64) -> Result<Option<String>> {
+        let c = self.read_commit(version)?;
+        Ok(c.actions.into_iter().find_map(|a| a.add.map(|a| a.path)))
+    }
+
+    /// The `commitInfo` action of a write at version `v`, timestamp `ts`.
+    fn write_info(
+        operation: &str,
+        params: &BTreeMap<String, String>,
+        metrics: &BTreeMap<String, String>,
+        v: u64,
+        ts: i64,
+        blind: bool,
+    ) -> Action {
+        Action::commit_info(CommitInfo {
+            timestamp: ts,
+            timestamp_recorded: true,
+            operation: operation.into(),
+            operation_parameters: params.clone(),
+            read_version: Some(v as i64 - 1),
+            isolation_level: Some("Serializable".into()),
+            is_blind_append: blind,
+            operation_metrics: metrics.clone(),
+            engine_info: Some(ENGINE_INFO.into()),
+        })
     }
 
     /// After a commit attempt: on an error that left nothing published, remove the data files
@@ -920,17 +1046,7 @@ impl Table {
             Isolation::ReadDependent,
             opts.expect_version,
             |v, ts| {
-                let mut actions = vec![Action::commit_info(CommitInfo {
-                    timestamp: ts,
-                    timestamp_recorded: true,
-                    operation: "WRITE".into(),
-                    operation_parameters: params.clone(),
-                    read_version: Some(v as i64 - 1),
-                    isolation_level: Some("Serializable".into()),
-                    is_blind_append: false,
-                    operation_metrics: metrics.clone(),
-                    engine_info: Some(ENGINE_INFO.into()),
-                })];
+                let mut actions = vec![Self::write_info("WRITE", &params, &metrics, v, ts, false)];
                 actions.extend(Self::removes(&live, ts));
                 actions.extend(add.iter().cloned().map(Action::add));
                 actions

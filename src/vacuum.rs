@@ -26,7 +26,7 @@ use crate::table::Table;
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(3600);
 
 /// The staging folder of the mount's `incoming/`.
-pub const STAGING_DIR: &str = crate::fuse::staging::STAGING_DIR;
+pub const STAGING_DIR: &str = crate::staging::STAGING_DIR;
 
 /// What a vacuum found (and deleted, unless it was a dry run).
 #[derive(Debug, Default)]
@@ -81,7 +81,7 @@ fn names(dir: &Dir) -> Result<Vec<String>> {
 /// nothing is deleted) or a folder vacuum works in is a symlink; [`crate::Error::Io`] naming the
 /// path.
 pub fn vacuum(table: &Table, retention: Duration, dry_run: bool) -> Result<VacuumReport> {
-    let (referenced, _staged_ids) = table.inventory_with_param(crate::fuse::staging::STAGING_ID_PARAM)?;
+    let (referenced, _staged_ids) = table.inventory_with_param(crate::staging::STAGING_ID_PARAM)?;
     let cutoff = SystemTime::now().checked_sub(retention).unwrap_or(UNIX_EPOCH);
     let cutoff_s = cutoff.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
     let mut sweep = Sweep {
@@ -116,7 +116,8 @@ pub fn vacuum(table: &Table, retention: Duration, dry_run: bool) -> Result<Vacuu
 }
 
 /// `_staging/` leftovers under the mount's lock: `*.tmp` files and orphan halves (a `.data`
-/// without its `.name`, a `.name` or `.error` without its `.data`).
+/// without its `.name`, a `.name`, `.error`, `.sync` or `.canon` without its `.data`; see
+/// [`crate::staging`]).
 fn sweep_staging(root: &Dir, sweep: &mut Sweep) -> Result<()> {
     let Some(staging) = root.try_dir(STAGING_DIR)? else {
         return Ok(());
@@ -154,7 +155,7 @@ fn sweep_staging(root: &Dir, sweep: &mut Sweep) -> Result<()> {
         {
             match ext {
                 "data" => !has(id, "name"),
-                "name" | "error" => !has(id, "data"),
+                "name" | "error" | "sync" | "canon" => !has(id, "data"),
                 _ => false,
             }
         } else {

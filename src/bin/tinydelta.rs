@@ -335,19 +335,25 @@ fn run(cmd: Cmd) -> Result<()> {
             } else {
                 writeln!(
                     out,
-                    "{:<8} {:<24} {:<10} {:>10} {:>12}",
+                    "{:<8} {:<24} {:<10} {:>10} {:>12}  SOURCE",
                     "VERSION", "TIME", "OPERATION", "ROWS", "TABLE_ROWS"
                 )
                 .map_err(stdout_err)?;
                 for e in &h {
                     writeln!(
                         out,
-                        "{:<8} {:<24} {:<10} {:>10} {:>12}",
+                        "{:<8} {:<24} {:<10} {:>10} {:>12}  {}",
                         e.version,
                         rfc3339_ms(e.commit_info.timestamp),
                         e.commit_info.short_operation(),
                         rows_of(&e.commit_info),
-                        e.table_rows
+                        e.table_rows,
+                        // The mount's incoming/ name (escaped: names may hold anything).
+                        e.commit_info
+                            .operation_parameters
+                            .get(tinydelta::staging::SOURCE_PARAM)
+                            .map(|s| format!("incoming/{}", s.escape_debug()))
+                            .unwrap_or_default()
                     )
                     .map_err(stdout_err)?;
                 }

@@ -48,6 +48,10 @@ pub struct MountArgs {
     pub log_file: Option<PathBuf>,
     /// Internal: report readiness on stdout (set for the background child).
     pub notify_ready: bool,
+    /// Show `incoming/` read-only to others (0755, files 0644) instead of private (0700/0600).
+    pub share_incoming: bool,
+    /// The longest line `incoming/` accepts, bytes (default 16 MiB).
+    pub max_line_bytes: Option<usize>,
     /// Never use FUSE passthrough: every read goes through the daemon (README "Reading").
     pub no_passthrough: bool,
 }
@@ -128,6 +132,12 @@ fn background(args: MountArgs) -> i32 {
     }
     if let Some(t) = args.threads {
         cmd.arg("--threads").arg(t.to_string());
+    }
+    if args.share_incoming {
+        cmd.arg("--share-incoming");
+    }
+    if let Some(n) = args.max_line_bytes {
+        cmd.arg("--max-line-bytes").arg(n.to_string());
     }
     if args.no_passthrough {
         cmd.arg("--no-passthrough");
@@ -306,7 +316,14 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
     let mountpoint = check_mountpoint(&args.mountpoint)?;
     let table_root = absolute(&args.table);
     check_apart(&table_root, &mountpoint)?;
-    let view = TableView::load(&table_root, ViewConfig::default()).map_err(|e| match e {
+    if let Some(n) = args.max_line_bytes {
+        crate::rows::set_max_line_bytes(n);
+    }
+    let cfg = ViewConfig {
+        share_incoming: args.share_incoming,
+        ..ViewConfig::default()
+    };
+    let view = TableView::load(&table_root, cfg).map_err(|e| match e {
         FsError::Table(t) => StartError::new(t.exit_code(), t.to_string()),
         FsError::Io(io) if io.kind() == io::ErrorKind::WouldBlock => StartError::new(1, io.to_string()),
         other => StartError::new(1, format!("cannot open {}/_staging: {other}", table_root.display())),
