@@ -231,7 +231,12 @@ impl ChangeFeed {
                 reason: format!("version {v}'s commit time ({ts} ms) is outside the years 0000-9999"),
             });
         }
-        let adds: HashSet<&str> = c.actions.iter().filter_map(|a| a.add.as_ref()).map(|a| a.path.as_str()).collect();
+        let adds: HashSet<&str> = c
+            .actions
+            .iter()
+            .filter_map(|a| a.add.as_ref())
+            .map(|a| a.path.as_str())
+            .collect();
         let removes: HashSet<&str> = c
             .actions
             .iter()
@@ -458,7 +463,9 @@ impl PartReader {
         let mut row_out = Vec::new();
         while at < end {
             line.clear();
-            let n = r.read_until(b'\n', &mut line).map_err(|e| Error::io("read", &self.path, e))?;
+            let n = r
+                .read_until(b'\n', &mut line)
+                .map_err(|e| Error::io("read", &self.path, e))?;
             if n == 0 || line.last() != Some(&b'\n') {
                 return Err(self.bad("the file is shorter than its rows".into()));
             }
@@ -477,7 +484,7 @@ impl PartReader {
     }
 
     /// Write the whole part to `out`.
-    pub fn write_all(&self, out: &mut impl Write) -> Result<()> {
+    pub fn write_all(&self, out: &mut (impl Write + ?Sized)) -> Result<()> {
         let mut r = BufReader::with_capacity(
             256 << 10,
             ReadAt {
@@ -489,7 +496,9 @@ impl PartReader {
         let mut buf = Vec::with_capacity(256 << 10);
         loop {
             line.clear();
-            let n = r.read_until(b'\n', &mut line).map_err(|e| Error::io("read", &self.path, e))?;
+            let n = r
+                .read_until(b'\n', &mut line)
+                .map_err(|e| Error::io("read", &self.path, e))?;
             if n == 0 {
                 break;
             }
@@ -569,6 +578,104 @@ pub fn read_at(
     Ok(())
 }
 
+/// `tinydelta changes TABLE [--from-version N] [--to-version M] [--follow]` (README, "Usage"):
+/// write the feed's rows of versions `from..=to` to `out`, flushing after each version. With
+/// `follow`, keep writing new versions as they are published, waking on inotify events on
+/// `_delta_log/` (the `notify` crate; without it, by polling the log every 200 ms, one fstat
+/// while nothing changed) until `stop` is set (SIGINT) or `closed()` says the reader of `out`
+/// has gone: both end with `Ok`.
+///
+/// Errors: [`Error::Usage`] when `from > to`; [`Error::VersionNotFound`] when `to` (or `from`
+/// without `follow`) is past the latest; the log's and data files' errors, naming them; a
+/// broken pipe as [`Error::Io`] of kind `BrokenPipe` (the CLI exits 0 quietly).
+pub fn print(
+    table: &Table,
+    from: Option<u64>,
+    to: Option<u64>,
+    follow: bool,
+    out: &mut impl Write,
+    stop: &std::sync::atomic::AtomicBool,
+    closed: &dyn Fn() -> bool,
+) -> Result<()> {
+    use std::sync::atomic::Ordering;
+    let latest = table.latest_version()?;
+    let not_found = |version| Error::VersionNotFound {
+        table: table.root().to_path_buf(),
+        version,
+        latest,
+    };
+    if let Some(m) = to
+        && m > latest
+    {
+        return Err(not_found(m));
+    }
+    if let (Some(n), Some(m)) = (from, to)
+        && n > m
+    {
+        return Err(Error::Usage(format!("--from-version {n} is after --to-version {m}")));
+    }
+    if let Some(n) = from
+        && n > latest
+        && !follow
+    {
+        return Err(not_found(n));
+    }
+    let mut feed = ChangeFeed::new(table, from.map(|n| n.min(latest + 1)))?;
+    // A --from-version past the latest (with --follow) starts at the next commit.
+    let mut printed = 0usize;
+    let mut emit = |feed: &mut ChangeFeed, through: u64, out: &mut dyn Write| -> Result<()> {
+        feed.extend(table, through)?;
+        for p in &feed.parts()[printed..] {
+            PartReader::open(table, p)?.write_all(&mut *out)?;
+        }
+        printed = feed.parts().len();
+        out.flush().map_err(|e| Error::io("write", "<stdout>", e))
+    };
+    if from.is_none_or(|n| n <= latest) {
+        emit(&mut feed, to.unwrap_or(latest), out)?;
+    }
+    if !follow {
+        return Ok(());
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let log_dir = table.root().join(crate::log::LOG_DIR);
+    let watcher = {
+        use notify::Watcher;
+        notify::recommended_watcher(move |_: notify::Result<notify::Event>| {
+            let _ = tx.send(());
+        })
+        .and_then(|mut w| w.watch(&log_dir, notify::RecursiveMode::NonRecursive).map(|()| w))
+    };
+    let poll_every = match &watcher {
+        Ok(_) => std::time::Duration::from_secs(1),
+        Err(e) => {
+            ::log::warn!("cannot watch {} ({e}); polling it", log_dir.display());
+            std::time::Duration::from_millis(200)
+        }
+    };
+    let mut last_check = std::time::Instant::now();
+    loop {
+        if stop.load(Ordering::Relaxed) || closed() {
+            return Ok(());
+        }
+        let woke = match rx.recv_timeout(std::time::Duration::from_millis(100)) {
+            Ok(()) => {
+                while rx.try_recv().is_ok() {}
+                true
+            }
+            Err(_) => false,
+        };
+        if !woke && last_check.elapsed() < poll_every {
+            continue;
+        }
+        last_check = std::time::Instant::now();
+        let latest = table.latest_version()?;
+        if latest >= feed.next_version() {
+            emit(&mut feed, latest, out)?;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -597,7 +704,8 @@ mod tests {
         let (_d, t) = table();
         append(&t, "{\"id\":1,\"s\":\"a\"}\n{\"id\":2,\"s\":null}\n");
         append(&t, "{\"id\":3,\"s\":\"c\"}\n");
-        t.overwrite("x", "{\"id\":9,\"s\":\"z\"}\n".as_bytes(), &Default::default()).unwrap();
+        t.overwrite("x", "{\"id\":9,\"s\":\"z\"}\n".as_bytes(), &Default::default())
+            .unwrap();
         t.restore(2, &Default::default()).unwrap();
         let mut feed = ChangeFeed::new(&t, None).unwrap();
         feed.extend(&t, t.latest_version().unwrap()).unwrap();
@@ -635,7 +743,10 @@ mod tests {
         assert_eq!(rows[3]["_commit_timestamp"].as_str(), rfc3339_ms(ts).as_deref());
         // Any offset, any length: the same bytes as the whole.
         let parts = feed.parts().to_vec();
-        let readers: Vec<Arc<PartReader>> = parts.iter().map(|p| Arc::new(PartReader::open(&t, p).unwrap())).collect();
+        let readers: Vec<Arc<PartReader>> = parts
+            .iter()
+            .map(|p| Arc::new(PartReader::open(&t, p).unwrap()))
+            .collect();
         let f = |o: u64| feed.part_at(o).map(|i| (i, parts[i].clone()));
         let r = |i: usize, _: &ChangePart| Ok(readers[i].clone());
         for (off, len) in [(0usize, 1usize), (5, 100), (90, 7), (0, 5000), (bytes.len() - 3, 10)] {
@@ -664,7 +775,11 @@ mod tests {
         feed.extend(&t, v).unwrap();
         let p = feed.parts()[0].clone();
         // Same size, one row fewer: caught when the file is read.
-        std::fs::write(t.root().join(&p.path), "{\"id\":1,\"s\":\"a\"}\n{\"id\":2,\"s\":\"bb\"}").unwrap();
+        std::fs::write(
+            t.root().join(&p.path),
+            "{\"id\":1,\"s\":\"a\"}\n{\"id\":2,\"s\":\"bb\"}",
+        )
+        .unwrap();
         let e = PartReader::open(&t, &p).unwrap_err().to_string();
         assert!(e.contains(&p.path) && e.contains("no newline"), "{e}");
         std::fs::remove_file(t.root().join(&p.path)).unwrap();

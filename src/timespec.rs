@@ -85,7 +85,9 @@ fn relative(rel: &str, now_ms: i64) -> Result<i64, String> {
     if digits == 0 {
         return Err(format!("{rel:?} before \"ago\" does not start with a number"));
     }
-    let n: i64 = rel[..digits].parse().map_err(|_| format!("{:?} is too large", &rel[..digits]))?;
+    let n: i64 = rel[..digits]
+        .parse()
+        .map_err(|_| format!("{:?} is too large", &rel[..digits]))?;
     let unit = rel[digits..].trim();
     let ms: i64 = match unit {
         "s" | "sec" | "secs" | "second" | "seconds" => 1000,
@@ -121,7 +123,12 @@ mod tests {
         assert_eq!(parse("now", NOW).unwrap(), NOW);
         // No zone: the local zone, as date -d reads it.
         let local = Local
-            .from_local_datetime(&NaiveDate::from_ymd_opt(2026, 11, 30).unwrap().and_hms_opt(19, 52, 27).unwrap())
+            .from_local_datetime(
+                &NaiveDate::from_ymd_opt(2026, 11, 30)
+                    .unwrap()
+                    .and_hms_opt(19, 52, 27)
+                    .unwrap(),
+            )
             .earliest()
             .unwrap()
             .timestamp_millis();
@@ -129,7 +136,12 @@ mod tests {
         assert_eq!(parse("2026-11-30T19:52:27", NOW).unwrap(), local);
         assert_eq!(parse("2026-11-30 19:52", NOW).unwrap(), local - 27_000);
         let midnight = Local
-            .from_local_datetime(&NaiveDate::from_ymd_opt(2026, 11, 30).unwrap().and_hms_opt(0, 0, 0).unwrap())
+            .from_local_datetime(
+                &NaiveDate::from_ymd_opt(2026, 11, 30)
+                    .unwrap()
+                    .and_hms_opt(0, 0, 0)
+                    .unwrap(),
+            )
             .earliest()
             .unwrap()
             .timestamp_millis();
@@ -148,7 +160,10 @@ mod tests {
             ("x ago", "number"),
         ] {
             let e = parse(s, NOW).unwrap_err();
-            assert!(e.contains(what) && e.contains("accepted: RFC 3339") && e.contains("30m ago"), "{s}: {e}");
+            assert!(
+                e.contains(what) && e.contains("accepted: RFC 3339") && e.contains("30m ago"),
+                "{s}: {e}"
+            );
         }
     }
 }
