@@ -557,7 +557,7 @@ impl PartReaders {
 /// Read the feed's bytes at `[offset, offset + len)` into `out` (cleared first), opening part
 /// readers through `reader` (which may cache them). Reads stop at the feed's end.
 pub fn read_at(
-    feed_parts: &dyn Fn(u64) -> Option<(usize, ChangePart)>,
+    feed_parts: &dyn Fn(u64) -> Result<Option<(usize, ChangePart)>>,
     reader: &dyn Fn(usize, &ChangePart) -> Result<Arc<PartReader>>,
     offset: u64,
     len: usize,
@@ -566,7 +566,7 @@ pub fn read_at(
     out.clear();
     let mut at = offset;
     while out.len() < len {
-        let Some((i, part)) = feed_parts(at) else { break };
+        let Some((i, part)) = feed_parts(at)? else { break };
         let r = reader(i, &part)?;
         let before = out.len();
         r.read_range(at - part.start, len - out.len(), out)?;
@@ -747,7 +747,7 @@ mod tests {
             .iter()
             .map(|p| Arc::new(PartReader::open(&t, p).unwrap()))
             .collect();
-        let f = |o: u64| feed.part_at(o).map(|i| (i, parts[i].clone()));
+        let f = |o: u64| Ok(feed.part_at(o).map(|i| (i, parts[i].clone())));
         let r = |i: usize, _: &ChangePart| Ok(readers[i].clone());
         for (off, len) in [(0usize, 1usize), (5, 100), (90, 7), (0, 5000), (bytes.len() - 3, 10)] {
             let mut out = Vec::new();
