@@ -243,27 +243,37 @@ impl ChangeFeed {
             .filter_map(|a| a.remove.as_ref())
             .map(|r| r.path.as_str())
             .collect();
-        // Work on copies so a failure leaves the feed as it was.
-        let mut live = self.live.clone();
+        // Changes to the live set are collected and applied only once the version is indexed
+        // whole, so a failure leaves the feed as it was (no copy of the live set per version).
+        let mut gone: HashSet<&str> = HashSet::new();
+        let mut came: HashMap<&str, Live> = HashMap::new();
         let mut deletes = Vec::new();
         let mut inserts = Vec::new();
         for r in c.actions.iter().filter_map(|a| a.remove.as_ref()) {
-            let Some(was) = live.remove(&r.path) else { continue };
-            if r.data_change && !adds.contains(r.path.as_str()) {
+            let p = r.path.as_str();
+            let Some(was) = came
+                .remove(p)
+                .or_else(|| self.live.get(p).copied().filter(|_| !gone.contains(p)))
+            else {
+                continue;
+            };
+            gone.insert(p);
+            if r.data_change && !adds.contains(p) {
                 deletes.push((r.path.clone(), was));
             }
         }
-        let mut seen = HashSet::new();
         for a in c.actions.iter().filter_map(|a| a.add.as_ref()) {
+            let p = a.path.as_str();
             let now = Live {
                 size: a.size,
                 rows: a.num_records(),
             };
-            let was_live = live.insert(a.path.clone(), now).is_some();
-            if a.data_change && !was_live && !removes.contains(a.path.as_str()) && seen.insert(a.path.clone()) {
+            let was_live = came.insert(p, now).is_some() || (self.live.contains_key(p) && !gone.contains(p));
+            if a.data_change && !was_live && !removes.contains(p) {
                 inserts.push((a.path.clone(), now));
             }
         }
+        let mut counted: HashMap<String, u64> = HashMap::new();
         let mut parts = Vec::new();
         let mut len = self.len;
         for (change, list) in [(ChangeType::Delete, deletes), (ChangeType::Insert, inserts)] {
@@ -272,9 +282,7 @@ impl ChangeFeed {
                     Some(n) => n,
                     None => {
                         let n = count_rows(table, &path, f.size)?;
-                        if let Some(l) = live.get_mut(&path) {
-                            l.rows = Some(n);
-                        }
+                        counted.insert(path.clone(), n);
                         n
                     }
                 };
@@ -298,8 +306,16 @@ impl ChangeFeed {
                 parts.push(part);
             }
         }
+        for p in gone {
+            self.live.remove(p);
+        }
+        for (p, mut l) in came {
+            if l.rows.is_none() {
+                l.rows = counted.get(p).copied();
+            }
+            self.live.insert(p.to_string(), l);
+        }
         self.parts.extend(parts);
-        self.live = live;
         self.len = len;
         self.times.push(ts);
         Ok(())
