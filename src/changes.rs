@@ -641,7 +641,10 @@ pub fn print(
     let mut printed = 0usize;
     let mut emit = |feed: &mut ChangeFeed, through: u64, out: &mut dyn Write| -> Result<()> {
         feed.extend(table, through)?;
-        for p in &feed.parts()[printed..] {
+        for p in feed.parts()[printed..]
+            .iter()
+            .filter(|p| from.is_none_or(|n| p.version >= n))
+        {
             PartReader::open(table, p)?.write_all(&mut *out)?;
         }
         printed = feed.parts().len();

@@ -242,7 +242,7 @@ fn changes_follow_ends_with_its_reader_and_on_sigint() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    ok("kill", &["-INT", &child.id().to_string()]);
+    ok("bash", &["-c", &format!("kill -INT {}", child.id())]);
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(String::from_utf8_lossy(&o.stderr), "");
@@ -356,4 +356,31 @@ for row in duckdb.execute(q, [sys.argv[1]]).fetchall():
         commit_time(&f, 2)
     );
     assert_eq!(String::from_utf8_lossy(&out).trim(), want);
+}
+
+#[test]
+fn a_missing_data_file_is_eio_and_the_size_stays() {
+    let f = fixture();
+    append(&f, "{\"id\":1,\"src\":\"a\"}\n");
+    append(&f, "{\"id\":2,\"src\":\"b\"}\n");
+    let before = f.td(&["changes", &f.t()]);
+    // Remove version 2's data file behind the table's back (as another tool's vacuum might).
+    let commit = std::fs::read_to_string(f.table.join("_delta_log/00000000000000000002.json")).unwrap();
+    let add = commit
+        .lines()
+        .find_map(|l| json(l.as_bytes())["add"]["path"].as_str().map(str::to_string))
+        .unwrap();
+    std::fs::remove_file(f.table.join(&add)).unwrap();
+    let _m = f.mount();
+    let size = std::fs::metadata(f.m("changes.jsonl")).unwrap().len();
+    assert_eq!(size, before.len() as u64, "the size comes from the log");
+    let e = std::fs::read(f.m("changes.jsonl")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO));
+    // Versions before it are still followed by the CLI.
+    let v1 = f.td(&["changes", &f.t(), "--to-version", "1"]);
+    assert_eq!(v1, before[..lines(&before)[0].len() + 1]);
+    // The CLI names the file.
+    let out = run(TD_BIN, &["changes", &f.t()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&add));
 }
