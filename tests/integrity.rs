@@ -531,7 +531,9 @@ fn vacuum_never_deletes_a_pending_staged_file_a_commit_names_nor_follows_symlink
     // A checkpoint write (what a replay of 1,000+ commits does) refuses it too.
     let table = tinydelta::Table::open(&t.path).unwrap();
     let snap = table.snapshot(2).unwrap();
-    let err = tinydelta::checkpoint::write(table.dir(), &snap).unwrap_err().to_string();
+    let err = tinydelta::checkpoint::write(table.dir(), &snap)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("symbolic link"), "{err}");
     assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 2);
 }
