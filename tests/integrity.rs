@@ -585,3 +585,29 @@ fn a_bad_version_checksum_is_a_warning_not_damage() {
     // Readers never need them.
     assert_eq!(ids(&t.read()), vec![1, 2, 5]);
 }
+
+#[test]
+fn a_hole_after_a_checkpoint_is_damage_not_the_end_and_is_never_filled() {
+    let t = TempTable::new(SMALL);
+    for i in 0..4 {
+        t.append(&small_rows(i * 10, 1));
+    }
+    let table = tinydelta::Table::open(&t.path).unwrap();
+    tinydelta::checkpoint::write(table.dir(), &table.snapshot(2).unwrap()).unwrap();
+    let expected = t.read_v(2);
+    fs::remove_file(t.log_dir().join(format!("{:020}.json", 3))).unwrap();
+    t.td("describe", &[])
+        .code(1)
+        .stderr_has(&["version 3 is damaged", "hole", "version 4 exists"]);
+    t.td_in("append", &[], &small_rows(99, 1))
+        .code(1)
+        .stderr_has(&["version 3"]);
+    assert!(
+        !t.log_dir().join(format!("{:020}.json", 3)).exists(),
+        "append filled the hole"
+    );
+    assert_eq!(t.read_v(2), expected);
+    t.td("read", &["--version", "4"])
+        .code(1)
+        .stderr_has(&["version 3 is damaged"]);
+}
