@@ -820,4 +820,38 @@ mod tests {
         assert!(rfc3339_ms(300_000_000_000_000).is_none());
         assert_eq!(p.len(), Some(3 + p.suffix().len() as u64 - 1));
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Model: the feed read at any offset and length is that slice of the feed written whole,
+        /// for files of rows of any length (many rows per part, so the row marks are used).
+        #[test]
+        fn any_range_is_a_slice_of_the_whole(
+            lens in proptest::collection::vec(0usize..3000, 1..60),
+            reads in proptest::collection::vec((0u64..1_000_000, 1usize..200_000), 1..20),
+        ) {
+            let (_d, t) = table();
+            let mut rows = String::new();
+            for (i, n) in lens.iter().enumerate() {
+                rows.push_str(&format!("{{\"id\":{i},\"s\":\"{}\"}}\n", "x".repeat(*n)));
+            }
+            append(&t, &rows);
+            append(&t, &rows[..rows.len() / 2 + rows[rows.len() / 2..].find('\n').unwrap() + 1]);
+            t.overwrite("x", "{\"id\":0,\"s\":null}\n".as_bytes(), &Default::default()).unwrap();
+            let mut feed = ChangeFeed::new(&t, None).unwrap();
+            feed.extend(&t, t.latest_version().unwrap()).unwrap();
+            let bytes = whole(&t, &feed);
+            proptest::prop_assert_eq!(bytes.len() as u64, feed.len());
+            let parts = feed.parts().to_vec();
+            let f = |o: u64| Ok(feed.part_at(o).map(|i| (i, parts[i].clone())));
+            let r = |_: usize, p: &ChangePart| PartReader::open(&t, p).map(Arc::new);
+            for (off, len) in reads {
+                let off = off % (bytes.len() as u64 + 1);
+                let mut out = Vec::new();
+                read_at(&f, &r, off, len, &mut out).unwrap();
+                let end = (off as usize + len).min(bytes.len());
+                proptest::prop_assert_eq!(&out[..], &bytes[off as usize..end]);
+            }
+        }
+    }
 }
