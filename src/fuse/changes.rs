@@ -90,19 +90,40 @@ impl ChangesNode {
         Ok(g.as_ref().map_or((0, Vec::new()), |f| (f.first(), f.times().to_vec())))
     }
 
+    /// The commit time of version `v` (ms since epoch) from the index, `NotFound` when the
+    /// index does not hold it.
+    pub fn time_of(&self, table: &Table, v: u64) -> FsResult<i64> {
+        let g = self.current(table)?;
+        g.as_ref()
+            .and_then(|f| {
+                v.checked_sub(f.first())
+                    .and_then(|i| f.times().get(i as usize).copied())
+            })
+            .ok_or(FsError::NotFound)
+    }
+
     /// The name of version `v`'s entry in `at/`: its commit time, RFC 3339 UTC with ms.
     pub fn at_name(time_ms: i64) -> String {
         rfc3339_ms(time_ms).unwrap_or_else(|| time_ms.to_string())
     }
 
     /// The version `at/<name>` points at: the newest whose commit time is at or before the
-    /// time `name` says (any form of [`crate::timespec`]). `NotFound` for a name that is not a
-    /// time or a time before the first commit.
-    pub fn lookup(table: &Table, name: &str) -> FsResult<u64> {
+    /// time `name` says (any form of [`crate::timespec`]; the `--as-of` rule), found in the
+    /// commit times the feed's index holds (strictly increasing, so a binary search).
+    /// `NotFound` for a name that is not a time or a time before the first commit.
+    pub fn lookup(&self, table: &Table, name: &str) -> FsResult<u64> {
         let ms = crate::timespec::parse(name, crate::commit::now_ms()).map_err(|e| {
             debug!("at/{}: {e}", super::printable(name));
             FsError::NotFound
         })?;
-        table.version_as_of(ms)?.ok_or(FsError::NotFound)
+        let g = self.current(table)?;
+        let Some(feed) = g.as_ref() else {
+            return Err(FsError::NotFound);
+        };
+        let n = feed.times().partition_point(|t| *t <= ms);
+        match n.checked_sub(1) {
+            Some(i) => Ok(feed.first() + i as u64),
+            None => Err(FsError::NotFound),
+        }
     }
 }

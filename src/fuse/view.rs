@@ -437,8 +437,7 @@ impl TableView {
             }
             Node::AtDir => Ok(self.attr(ino, Kind::Dir, 0, 0o555, 2, self.started, Duration::ZERO)),
             Node::AtLink(v) => {
-                self.check_version(v)?;
-                let t = ms_to_time(self.versions.head(v)?.timestamp_ms);
+                let t = ms_to_time(self.changes.time_of(self.table(), v)?);
                 let size = format!("../v/{v}").len() as u64;
                 Ok(self.attr(ino, Kind::Symlink, size, 0o777, 1, t, Duration::ZERO))
             }
@@ -466,7 +465,7 @@ impl TableView {
                 "at" => Node::AtDir,
                 _ => return Err(FsError::NotFound),
             },
-            Node::AtDir => Node::AtLink(ChangesNode::lookup(self.table(), name)?),
+            Node::AtDir => Node::AtLink(self.changes.lookup(self.table(), name)?),
             Node::VDir => Node::VersionDir(parse_version(name).ok_or(FsError::NotFound)?),
             Node::VersionDir(v) => Node::VersionFile(v, VersionFile::from_name(name).ok_or(FsError::NotFound)?),
             Node::Incoming => self.incoming_node(name)?,
