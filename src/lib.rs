@@ -7,6 +7,7 @@
 
 pub mod actions;
 pub mod beneath;
+pub mod changes;
 pub mod check;
 pub mod checkpoint;
 pub mod commit;
@@ -21,6 +22,7 @@ pub mod segment;
 pub mod snapshot;
 pub mod staging;
 pub mod table;
+pub mod timespec;
 pub mod vacuum;
 
 pub use error::{Error, Result};

@@ -16,6 +16,7 @@
 //! reads `data.jsonl` across data files; [`daemon`] is process plumbing (background start,
 //! signals, unmount).
 
+pub mod changes;
 pub mod daemon;
 pub mod errno;
 pub mod fs;

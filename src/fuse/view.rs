@@ -18,6 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::Table;
 
+use super::changes::ChangesNode;
 use super::errno::{FsError, FsResult};
 use super::incoming::Incoming;
 use super::inode::{self, MAX_VERSION, Node, VersionFile};
@@ -168,6 +169,8 @@ pub(super) enum Handle {
         opener: Option<u32>,
     },
     Dir(Arc<[DirEntry]>),
+    /// `changes.jsonl` (read at any offset from the feed's index).
+    Changes,
 }
 
 /// The inner file system of one mounted table.
@@ -183,6 +186,8 @@ pub struct TableView {
     procs: Box<dyn Processes>,
     /// The newest listing of `incoming/`, shared by the handles that opened it.
     last_listing: Mutex<Option<Arc<[DirEntry]>>>,
+    /// `changes.jsonl` and `at/`.
+    changes: ChangesNode,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -227,6 +232,7 @@ impl TableView {
             next_fh: AtomicU64::new(1),
             procs: Box::new(ProcFs::default()),
             last_listing: Mutex::new(None),
+            changes: ChangesNode::default(),
         };
         view.restore_staged(found, &committed)?;
         Ok(view)
@@ -324,6 +330,18 @@ impl TableView {
                 Ok(self.attr(ino, Kind::File, size, 0o444, 1, ms_to_time(head.timestamp_ms), vttl))
             }
             Node::Staged(_) | Node::ErrorNote(_) => self.staged_attr(node),
+            // TTL 0: the size grows the moment a commit is published (README, "changes.jsonl").
+            Node::Changes => {
+                let (size, t) = self.changes.size(self.table())?;
+                let t = t.map_or(self.started, ms_to_time);
+                Ok(self.attr(ino, Kind::File, size, 0o444, 1, t, Duration::ZERO))
+            }
+            Node::AtDir => Ok(self.attr(ino, Kind::Dir, 0, 0o555, 2, self.started, Duration::ZERO)),
+            Node::AtLink(v) => {
+                let t = ms_to_time(self.changes.time_of(self.table(), v)?);
+                let size = format!("../v/{v}").len() as u64;
+                Ok(self.attr(ino, Kind::Symlink, size, 0o777, 1, t, Duration::ZERO))
+            }
         }
     }
 
@@ -344,12 +362,20 @@ impl TableView {
                 "v" => Node::VDir,
                 "latest" => Node::Latest,
                 "incoming" => Node::Incoming,
+                "changes.jsonl" => Node::Changes,
+                "at" => Node::AtDir,
                 _ => return Err(FsError::NotFound),
             },
+            Node::AtDir => Node::AtLink(self.changes.lookup(self.table(), name)?),
             Node::VDir => Node::VersionDir(parse_version(name).ok_or(FsError::NotFound)?),
             Node::VersionDir(v) => Node::VersionFile(v, VersionFile::from_name(name).ok_or(FsError::NotFound)?),
             Node::Incoming => self.incoming_node(name)?,
-            Node::Latest | Node::VersionFile(..) | Node::Staged(_) | Node::ErrorNote(_) => {
+            Node::Latest
+            | Node::VersionFile(..)
+            | Node::Staged(_)
+            | Node::ErrorNote(_)
+            | Node::Changes
+            | Node::AtLink(_) => {
                 return Err(FsError::NotDir);
             }
         };
@@ -360,6 +386,7 @@ impl TableView {
     pub fn readlink(&self, ino: u64) -> FsResult<Vec<u8>> {
         match Node::from_ino(ino) {
             Some(Node::Latest) => Ok(format!("v/{}", self.versions.latest()?).into_bytes()),
+            Some(Node::AtLink(v)) => Ok(format!("../v/{v}").into_bytes()),
             Some(_) => Err(FsError::Invalid),
             None => Err(FsError::NotFound),
         }
@@ -388,12 +415,17 @@ impl TableView {
                     .collect();
                 Ok(self.new_handle(Handle::Dir(self.shared_listing(entries))))
             }
-            Node::Root | Node::VDir => Ok(0),
+            Node::Root | Node::VDir | Node::AtDir => Ok(0),
             Node::VersionDir(v) => {
                 self.check_version(v)?;
                 Ok(0)
             }
-            Node::Latest | Node::VersionFile(..) | Node::Staged(_) | Node::ErrorNote(_) => Err(FsError::NotDir),
+            Node::Latest
+            | Node::VersionFile(..)
+            | Node::Staged(_)
+            | Node::ErrorNote(_)
+            | Node::Changes
+            | Node::AtLink(_) => Err(FsError::NotDir),
         }
     }
 
@@ -420,7 +452,35 @@ impl TableView {
                 (inode::LATEST, Kind::Symlink, "latest".into()),
                 (inode::V_DIR, Kind::Dir, "v".into()),
                 (inode::INCOMING, Kind::Dir, "incoming".into()),
+                (inode::CHANGES, Kind::File, "changes.jsonl".into()),
+                (inode::AT_DIR, Kind::Dir, "at".into()),
             ])),
+            Node::AtDir => {
+                // Entry i: ".", "..", then the version i - 2 past the first, named by its time.
+                let (first, times) = self.changes.times(self.table())?;
+                let total = (times.len() as u64).saturating_add(2);
+                let mut out = Vec::new();
+                let mut i = offset;
+                while i < total && out.len() < limit {
+                    let (ino, kind, name) = match i {
+                        0 => (inode::AT_DIR, Kind::Dir, ".".to_string()),
+                        1 => (inode::ROOT, Kind::Dir, "..".to_string()),
+                        n => (
+                            Node::AtLink(first + n - 2).ino(),
+                            Kind::Symlink,
+                            ChangesNode::at_name(times[(n - 2) as usize]),
+                        ),
+                    };
+                    out.push(DirEntry {
+                        ino,
+                        kind,
+                        name,
+                        next_offset: i + 1,
+                    });
+                    i += 1;
+                }
+                Ok(out)
+            }
             Node::VersionDir(v) => {
                 let mut list = vec![
                     (Node::VersionDir(v).ino(), Kind::Dir, ".".to_string()),
@@ -458,7 +518,12 @@ impl TableView {
                 Handle::Dir(entries) => Ok(entries.iter().skip(offset as usize).take(limit).cloned().collect()),
                 _ => Err(FsError::BadHandle),
             },
-            Node::Latest | Node::VersionFile(..) | Node::Staged(_) | Node::ErrorNote(_) => Err(FsError::NotDir),
+            Node::Latest
+            | Node::VersionFile(..)
+            | Node::Staged(_)
+            | Node::ErrorNote(_)
+            | Node::Changes
+            | Node::AtLink(_) => Err(FsError::NotDir),
         }
     }
 
@@ -533,8 +598,19 @@ impl TableView {
                     no_flush: true,
                 })
             }
-            Node::Root | Node::VDir | Node::Incoming | Node::VersionDir(_) => Err(FsError::IsDir),
-            Node::Latest => Err(FsError::Invalid),
+            Node::Changes => {
+                if write {
+                    return Err(FsError::ReadOnly);
+                }
+                // No FOPEN_KEEP_CACHE: the kernel drops cached pages when the size grows.
+                Ok(Opened {
+                    fh: self.new_handle(Handle::Changes),
+                    keep_cache: false,
+                    no_flush: true,
+                })
+            }
+            Node::Root | Node::VDir | Node::Incoming | Node::VersionDir(_) | Node::AtDir => Err(FsError::IsDir),
+            Node::Latest | Node::AtLink(_) => Err(FsError::Invalid),
         }
     }
 
@@ -603,8 +679,13 @@ impl TableView {
     fn writable_dir(&self, parent: u64) -> FsResult<()> {
         match Node::from_ino(parent).ok_or(FsError::NotFound)? {
             Node::Incoming => Ok(()),
-            Node::Root | Node::VDir | Node::VersionDir(_) => Err(FsError::ReadOnly),
-            Node::Latest | Node::VersionFile(..) | Node::Staged(_) | Node::ErrorNote(_) => Err(FsError::NotDir),
+            Node::Root | Node::VDir | Node::VersionDir(_) | Node::AtDir => Err(FsError::ReadOnly),
+            Node::Latest
+            | Node::VersionFile(..)
+            | Node::Staged(_)
+            | Node::ErrorNote(_)
+            | Node::Changes
+            | Node::AtLink(_) => Err(FsError::NotDir),
         }
     }
 
@@ -632,13 +713,18 @@ impl TableView {
             }
             Handle::Staged { seq, .. } => self.read_staged(*seq, offset, size),
             Handle::Dir(_) => Err(FsError::IsDir),
+            Handle::Changes => {
+                let mut buf = Vec::new();
+                self.changes.read(self.table(), offset, size, &mut buf)?;
+                Ok(buf)
+            }
         }
     }
 
     fn staged_handle(&self, fh: u64) -> FsResult<(u64, bool, Option<u32>)> {
         match self.handle(fh)?.as_ref() {
             Handle::Staged { seq, writable, opener } => Ok((*seq, *writable, *opener)),
-            Handle::Concat(_) | Handle::Bytes(_) => Err(FsError::ReadOnly),
+            Handle::Concat(_) | Handle::Bytes(_) | Handle::Changes => Err(FsError::ReadOnly),
             Handle::Dir(_) => Err(FsError::IsDir),
         }
     }
@@ -723,7 +809,7 @@ impl TableView {
     pub fn flush(&self, fh: u64, caller: Caller) -> FsResult<()> {
         match self.handle(fh)?.as_ref() {
             Handle::Staged { writable, opener, .. } => self.flush_staged(fh, *writable, *opener, caller),
-            Handle::Concat(_) | Handle::Bytes(_) | Handle::Dir(_) => Ok(()),
+            Handle::Concat(_) | Handle::Bytes(_) | Handle::Dir(_) | Handle::Changes => Ok(()),
         }
     }
 
@@ -731,7 +817,7 @@ impl TableView {
     pub fn fsync(&self, fh: u64) -> FsResult<()> {
         match self.handle(fh)?.as_ref() {
             Handle::Staged { writable, opener, .. } => self.fsync_staged(fh, *writable, *opener),
-            Handle::Concat(_) | Handle::Bytes(_) | Handle::Dir(_) => Ok(()),
+            Handle::Concat(_) | Handle::Bytes(_) | Handle::Dir(_) | Handle::Changes => Ok(()),
         }
     }
 
@@ -778,9 +864,14 @@ impl TableView {
             _ if !write => Ok(()),
             Node::Incoming | Node::Staged(_) => Ok(()),
             Node::ErrorNote(_) => Err(FsError::Denied),
-            Node::Root | Node::VDir | Node::Latest | Node::VersionDir(_) | Node::VersionFile(..) => {
-                Err(FsError::ReadOnly)
-            }
+            Node::Root
+            | Node::VDir
+            | Node::Latest
+            | Node::VersionDir(_)
+            | Node::VersionFile(..)
+            | Node::Changes
+            | Node::AtDir
+            | Node::AtLink(_) => Err(FsError::ReadOnly),
         }
     }
 

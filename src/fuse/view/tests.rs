@@ -85,7 +85,7 @@ fn layout_and_versions() {
         .into_iter()
         .map(|e| e.name)
         .collect();
-    assert_eq!(root, [".", "..", "latest", "v", "incoming"]);
+    assert_eq!(root, [".", "..", "latest", "v", "incoming", "changes.jsonl", "at"]);
     t.append(
         "x",
         &b"{\"id\":1}\n{\"id\":2,\"name\":\"b\"}\n"[..],
@@ -595,5 +595,49 @@ fn open_directory_handles_share_one_listing() {
     assert_eq!(listing(fhs[99]).len(), 52);
     for fh in fhs.into_iter().chain([fh]) {
         v.releasedir(fh);
+    }
+}
+
+#[test]
+fn changes_jsonl_grows_with_every_commit_and_at_names_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = table(dir.path());
+    let v = view(dir.path());
+    let feed = lookup_path(&v, "changes.jsonl").unwrap();
+    assert_eq!((feed.size, feed.ttl, feed.perm), (0, Duration::ZERO, 0o444));
+    t.append("x", &b"{\"id\":1}\n"[..], &WriteOptions::default()).unwrap();
+    // An incoming/ commit through the view and a CLI commit: both grow the size at once.
+    put(&v, "a.jsonl", b"{\"id\":2,\"name\":\"b\"}\n", ME).unwrap();
+    let size = v.getattr(inode::CHANGES).unwrap().size;
+    let bytes = read_all(&v, inode::CHANGES);
+    assert_eq!(bytes.len() as u64, size);
+    let text = String::from_utf8(bytes).unwrap();
+    let ids: Vec<(i64, u64)> = text
+        .lines()
+        .map(|l| {
+            let r: serde_json::Value = serde_json::from_str(l).unwrap();
+            (r["id"].as_i64().unwrap(), r["_commit_version"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(ids, [(1, 1), (2, 2)]);
+    assert_eq!(
+        v.open(inode::CHANGES, true, false, ME).unwrap_err().to_string(),
+        FsError::ReadOnly.to_string()
+    );
+    // at/: one symlink per version named by its commit time; a lookup by any time form.
+    let at = v.readdir(inode::AT_DIR, 0, 2, 100).unwrap();
+    assert_eq!(at.len(), 3);
+    for (n, e) in at.iter().enumerate() {
+        let a = v.lookup(inode::AT_DIR, OsStr::new(&e.name)).unwrap();
+        assert_eq!(v.readlink(a.ino).unwrap(), format!("../v/{n}").into_bytes());
+        assert_eq!(a.ttl, Duration::ZERO);
+    }
+    let now = v.lookup(inode::AT_DIR, OsStr::new("now")).unwrap();
+    assert_eq!(v.readlink(now.ino).unwrap(), b"../v/2");
+    for bad in ["2001-01-01", "not a time"] {
+        assert!(
+            matches!(v.lookup(inode::AT_DIR, OsStr::new(bad)), Err(FsError::NotFound)),
+            "{bad}"
+        );
     }
 }
