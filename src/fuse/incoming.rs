@@ -1203,19 +1203,19 @@ impl TableView {
             }
         };
         stream.keep(&self.staging, id, &rows);
-        let synced = match &stream.canon {
-            Some(f) => f.sync_all().is_ok(),
-            None => stats.num_records == 0,
-        };
         let same_schema = self.table().latest_snapshot()?.schema == *stream.check.schema();
-        if stream.canon_failed || !synced || !same_schema {
+        let have_rows = stream.canon.is_some() || stats.num_records == 0;
+        if stream.canon_failed || !have_rows || !same_schema {
             let _ = self.staging.remove_canon(id);
             return Ok(None);
         }
+        // The canonical rows are not fsynced here: the publish fsyncs them at the same time as
+        // the commit and the table folder (one journal commit; commit::publish_after).
         let placed = std::cell::Cell::new(true);
-        let result = self.table().append_prepared(
+        let result = self.table().append_prepared_after(
             stream.check.schema(),
             &stats,
+            stream.canon.as_ref(),
             |path| self.staging.link_canon(id, path).inspect_err(|_| placed.set(false)),
             opts,
         );
