@@ -591,6 +591,12 @@ impl Table {
             return Ok(base.clone());
         }
         self.check_version(version)?;
+        self.replay_after(base, version)
+    }
+
+    /// The snapshot of `version` (> `base.version`) by replaying the commits after `base`, each
+    /// read and checked as [`Table::read_commit`] does, without listing the log first.
+    fn replay_after(&self, base: &Snapshot, version: u64) -> Result<Snapshot> {
         let mut replay = Replay::from_snapshot(base);
         let mut last = None;
         self.replay_range(
@@ -836,8 +842,9 @@ impl Table {
     /// with the commit ([`commit::publish_after`]), before the version is published (`None`: the
     /// placed bytes are durable already).
     ///
-    /// Errors: as [`Table::append_prepared`]; a failed fsync of `canon` (nothing committed, the
-    /// placed name removed).
+    /// Errors: as [`Table::append_prepared`] ([`Error::ConcurrentWrite`] for a changed schema comes
+    /// before `place` is called; every other conflict after); a failed fsync of `canon`
+    /// (nothing committed, the placed name removed).
     pub fn append_prepared_after(
         &self,
         schema: &Schema,
@@ -1019,7 +1026,11 @@ impl Table {
     /// file count, metadata, protocol) for a version just committed, replaying it from `base`.
     /// Best effort: readers never need it, so a failure is a warning.
     fn write_crc_after(&self, version: u64, base: Option<&Snapshot>) {
+        // This handle just linked `version` on top of `base` (plus any versions it rebased
+        // over, which it read): replayed from the commits themselves, with no listing of the
+        // log (a listing costs O(versions) per commit; readers never need the .crc).
         let snap = match base {
+            Some(b) if version > b.version => self.replay_after(b, version),
             Some(b) => self.snapshot_after(b, version),
             None => self.snapshot(version),
         };
