@@ -591,6 +591,12 @@ impl Table {
             return Ok(base.clone());
         }
         self.check_version(version)?;
+        self.replay_after(base, version)
+    }
+
+    /// The snapshot of `version` (> `base.version`) by replaying the commits after `base`, each
+    /// read and checked as [`Table::read_commit`] does, without listing the log first.
+    fn replay_after(&self, base: &Snapshot, version: u64) -> Result<Snapshot> {
         let mut replay = Replay::from_snapshot(base);
         let mut last = None;
         self.replay_range(
@@ -760,36 +766,38 @@ impl Table {
     /// is fsynced by [`commit::publish`] before the commit is linked).
     /// Returns the `add` action, or `None` (and no file) when the input has no rows.
     fn write_data_file(&self, schema: &Schema, source: &str, input: impl BufRead) -> Result<Option<Add>> {
+        let Some((add, file)) = self.create_data_file(schema, source, input)? else {
+            return Ok(None);
+        };
+        if let Err(e) = file.sync_all() {
+            let _ = self.dir.try_unlink(&add.path);
+            return Err(Error::io("fsync", self.root.join(&add.path), e));
+        }
+        Ok(Some(add))
+    }
+
+    /// [`Table::write_data_file`] without the fsync: the file is returned open, for
+    /// [`commit::publish_after`] to fsync together with the commit (one journal commit, not two).
+    fn create_data_file(&self, schema: &Schema, source: &str, input: impl BufRead) -> Result<Option<(Add, File)>> {
         let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
         let path = self.root.join(&name);
         let mut w = BufWriter::with_capacity(1 << 20, self.dir.create_new(&name, 0o644)?);
         let result = rows::canonicalize(schema, source, input, &mut w, &path).and_then(|stats| {
             let file = w.into_inner().map_err(|e| Error::io("write", &path, e.into_error()))?;
-            file.sync_all().ctx("fsync", &path)?;
-            Ok(stats)
+            Ok((stats, file))
         });
-        let stats = match result {
-            Ok(s) if s.num_records > 0 => s,
+        let (stats, file) = match result {
+            Ok((s, f)) if s.num_records > 0 => (s, f),
             other => {
                 let _ = self.dir.try_unlink(&name);
                 return other.map(|_| None);
             }
         };
-        // The folder entry of the new file is made durable by publish(), which fsyncs the table
-        // folder before the link.
         if let Err(e) = failpoint::hit("data-written") {
             let _ = self.dir.try_unlink(&name);
             return Err(e);
         }
-        Ok(Some(Add {
-            path: name,
-            partition_values: BTreeMap::new(),
-            size: stats.bytes,
-            modification_time: commit::now_ms(),
-            data_change: true,
-            stats: Some(stats.to_stats_json(schema)),
-            parsed_rows: Default::default(),
-        }))
+        Ok(Some((Self::new_add(name, schema, &stats), file)))
     }
 
     /// Append the rows of `input` as one `WRITE` (mode `Append`) commit, a blind append that
@@ -802,10 +810,12 @@ impl Table {
         let read_version = self.latest_version()?;
         let snap = self.snapshot(read_version)?;
         self.check_writable(&snap)?;
-        let Some(add) = self.write_data_file(&snap.schema, source, input)? else {
+        let Some((add, file)) = self.create_data_file(&snap.schema, source, input)? else {
             return Ok(None);
         };
-        self.commit_append(&snap, read_version, add, opts).map(Some)
+        let path = self.root.join(&add.path);
+        self.commit_append_after(&snap, read_version, add, opts, &[(&file, &path)])
+            .map(Some)
     }
 
     /// Append rows the caller already validated and canonicalised against `schema` (the mount's
@@ -824,6 +834,25 @@ impl Table {
         place: impl FnOnce(&Path) -> Result<()>,
         opts: &WriteOptions,
     ) -> Result<Option<u64>> {
+        self.append_prepared_after(schema, stats, None, place, opts)
+    }
+
+    /// [`Table::append_prepared`] for canonical rows that may not be fsynced yet: `canon`, when
+    /// given, is the open file whose bytes `place(path)` links to `path`; it is fsynced together
+    /// with the commit ([`commit::publish_after`]), before the version is published (`None`: the
+    /// placed bytes are durable already).
+    ///
+    /// Errors: as [`Table::append_prepared`] ([`Error::ConcurrentWrite`] for a changed schema comes
+    /// before `place` is called; every other conflict after); a failed fsync of `canon`
+    /// (nothing committed, the placed name removed).
+    pub fn append_prepared_after(
+        &self,
+        schema: &Schema,
+        stats: &rows::FileStats,
+        canon: Option<&File>,
+        place: impl FnOnce(&Path) -> Result<()>,
+        opts: &WriteOptions,
+    ) -> Result<Option<u64>> {
         let read_version = self.latest_version()?;
         let snap = self.snapshot(read_version)?;
         self.check_writable(&snap)?;
@@ -838,9 +867,12 @@ impl Table {
             return Ok(None);
         }
         let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
-        place(&self.root.join(&name))?;
+        let path = self.root.join(&name);
+        place(&path)?;
         let add = Self::new_add(name, schema, stats);
-        self.commit_append(&snap, read_version, add, opts).map(Some)
+        let data: Vec<(&File, &Path)> = canon.map(|f| (f, path.as_path())).into_iter().collect();
+        self.commit_append_after(&snap, read_version, add, opts, &data)
+            .map(Some)
     }
 
     /// The `add` of a new data file `name` (relative to the root) with `stats`.
@@ -858,7 +890,16 @@ impl Table {
 
     /// Commit `add` (a data file already durable in the root) as one blind `WRITE`/`Append`
     /// read from `snap` at `read_version`.
-    fn commit_append(&self, snap: &Snapshot, read_version: u64, add: Add, opts: &WriteOptions) -> Result<u64> {
+    /// `data`: the new data file if it is not yet fsynced (it and its path), which the publish
+    /// fsyncs together with the commit.
+    fn commit_append_after(
+        &self,
+        snap: &Snapshot,
+        read_version: u64,
+        add: Add,
+        opts: &WriteOptions,
+        data: &[(&File, &Path)],
+    ) -> Result<u64> {
         let rows = add.num_records().unwrap_or(0);
         let mut params = BTreeMap::from([("mode".to_string(), "Append".to_string())]);
         params.extend(opts.extra_params.iter().cloned());
@@ -867,11 +908,12 @@ impl Table {
             ("numOutputRows".into(), rows.to_string()),
             ("numOutputBytes".into(), add.size.to_string()),
         ]);
-        let res = commit::commit_loop(
+        let res = commit::commit_loop_after(
             self,
             read_version,
             Isolation::BlindAppend,
             opts.expect_version,
+            data,
             |v, ts| {
                 vec![
                     Self::write_info("WRITE", &params, &metrics, v, ts, true),
@@ -984,7 +1026,11 @@ impl Table {
     /// file count, metadata, protocol) for a version just committed, replaying it from `base`.
     /// Best effort: readers never need it, so a failure is a warning.
     fn write_crc_after(&self, version: u64, base: Option<&Snapshot>) {
+        // This handle just linked `version` on top of `base` (plus any versions it rebased
+        // over, which it read): replayed from the commits themselves, with no listing of the
+        // log (a listing costs O(versions) per commit; readers never need the .crc).
         let snap = match base {
+            Some(b) if version > b.version => self.replay_after(b, version),
             Some(b) => self.snapshot_after(b, version),
             None => self.snapshot(version),
         };

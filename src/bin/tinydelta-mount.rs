@@ -21,7 +21,7 @@ struct Cli {
     /// permissions), allow_root, default_permissions.
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
-    /// Worker threads serving requests (default: the CPUs plus 2, 4 to 16).
+    /// Worker threads serving requests (default: one per CPU, 2 to 16; commits run on 2 threads of their own).
     #[arg(long)]
     threads: Option<usize>,
     /// Where the background daemon writes its log (default: nowhere). Verbosity: RUST_LOG.

@@ -42,7 +42,7 @@ pub struct MountArgs {
     pub allow_other: bool,
     /// `-o allow_root`: root may access too.
     pub allow_root: bool,
-    /// Worker threads (default [`default_threads`]: the CPUs plus 2, 4 to 16).
+    /// Worker threads (default [`default_threads`]: one per CPU, 2 to 16).
     pub threads: Option<usize>,
     /// Where the background daemon writes its log.
     pub log_file: Option<PathBuf>,
@@ -423,14 +423,14 @@ fn check_apart(table_root: &Path, mountpoint: &Path) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Worker threads serving FUSE requests by default: one per CPU for reads, plus 2 so that up to
-/// two long commits (a commit runs on the thread that got the `flush`, `fsync` or `rename`)
-/// still leave a thread per CPU to readers; at least 4, at most 16. More threads than that only
-/// contend on the CPUs: on 2 cores, 2 threads instead of 8-16 halved the time of cold random
-/// reads (README "Reading").
+/// Worker threads serving FUSE requests by default: one per CPU, at least 2, at most 16.
+/// Commits do not run on them (`flush`, `fsync`, `release` and `rename` of `incoming/` files go
+/// to [`super::fs::COMMIT_THREADS`] threads of their own), so a long commit never takes a
+/// reader's thread. More threads than CPUs only contend: on 2 cores, 2 threads instead of 8-16
+/// halved the time of cold random reads (README "Reading").
 pub fn default_threads() -> usize {
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
-    (cpus + 2).clamp(4, 16)
+    cpus.clamp(2, 16)
 }
 
 fn check_dev_fuse() -> Result<(), StartError> {

@@ -8,7 +8,7 @@ use std::ffi::OsStr;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak, mpsc};
 use std::time::SystemTime;
 
 use fuser::{
@@ -27,11 +27,78 @@ use super::view::{Attr, Caller, Kind, Opened, SetAttrs, TableView};
 /// `/proc/sys/fs/fuse/max_pages_limit` pages, 1 MiB by default).
 pub const MAX_IO: u32 = 1 << 20;
 
+/// Threads that run the requests of `incoming/` files that may commit (README "Reading").
+pub const COMMIT_THREADS: usize = 2;
+
 /// The mounted file system: a [`TableView`] behind `fuser`'s trait.
 #[derive(Debug)]
 pub struct TableFs {
-    view: TableView,
+    view: Arc<TableView>,
     passthrough: Passthrough,
+    commits: Committer,
+}
+
+/// A request's work, with its reply, handed to a [`Committer`] thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The threads that run `flush`, `fsync`, `release` and `rename` of `incoming/` files (each may
+/// be a commit: validation, fsyncs, a link), so that a long commit never holds one of the
+/// session's threads, which stay free for lookups and reads. Jobs wait in one queue; with
+/// [`COMMIT_THREADS`] threads, up to that many commits run at once (a commit of the same
+/// table is serialised by the table's own locks anyway).
+#[derive(Debug)]
+struct Committer {
+    /// `None` when no thread could be started: jobs then run on the calling thread.
+    tx: Option<Mutex<mpsc::Sender<Job>>>,
+}
+
+impl Committer {
+    fn new(threads: usize) -> Committer {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let started = (0..threads)
+            .filter(|i| {
+                let rx = rx.clone();
+                let spawned = std::thread::Builder::new().name(format!("commit-{i}")).spawn(move || {
+                    loop {
+                        // The lock is held only while waiting for the next job, not while it runs.
+                        let job = lock(&rx).recv();
+                        match job {
+                            Ok(job) => job(),
+                            Err(_) => break,
+                        }
+                    }
+                });
+                if let Err(e) = &spawned {
+                    warn!("cannot start commit thread {i}: {e}");
+                }
+                spawned.is_ok()
+            })
+            .count();
+        if started == 0 {
+            warn!("no commit threads: commits run on the threads that serve reads");
+        }
+        Committer {
+            tx: (started > 0).then(|| Mutex::new(tx)),
+        }
+    }
+
+    /// Run `job` on a commit thread (here if there is none).
+    fn run(&self, job: impl FnOnce() + Send + 'static) {
+        match &self.tx {
+            Some(tx) => {
+                if let Err(mpsc::SendError(job)) = lock(tx).send(Box::new(job)) {
+                    job();
+                }
+            }
+            None => job(),
+        }
+    }
+}
+
+/// Whether `ino` is a file in `incoming/` (whose flush, fsync, release or rename may commit).
+fn staged(ino: u64) -> bool {
+    matches!(super::inode::Node::from_ino(ino), Some(super::inode::Node::Staged(_)))
 }
 
 impl TableFs {
@@ -40,11 +107,12 @@ impl TableFs {
     pub fn new(mut view: TableView, mnt_id: Arc<AtomicU64>, passthrough: bool) -> TableFs {
         view.set_processes(Box::new(ProcFs { mnt_id }));
         TableFs {
-            view,
+            view: Arc::new(view),
             passthrough: Passthrough {
                 wanted: passthrough,
                 ..Passthrough::default()
             },
+            commits: Committer::new(COMMIT_THREADS),
         }
     }
 }
@@ -328,10 +396,19 @@ impl Filesystem for TableFs {
             return reply.error(errno(&FsError::Invalid));
         }
         let noreplace = flags.contains(RenameFlags::RENAME_NOREPLACE);
-        let who = self.view.caller(req.pid(), None);
-        match self.view.rename(parent.0, name, newparent.0, newname, noreplace, who) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(log_err("rename", &e)),
+        let (view, pid) = (self.view.clone(), req.pid());
+        let (name, newname) = (name.to_owned(), newname.to_owned());
+        let job = move || {
+            let who = view.caller(pid, None);
+            match view.rename(parent.0, &name, newparent.0, &newname, noreplace, who) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(log_err("rename", &e)),
+            }
+        };
+        if parent.0 == super::inode::INCOMING || newparent.0 == super::inode::INCOMING {
+            self.commits.run(job)
+        } else {
+            job()
         }
     }
 
@@ -416,11 +493,17 @@ impl Filesystem for TableFs {
     }
 
     fn flush(&self, req: &Request, ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        let who = self.view.caller(req.pid(), Some((fh.0, ino.0)));
-        match self.view.flush(fh.0, who) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(log_err("flush", &e)),
+        if !staged(ino.0) {
+            return reply.ok();
         }
+        let (view, pid) = (self.view.clone(), req.pid());
+        self.commits.run(move || {
+            let who = view.caller(pid, Some((fh.0, ino.0)));
+            match view.flush(fh.0, who) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(log_err("flush", &e)),
+            }
+        })
     }
 
     fn release(
@@ -434,15 +517,26 @@ impl Filesystem for TableFs {
         reply: ReplyEmpty,
     ) {
         self.passthrough.release(ino.0, fh.0);
-        self.view.release(fh.0);
-        reply.ok();
+        if !staged(ino.0) {
+            self.view.release(fh.0);
+            return reply.ok();
+        }
+        let view = self.view.clone();
+        self.commits.run(move || {
+            view.release(fh.0);
+            reply.ok();
+        })
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        match self.view.fsync(fh.0) {
+    fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        if !staged(ino.0) {
+            return reply.ok();
+        }
+        let view = self.view.clone();
+        self.commits.run(move || match view.fsync(fh.0) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(log_err("fsync", &e)),
-        }
+        })
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {

@@ -1203,23 +1203,29 @@ impl TableView {
             }
         };
         stream.keep(&self.staging, id, &rows);
-        let synced = match &stream.canon {
-            Some(f) => f.sync_all().is_ok(),
-            None => stats.num_records == 0,
-        };
-        let same_schema = self.table().latest_snapshot()?.schema == *stream.check.schema();
-        if stream.canon_failed || !synced || !same_schema {
+        let have_rows = stream.canon.is_some() || stats.num_records == 0;
+        if stream.canon_failed || !have_rows {
             let _ = self.staging.remove_canon(id);
             return Ok(None);
         }
-        let placed = std::cell::Cell::new(true);
-        let result = self.table().append_prepared(
+        // The canonical rows are not fsynced here: the publish fsyncs them at the same time as
+        // the commit and the table folder (one journal commit; commit::publish_after).
+        let placed = std::cell::Cell::new(None);
+        let result = self.table().append_prepared_after(
             stream.check.schema(),
             &stats,
-            |path| self.staging.link_canon(id, path).inspect_err(|_| placed.set(false)),
+            stream.canon.as_ref(),
+            |path| {
+                let r = self.staging.link_canon(id, path);
+                placed.set(Some(r.is_ok()));
+                r
+            },
             opts,
         );
-        if !placed.get() {
+        // A conflict before anything was placed: the schema changed since the rows were
+        // checked; they are checked again against the new one.
+        let schema_changed = placed.get().is_none() && matches!(result, Err(crate::Error::ConcurrentWrite { .. }));
+        if placed.get() == Some(false) || schema_changed {
             debug!("{source}: cannot link its canonical rows into the table; canonicalising its bytes");
             let _ = self.staging.remove_canon(id);
             return Ok(None);
