@@ -51,7 +51,16 @@ enum Op {
     Rename(u32, usize, usize),
     Chmod(usize, u16),
     Unlink(usize),
+    /// Racing `cp`s onto plain name `n` (issue 8): [`RACERS`] threads, each a new process, each
+    /// running [`CPS`] times lookup, open with `O_TRUNC` (or create), write one row, close, all
+    /// at once. Each cp must succeed and commit its row once, whatever the interleaving.
+    Race(usize),
 }
+
+/// Threads of an [`Op::Race`].
+const RACERS: u32 = 3;
+/// Copies per racer in an [`Op::Race`].
+const CPS: u64 = 4;
 
 fn op() -> impl Strategy<Value = Op> {
     let p = 1u32..=3;
@@ -64,6 +73,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (p, n.clone(), n.clone()).prop_map(|(p, a, b)| Op::Rename(p, a, b)),
         1 => (n.clone(), prop::sample::select(vec![0o600u16, 0o640, 0o644])).prop_map(|(n, m)| Op::Chmod(n, m)),
         1 => n.prop_map(Op::Unlink),
+        1 => (0usize..2).prop_map(Op::Race),
     ]
 }
 
@@ -346,6 +356,34 @@ impl Model {
     }
 }
 
+/// One `cp` of a one-row file onto `name` through the view, as the kernel drives it: lookup,
+/// then open with `O_TRUNC` (or create when the name is absent); an ESTALE or ENOENT open (the
+/// name moved between lookup and open) is looked up again, as the kernel retries.
+fn cp(view: &TableView, name: &str, p: u32, data: &[u8]) -> Result<(), String> {
+    let name = OsStr::new(name);
+    let mut tries = 0;
+    let fh = loop {
+        tries += 1;
+        let opened = match view.lookup(INCOMING, name) {
+            Ok(a) => view.open(a.ino, true, true, caller(p)),
+            Err(e) if e.errno() == libc::ENOENT => view
+                .create(INCOMING, name, true, libc::O_CREAT | libc::O_TRUNC, caller(p))
+                .map(|(_, o)| o),
+            Err(e) => return Err(format!("lookup: {e}")),
+        };
+        match opened {
+            Ok(o) => break o.fh,
+            Err(e) if tries < 100 && [libc::ESTALE, libc::ENOENT].contains(&e.errno()) => continue,
+            Err(e) => return Err(format!("open: {e}")),
+        }
+    };
+    let wrote = view.write(fh, 0, data).map_err(|e| format!("write: {e}"));
+    let closed = view.flush(fh, caller(p)).map_err(|e| format!("close: {e}"));
+    view.release(fh);
+    wrote?;
+    closed
+}
+
 // ---- The system under test ----
 
 struct Sut {
@@ -499,6 +537,49 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     }
                     None => prop_assert!(got.is_err(), "{}: chmod of an unreachable name", what),
                 }
+            }
+            Op::Race(n) => {
+                let name = NAMES[n];
+                let first_file = model.next_file;
+                let ids = next_id;
+                next_id += u64::from(RACERS) * CPS;
+                let view = &sut.view;
+                let results: Vec<Result<(), String>> = std::thread::scope(|s| {
+                    let racers: Vec<_> = (0..RACERS)
+                        .map(|r| {
+                            s.spawn(move || {
+                                for i in 0..CPS {
+                                    let id = ids + u64::from(r) * CPS + i;
+                                    cp(view, name, 1000 + (id as u32), &row(id, true))?;
+                                }
+                                Ok(())
+                            })
+                        })
+                        .collect();
+                    racers.into_iter().map(|t| t.join().unwrap()).collect()
+                });
+                for r in results {
+                    r.map_err(|e| TestCaseError::fail(format!("{what}: a racing cp failed: {e}")))?;
+                }
+                // The model runs the cps one after the other; each is its own process, so
+                // nobody's later save is a re-save of theirs.
+                for id in ids..next_id {
+                    let p = 1000 + (id as u32);
+                    model.create(p, name);
+                    let h = model.handles.len() - 1;
+                    model.write(h, id, true, row(id, true).len() as u64);
+                    prop_assert!(model.close(h), "{}: the model refused a cp", what);
+                }
+                model.recent.remove(name);
+                // The racers' commits land in the order they happened: take that order.
+                let got = sut.rows();
+                let at = |rows: &Vec<u64>| got.iter().position(|r| Some(r) == rows.first());
+                let start = model
+                    .files
+                    .iter()
+                    .position(|(f, _)| *f >= first_file)
+                    .unwrap_or(model.files.len());
+                model.files[start..].sort_by_key(|(_, rows)| at(rows));
             }
             Op::Unlink(n) => {
                 let got = sut.view.unlink(INCOMING, OsStr::new(NAMES[n]));

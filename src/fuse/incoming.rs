@@ -563,8 +563,15 @@ impl TableView {
     pub(super) fn open_staged(&self, seq: u64, write: bool, trunc: bool, caller: Caller) -> FsResult<Opened> {
         let in_place = write && self.reads_other(caller.tgid, seq);
         if write {
-            let io = self.io_lock(seq)?;
-            let _g = lock(&io);
+            return self.with_io(seq, || self.open_for_writing(seq, trunc, in_place, caller));
+        }
+        let mut inc = lock(&self.incoming);
+        self.register(&mut inc, seq, write, caller)
+    }
+
+    /// [`TableView::open_staged`] for writing, with `seq`'s I/O lock held.
+    fn open_for_writing(&self, seq: u64, trunc: bool, in_place: bool, caller: Caller) -> FsResult<Opened> {
+        {
             let mut inc = lock(&self.incoming);
             let e = inc.get(seq)?;
             let committed = matches!(e.state, State::Committed { .. });
@@ -631,10 +638,8 @@ impl TableView {
             e.in_place = in_place;
             // Counted and registered under both locks, so a racing open that moves this
             // file's writers sees this handle.
-            return self.register(&mut inc, seq, write, caller);
+            self.register(&mut inc, seq, true, caller)
         }
-        let mut inc = lock(&self.incoming);
-        self.register(&mut inc, seq, write, caller)
     }
 
     /// Count a new handle of `seq` and register it (call with the incoming lock held).
@@ -718,6 +723,22 @@ impl TableView {
 
     pub(super) fn io_lock(&self, seq: u64) -> FsResult<Arc<Mutex<()>>> {
         Ok(lock(&self.incoming).get(seq)?.io.clone())
+    }
+
+    /// Run `f` with `seq`'s I/O lock held. The lock is looked up again once held: an open that
+    /// moved `seq`'s writers to a new number ([`TableView::split_off_writers`]) gave the lock it
+    /// held to the moved batch and `seq` a fresh one, so a caller that waited on the old lock
+    /// would otherwise run beside an operation holding `seq`'s new lock (issue 8: a commit
+    /// finishing on the number a racing `O_TRUNC` had just given a fresh batch, whose writer
+    /// then got EPERM). `seq`'s lock only changes under the lock, so once it matches it stays.
+    fn with_io<R>(&self, seq: u64, f: impl FnOnce() -> FsResult<R>) -> FsResult<R> {
+        loop {
+            let io = self.io_lock(seq)?;
+            let _g = lock(&io);
+            if Arc::ptr_eq(&io, &self.io_lock(seq)?) {
+                return f();
+            }
+        }
     }
 
     /// Read from a staged file.
@@ -885,11 +906,7 @@ impl TableView {
     pub(super) fn setattr_staged(&self, seq: u64, fh: Option<u64>, set: SetAttrs) -> FsResult<()> {
         match fh {
             Some(fh) if self.handle_seq(fh).is_ok() => self.locked(fh, |seq| self.setattr_locked(seq, set)),
-            _ => {
-                let io = self.io_lock(seq)?;
-                let _g = lock(&io);
-                self.setattr_locked(seq, set)
-            }
+            _ => self.with_io(seq, || self.setattr_locked(seq, set)),
         }
     }
 
@@ -999,8 +1016,19 @@ impl TableView {
     }
 
     /// The last descriptor of an open was closed.
-    pub(super) fn release_staged(&self, seq: u64, writable: bool, opener: Option<u32>) {
+    ///
+    /// The handle leaves the table of handles and its counts leave its batch under the incoming
+    /// lock together: a racing open must never see the counts of a handle it can no longer
+    /// move ([`TableView::split_off_writers`]), or the fresh batch it makes would keep a
+    /// phantom writer and its own close would not commit.
+    pub(super) fn release_staged(&self, fh: u64) {
         let mut inc = lock(&self.incoming);
+        let Some(h) = lock(&self.handles).remove(&fh) else {
+            return;
+        };
+        let Handle::Staged { seq, writable, opener } = *h else {
+            return;
+        };
         if let Some(e) = inc.files.get_mut(&seq) {
             e.handles = e.handles.saturating_sub(1);
             if writable {
@@ -1035,9 +1063,7 @@ impl TableView {
     /// for [`GHOST_TTL`]). `tgid`: the process whose commit point this is (for re-saves). An
     /// empty file commits nothing. On failure the bytes stay and `NAME.error` explains.
     pub(super) fn commit(&self, seq: u64, tgid: Option<u32>) -> FsResult<()> {
-        let io = self.io_lock(seq)?;
-        let _g = lock(&io);
-        self.commit_locked(seq, tgid)
+        self.with_io(seq, || self.commit_locked(seq, tgid))
     }
 
     /// [`TableView::commit`] with `seq`'s I/O lock held.
