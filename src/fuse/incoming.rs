@@ -125,6 +125,10 @@ pub(super) enum State {
     Committed {
         /// Until when lookups of the name find it.
         until: Instant,
+        /// The commit was published but its durability is unknown ([`crate::Error::NotDurable`]):
+        /// shown as `NAME.error` (and the name stays reachable) until `rm NAME.error` or the
+        /// name is created again.
+        note: Option<String>,
     },
     /// Removed by `rm` or replaced by a rename; open descriptors keep their bytes (never
     /// committed).
@@ -169,6 +173,16 @@ impl Staged {
         match &mut self.state {
             State::Listed(b) | State::Detached(b) => Some(b),
             State::Committed { .. } | State::Removed(_) => None,
+        }
+    }
+
+    /// The note shown as `NAME.error`: why a commit failed, or that a commit's durability is
+    /// unknown.
+    fn note(&self) -> Option<&String> {
+        match &self.state {
+            State::Listed(b) | State::Detached(b) => b.note.as_ref(),
+            State::Committed { note, .. } => note.as_ref(),
+            State::Removed(_) => None,
         }
     }
 
@@ -263,7 +277,7 @@ impl Incoming {
             .values()
             .copied()
             .filter(
-                |s| matches!(self.files.get(s).map(|e| &e.state), Some(State::Committed { until }) if *until <= now),
+                |s| matches!(self.files.get(s).map(|e| &e.state), Some(State::Committed { until, note: None }) if *until <= now),
             )
             .collect();
         for seq in expired {
@@ -440,10 +454,10 @@ impl TableView {
         }
         if let Some(stem) = name.strip_suffix(ERROR_SUFFIX)
             && let Some(seq) = inc.names.get(stem)
-            && inc
-                .files
-                .get(seq)
-                .is_some_and(|e| matches!(&e.state, State::Listed(b) if b.note.is_some()))
+            && inc.files.get(seq).is_some_and(|e| {
+                matches!(&e.state, State::Listed(b) if b.note.is_some())
+                    || matches!(&e.state, State::Committed { note: Some(_), .. })
+            })
         {
             return Ok(Node::ErrorNote(*seq));
         }
@@ -461,7 +475,7 @@ impl TableView {
             }
             Node::ErrorNote(seq) => {
                 let e = inc.get(seq)?;
-                let note = e.bytes().and_then(|b| b.note.as_ref()).ok_or(FsError::NotFound)?;
+                let note = e.note().ok_or(FsError::NotFound)?;
                 let perm = if self.cfg.share_incoming { 0o444 } else { 0o400 };
                 let size = note.len() as u64 + 1;
                 Ok(self.attr(node.ino(), Kind::File, size, perm, 1, e.mtime, Duration::ZERO))
@@ -475,11 +489,17 @@ impl TableView {
         let inc = lock(&self.incoming);
         let mut list = Vec::new();
         for (name, seq) in &inc.names {
-            if let Some(State::Listed(b)) = inc.files.get(seq).map(|e| &e.state) {
-                list.push((Node::Staged(*seq).ino(), Kind::File, name.clone()));
-                if b.note.is_some() {
+            match inc.files.get(seq).map(|e| &e.state) {
+                Some(State::Listed(b)) => {
+                    list.push((Node::Staged(*seq).ino(), Kind::File, name.clone()));
+                    if b.note.is_some() {
+                        list.push((Node::ErrorNote(*seq).ino(), Kind::File, format!("{name}{ERROR_SUFFIX}")));
+                    }
+                }
+                Some(State::Committed { note: Some(_), .. }) => {
                     list.push((Node::ErrorNote(*seq).ino(), Kind::File, format!("{name}{ERROR_SUFFIX}")));
                 }
+                _ => {}
             }
         }
         list
@@ -489,7 +509,7 @@ impl TableView {
     pub(super) fn note_text(&self, seq: u64) -> FsResult<String> {
         let mut inc = lock(&self.incoming);
         let e = inc.get(seq)?;
-        let note = e.bytes().and_then(|b| b.note.as_ref()).ok_or(FsError::NotFound)?;
+        let note = e.note().ok_or(FsError::NotFound)?;
         Ok(format!("{note}\n"))
     }
 
@@ -1178,11 +1198,38 @@ impl TableView {
                 }
                 let e = inc.get(seq)?;
                 e.base += len;
-                e.state = State::Committed { until: now + GHOST_TTL };
+                e.state = State::Committed {
+                    until: now + GHOST_TTL,
+                    note: None,
+                };
                 e.mtime = SystemTime::now();
                 inc.mtime = Some(SystemTime::now());
                 inc.maybe_drop(seq);
                 Ok(())
+            }
+            Err(crate::Error::NotDurable { table, version, reason }) => {
+                // Published: the rows are in the table, so the bytes must never be committed
+                // again (a `touch` or a retry would duplicate them), yet the caller must not
+                // believe the commit durable. The close or fsync fails with EIO and the note
+                // says which version to check.
+                let msg = format!(
+                    "committed as version {version}; durability unknown ({reason}); do not send it again, check the table after a crash"
+                );
+                warn!("incoming/{name:?}: {}", msg.escape_debug());
+                if let Err(e) = self.staging.remove(&id) {
+                    warn!("incoming/{name:?}: committed, but removing its staged bytes failed: {e}");
+                }
+                let mut inc = lock(&self.incoming);
+                inc.recent.remove(&name);
+                let e = inc.get(seq)?;
+                e.base += len;
+                e.state = State::Committed {
+                    until: Instant::now() + GHOST_TTL,
+                    note: Some(msg),
+                };
+                e.mtime = SystemTime::now();
+                inc.mtime = Some(SystemTime::now());
+                Err(FsError::Table(crate::Error::NotDurable { table, version, reason }))
             }
             Err(err) => {
                 let msg = err.to_string();
@@ -1274,6 +1321,13 @@ impl TableView {
             && let Some(&seq) = inc.names.get(stem)
         {
             let e = inc.get(seq)?;
+            if let State::Committed { note, until } = &mut e.state
+                && note.take().is_some()
+            {
+                *until = Instant::now();
+                inc.mtime = Some(SystemTime::now());
+                return Ok(());
+            }
             if let Some(b) = e.bytes_mut()
                 && b.note.is_some()
             {
@@ -1325,7 +1379,7 @@ impl TableView {
             if let Some(b) = e.bytes() {
                 self.staging.set_name(&b.id, new, false)?;
             }
-            if let State::Committed { until } = &mut e.state {
+            if let State::Committed { until, .. } = &mut e.state {
                 *until = Instant::now() + GHOST_TTL;
             }
             inc.names.remove(old);
