@@ -815,3 +815,19 @@ fn a_commit_of_unknown_durability_fails_the_close_and_says_so() {
     assert_eq!(e.f.latest(), v);
     assert_eq!(e.text("ls -A \"$M/incoming\"").trim(), "");
 }
+
+/// A writer killed by a signal: its close at exit is not a commit point (the kernel closes the
+/// descriptors of a process killed by SIGKILL; /proc/PID/stat says so), so its bytes stay
+/// listed, uncommitted.
+#[test]
+fn a_writer_killed_by_a_signal_commits_nothing() {
+    let t = idiom();
+    let v = t.e.f.latest();
+    let (code, _) = t.status("sh -c 'exec 3>\"$M/incoming/k.jsonl\"; cat mar.jsonl >&3; kill -9 $$'");
+    assert_eq!(code, 128 + 9, "the writer was killed by SIGKILL");
+    assert_eq!(t.e.f.latest(), v, "a killed writer's close committed");
+    assert_eq!(t.listing(), ["k.jsonl"]);
+    // A plain close of the same bytes commits them.
+    t.e.ok("cat \"$M/incoming/k.jsonl\" > k.jsonl && cat k.jsonl > \"$M/incoming/k.jsonl\"");
+    t.added_mar_once(&[]);
+}
