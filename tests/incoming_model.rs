@@ -43,11 +43,17 @@ enum Op {
     /// Process `p` opens `name` for writing with `O_CREAT|O_TRUNC` (as the kernel does: an
     /// existing name is opened, a missing one created).
     Create(u32, usize),
+    /// Process `p` opens an existing `name` for writing without `O_TRUNC` (`>>`, a writer that
+    /// continues): writes go after what the file holds, committed bytes included.
+    Open(u32, usize),
     /// Write one row (good or bad) through open handle `h` (index modulo the open handles).
     Write(usize, bool),
     Fsync(usize),
     /// close(): flush by the opener, then release.
     Close(usize),
+    /// The writer of handle `h` is killed by a signal: the kernel closes its descriptor, which is
+    /// not a commit point.
+    Kill(usize),
     Rename(u32, usize, usize),
     Chmod(usize, u16),
     Unlink(usize),
@@ -70,6 +76,8 @@ fn op() -> impl Strategy<Value = Op> {
         5 => (0usize..8, prop::bool::weighted(0.85)).prop_map(|(h, g)| Op::Write(h, g)),
         1 => (0usize..8).prop_map(Op::Fsync),
         3 => (0usize..8).prop_map(Op::Close),
+        1 => (0usize..8).prop_map(Op::Kill),
+        1 => (p.clone(), n.clone()).prop_map(|(p, n)| Op::Open(p, n)),
         2 => (p, n.clone(), n.clone()).prop_map(|(p, a, b)| Op::Rename(p, a, b)),
         1 => (n.clone(), prop::sample::select(vec![0o600u16, 0o640, 0o644])).prop_map(|(n, m)| Op::Chmod(n, m)),
         1 => n.prop_map(Op::Unlink),
@@ -184,13 +192,28 @@ impl Model {
         }
     }
 
+    /// Another process writes `b`, and `p` opens its name: the others keep `b` (detached), the
+    /// name gets a fresh batch, and `p`'s own handles of `b` follow the name (a process's
+    /// descriptors of one file see one file, as on ext4).
+    fn split(&mut self, b: usize, p: u32) -> usize {
+        let name = self.batches[b].name.clone();
+        self.detach(b);
+        let f = self.fresh(&name);
+        for h in self.handles.iter_mut().filter(|(q, c)| *q == p && *c == b) {
+            h.1 = f;
+        }
+        let mine = self.batches[b].writers.iter().filter(|w| **w == p).count();
+        self.batches[b].writers.retain(|w| *w != p);
+        self.batches[f].writers.extend(std::iter::repeat_n(p, mine));
+        f
+    }
+
     /// Create(p, name) with O_CREAT|O_TRUNC. Returns the batch the new handle writes.
     fn create(&mut self, p: u32, name: &str) -> usize {
         let b = match self.names.get(name).copied() {
             Some(b) if self.others_write(b, p) => {
                 // Racing writer: the others keep their batch; the name gets a fresh one.
-                self.detach(b);
-                self.fresh(name)
+                self.split(b, p)
             }
             Some(b) => {
                 let e = &mut self.batches[b];
@@ -299,9 +322,33 @@ impl Model {
         self.commit(b, p)
     }
 
+    /// Open(p, name) without O_TRUNC; `None` when the name is not reachable.
+    fn open(&mut self, p: u32, name: &str) -> Option<usize> {
+        let mut b = *self.names.get(name)?;
+        if self.batches[b].st == St::Ghost {
+            if self.others_write(b, p) {
+                // The committed name's other writers keep their batch; the caller's starts at 0.
+                b = self.split(b, p);
+            } else {
+                // A new batch after the committed bytes.
+                let e = &mut self.batches[b];
+                e.st = St::Listed;
+                e.unchecked = scratch(name);
+            }
+        }
+        self.batches[b].writers.push(p);
+        self.handles.push((p, b));
+        Some(b)
+    }
+
     fn close(&mut self, h: usize) -> bool {
+        self.close_as(h, false)
+    }
+
+    /// close() by the writer, or by the kernel for a writer killed by a signal (no commit).
+    fn close_as(&mut self, h: usize, killed: bool) -> bool {
         let (p, b) = self.handles.remove(h);
-        let ok = if self.batches[b].writers.len() > 1 {
+        let ok = if killed || self.batches[b].writers.len() > 1 {
             true
         } else {
             self.commit(b, p)
@@ -494,17 +541,32 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let want = model.fsync(h);
                 prop_assert_eq!(got.is_ok(), want, "{}: {:?}", what, got);
             }
-            Op::Close(h) => {
+            Op::Close(h) | Op::Kill(h) => {
                 if sut.fhs.is_empty() {
                     continue;
                 }
+                let killed = matches!(op, Op::Kill(_));
                 let h = h % sut.fhs.len();
                 let fh = sut.fhs.remove(h);
                 let p = model.handles[h].0;
-                let got = sut.view.flush(fh, caller(p));
+                let got = sut.view.flush(fh, Caller { killed, ..caller(p) });
                 sut.view.release(fh);
-                let want = model.close(h);
+                let want = model.close_as(h, killed);
                 prop_assert_eq!(got.is_ok(), want, "{}: {:?}", what, got);
+            }
+            Op::Open(p, n) => {
+                let name = NAMES[n];
+                let got = sut
+                    .view
+                    .lookup(INCOMING, OsStr::new(name))
+                    .and_then(|a| sut.view.open(a.ino, true, false, caller(p)));
+                match model.open(p, name) {
+                    Some(_) => {
+                        let o = got.map_err(|e| TestCaseError::fail(format!("{what}: {e}")))?;
+                        sut.fhs.push(o.fh);
+                    }
+                    None => prop_assert!(got.is_err(), "{}: opened an unreachable name", what),
+                }
             }
             Op::Rename(p, a, b) => {
                 let got = sut.view.rename(
@@ -571,6 +633,16 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     prop_assert!(model.close(h), "{}: the model refused a cp", what);
                 }
                 model.recent.remove(name);
+                // Which racer's batch the name kept depends on the interleaving (and rows differ
+                // in length): a later open without O_TRUNC continues after its size, as stat
+                // shows it.
+                if let Some(&b) = model.names.get(name) {
+                    let a = sut
+                        .view
+                        .lookup(INCOMING, OsStr::new(name))
+                        .map_err(|e| TestCaseError::fail(format!("{what}: lookup after the race: {e}")))?;
+                    model.batches[b].size = a.size;
+                }
                 // The racers' commits land in the order they happened: take that order.
                 let got = sut.rows();
                 let at = |rows: &Vec<u64>| got.iter().position(|r| Some(r) == rows.first());
