@@ -1,6 +1,8 @@
 //! Model-based test of `incoming/` (issue 8), in the style of mountpoint-s3's reference tests:
-//! random sequences of create, write, fsync, close, rename, chmod, unlink and reopen by several
-//! simulated processes run against the mount's inner layer ([`TableView`], no kernel) and against
+//! random sequences of create, write, fsync, close, rename, chmod, unlink, reopen with and without
+//! `O_TRUNC`, read-only opens (which make a process's next write an in-place edit), writers killed
+//! by a signal, and racing `cp`s on one name (real threads) by several simulated processes run
+//! against the mount's inner layer ([`TableView`], no kernel) and against
 //! a plain-Rust model of the rules in README "incoming/". After every step the table's rows, the
 //! listing of `incoming/` and the success or failure of the step must match the model.
 //!
@@ -51,6 +53,11 @@ enum Op {
     Fsync(usize),
     /// close(): flush by the opener, then release.
     Close(usize),
+    /// Process `p` opens `name` for reading (`sed -i`, an editor): a file it then creates or
+    /// opens for writing under another name is an in-place edit, committed only by its rename.
+    Read(u32, usize),
+    /// close() of read-only handle `r` (index modulo the open read-only handles).
+    CloseRead(usize),
     /// The writer of handle `h` is killed by a signal: the kernel closes its descriptor, which is
     /// not a commit point.
     Kill(usize),
@@ -77,6 +84,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0usize..8).prop_map(Op::Fsync),
         3 => (0usize..8).prop_map(Op::Close),
         1 => (0usize..8).prop_map(Op::Kill),
+        1 => (p.clone(), n.clone()).prop_map(|(p, n)| Op::Read(p, n)),
+        1 => (0usize..4).prop_map(Op::CloseRead),
         1 => (p.clone(), n.clone()).prop_map(|(p, n)| Op::Open(p, n)),
         2 => (p, n.clone(), n.clone()).prop_map(|(p, a, b)| Op::Rename(p, a, b)),
         1 => (n.clone(), prop::sample::select(vec![0o600u16, 0o640, 0o644])).prop_map(|(n, m)| Op::Chmod(n, m)),
@@ -117,6 +126,9 @@ struct Batch {
     /// Not validated while written: started under a scratch name, written under one, or a bad
     /// line was already found (the close checks everything).
     unchecked: bool,
+    /// An in-place edit: its writer held a read handle of another file when it opened it; its
+    /// close is no commit point and its fsync only syncs; its rename commits.
+    in_place: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -136,6 +148,8 @@ struct Model {
     recent: BTreeMap<String, Recent>,
     /// Open handles: (process, batch).
     handles: Vec<(u32, usize)>,
+    /// Open read-only handles: (process, batch).
+    readers: Vec<(u32, usize)>,
 }
 
 impl Model {
@@ -172,6 +186,7 @@ impl Model {
             perm: 0o600,
             size: 0,
             unchecked: scratch(name),
+            in_place: false,
         });
         let b = self.batches.len() - 1;
         self.names.insert(name.to_string(), b);
@@ -202,14 +217,43 @@ impl Model {
         for h in self.handles.iter_mut().filter(|(q, c)| *q == p && *c == b) {
             h.1 = f;
         }
+        // Read-only handles stay with the inode, which the name (and the fresh batch) keeps.
+        for r in self.readers.iter_mut().filter(|(_, c)| *c == b) {
+            r.1 = f;
+        }
         let mine = self.batches[b].writers.iter().filter(|w| **w == p).count();
         self.batches[b].writers.retain(|w| *w != p);
         self.batches[f].writers.extend(std::iter::repeat_n(p, mine));
         f
     }
 
+    /// Whether `p` reads another file than the one `name` leads to now.
+    fn reads_other(&self, p: u32, name: &str) -> bool {
+        let now = self.names.get(name).copied();
+        self.readers.iter().any(|(q, c)| *q == p && Some(*c) != now)
+    }
+
+    /// Whether a listed, plain-named batch is empty and unreferenced: it leaves `incoming/`.
+    fn drop_if_empty(&mut self, b: usize) {
+        let read = self.readers.iter().any(|(_, c)| *c == b);
+        let e = &mut self.batches[b];
+        if e.st == St::Listed
+            && e.writers.is_empty()
+            && !read
+            && e.rows.is_empty()
+            && !e.based
+            && !e.note
+            && !e.in_place
+            && !scratch(&e.name)
+        {
+            e.st = St::Removed;
+            self.unname(b);
+        }
+    }
+
     /// Create(p, name) with O_CREAT|O_TRUNC. Returns the batch the new handle writes.
     fn create(&mut self, p: u32, name: &str) -> usize {
+        let in_place = self.reads_other(p, name);
         let b = match self.names.get(name).copied() {
             Some(b) if self.others_write(b, p) => {
                 // Racing writer: the others keep their batch; the name gets a fresh one.
@@ -230,6 +274,7 @@ impl Model {
             None => self.fresh(name),
         };
         self.batches[b].writers.push(p);
+        self.batches[b].in_place = in_place;
         self.handles.push((p, b));
         b
     }
@@ -316,7 +361,7 @@ impl Model {
 
     fn fsync(&mut self, h: usize) -> bool {
         let (p, b) = self.handles[h];
-        if self.batches[b].writers.len() > 1 {
+        if self.batches[b].writers.len() > 1 || self.batches[b].in_place {
             return true;
         }
         self.commit(b, p)
@@ -324,6 +369,7 @@ impl Model {
 
     /// Open(p, name) without O_TRUNC; `None` when the name is not reachable.
     fn open(&mut self, p: u32, name: &str) -> Option<usize> {
+        let in_place = self.reads_other(p, name);
         let mut b = *self.names.get(name)?;
         if self.batches[b].st == St::Ghost {
             if self.others_write(b, p) {
@@ -337,6 +383,7 @@ impl Model {
             }
         }
         self.batches[b].writers.push(p);
+        self.batches[b].in_place = in_place;
         self.handles.push((p, b));
         Some(b)
     }
@@ -348,7 +395,7 @@ impl Model {
     /// close() by the writer, or by the kernel for a writer killed by a signal (no commit).
     fn close_as(&mut self, h: usize, killed: bool) -> bool {
         let (p, b) = self.handles.remove(h);
-        let ok = if killed || self.batches[b].writers.len() > 1 {
+        let ok = if killed || self.batches[b].writers.len() > 1 || self.batches[b].in_place {
             true
         } else {
             self.commit(b, p)
@@ -358,10 +405,7 @@ impl Model {
             e.writers.swap_remove(i);
         }
         // An empty, plain-named, never-committed, note-less listed file leaves at its last close.
-        if e.st == St::Listed && e.writers.is_empty() && e.rows.is_empty() && !e.based && !e.note && !scratch(&e.name) {
-            e.st = St::Removed;
-            self.unname(b);
-        }
+        self.drop_if_empty(b);
         ok
     }
 
@@ -385,11 +429,10 @@ impl Model {
         if self.batches[b].st != St::Listed || !self.batches[b].writers.is_empty() || scratch(to) {
             return Some(true);
         }
+        self.batches[b].in_place = false;
         let ok = self.commit(b, p);
-        let e = &mut self.batches[b];
-        if ok && e.st == St::Listed && e.rows.is_empty() && !e.based && !e.note {
-            e.st = St::Removed;
-            self.unname(b);
+        if ok {
+            self.drop_if_empty(b);
         }
         Some(ok)
     }
@@ -439,6 +482,8 @@ struct Sut {
     view: TableView,
     /// fh of each open handle, parallel to the model's handles.
     fhs: Vec<u64>,
+    /// fh of each open read-only handle, parallel to the model's readers.
+    rfhs: Vec<u64>,
 }
 
 fn caller(p: u32) -> Caller {
@@ -461,6 +506,7 @@ impl Sut {
             table,
             view,
             fhs: Vec::new(),
+            rfhs: Vec::new(),
         }
     }
 
@@ -553,6 +599,33 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 sut.view.release(fh);
                 let want = model.close_as(h, killed);
                 prop_assert_eq!(got.is_ok(), want, "{}: {:?}", what, got);
+            }
+            Op::Read(p, n) => {
+                let name = NAMES[n];
+                let got = sut
+                    .view
+                    .lookup(INCOMING, OsStr::new(name))
+                    .and_then(|a| sut.view.open(a.ino, false, false, caller(p)));
+                match model.names.get(name) {
+                    Some(&b) => {
+                        let o = got.map_err(|e| TestCaseError::fail(format!("{what}: {e}")))?;
+                        sut.rfhs.push(o.fh);
+                        model.readers.push((p, b));
+                    }
+                    None => prop_assert!(got.is_err(), "{}: opened an unreachable name", what),
+                }
+            }
+            Op::CloseRead(r) => {
+                if sut.rfhs.is_empty() {
+                    continue;
+                }
+                let r = r % sut.rfhs.len();
+                let fh = sut.rfhs.remove(r);
+                let (p, b) = model.readers.remove(r);
+                let got = sut.view.flush(fh, caller(p));
+                sut.view.release(fh);
+                prop_assert!(got.is_ok(), "{}: {:?}", what, got);
+                model.drop_if_empty(b);
             }
             Op::Open(p, n) => {
                 let name = NAMES[n];
