@@ -783,3 +783,54 @@ fn max_line_bytes_and_share_incoming_options() {
     let modes = e.text("stat -c '%a' \"$M/incoming\" \"$M/incoming/long.jsonl\" \"$M/incoming/long.jsonl.error\"");
     assert_eq!(modes.lines().collect::<Vec<_>>(), ["755", "644", "444"]);
 }
+
+/// A commit whose durability is unknown (the fsync of `_delta_log/` after the publish failed,
+/// `Error::NotDurable`; injected with the `after-link=error` failpoint): the close fails with
+/// EIO, the rows are in the table once, `NAME.error` names the version and says not to send it
+/// again, and a later `touch` of the name commits nothing more.
+#[test]
+fn a_commit_of_unknown_durability_fails_the_close_and_says_so() {
+    let f = Fixture::flights(&["flights-jan.jsonl"]);
+    let m = f.mount_with_env(&[], &[("TINYDELTA_FAILPOINT", "after-link=error")]);
+    let e = Env { f, _m: m };
+    fs::copy(fixture("flights-mar.jsonl"), e.f.dir.path().join("mar.jsonl")).unwrap();
+    let before = e.f.latest();
+    let out = e.sh("cp mar.jsonl \"$M/incoming/n.jsonl\"");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "cp exited 0 on a commit of unknown durability");
+    assert!(err.contains("Input/output error"), "{err}");
+    let v = e.f.latest();
+    assert_eq!(v, before + 1, "the commit was published");
+    let mar = fixture_bytes("flights-mar.jsonl");
+    let rows = e.f.read_v(v);
+    assert_eq!(lines(&rows).len(), lines(&e.f.read_v(before)).len() + lines(&mar).len());
+    assert_eq!(e.text("ls -A \"$M/incoming\"").trim(), "n.jsonl.error");
+    let note = e.text("cat \"$M/incoming/n.jsonl.error\"");
+    assert!(
+        note.starts_with(&format!("committed as version {v}; durability unknown"))
+            && note.contains("do not send it again"),
+        "{note}"
+    );
+    // rm of the note clears it; touching the name afterwards commits nothing more.
+    e.ok("rm \"$M/incoming/n.jsonl.error\"");
+    assert_eq!(e.text("ls -A \"$M/incoming\"").trim(), "");
+    e.ok("touch \"$M/incoming/n.jsonl\"");
+    assert_eq!(e.f.latest(), v);
+    assert_eq!(e.text("ls -A \"$M/incoming\"").trim(), "");
+}
+
+/// A writer killed by a signal: its close at exit is not a commit point (the kernel closes the
+/// descriptors of a process killed by SIGKILL; /proc/PID/stat says so), so its bytes stay
+/// listed, uncommitted.
+#[test]
+fn a_writer_killed_by_a_signal_commits_nothing() {
+    let t = idiom();
+    let v = t.e.f.latest();
+    let (code, _) = t.status("sh -c 'exec 3>\"$M/incoming/k.jsonl\"; cat mar.jsonl >&3; kill -9 $$'");
+    assert_eq!(code, 128 + 9, "the writer was killed by SIGKILL");
+    assert_eq!(t.e.f.latest(), v, "a killed writer's close committed");
+    assert_eq!(t.listing(), ["k.jsonl"]);
+    // A plain close of the same bytes commits them.
+    t.e.ok("cat \"$M/incoming/k.jsonl\" > k.jsonl && cat k.jsonl > \"$M/incoming/k.jsonl\"");
+    t.added_mar_once(&[]);
+}

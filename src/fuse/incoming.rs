@@ -125,6 +125,10 @@ pub(super) enum State {
     Committed {
         /// Until when lookups of the name find it.
         until: Instant,
+        /// The commit was published but its durability is unknown ([`crate::Error::NotDurable`]):
+        /// shown as `NAME.error` (and the name stays reachable) until `rm NAME.error` or the
+        /// name is created again.
+        note: Option<String>,
     },
     /// Removed by `rm` or replaced by a rename; open descriptors keep their bytes (never
     /// committed).
@@ -169,6 +173,16 @@ impl Staged {
         match &mut self.state {
             State::Listed(b) | State::Detached(b) => Some(b),
             State::Committed { .. } | State::Removed(_) => None,
+        }
+    }
+
+    /// The note shown as `NAME.error`: why a commit failed, or that a commit's durability is
+    /// unknown.
+    fn note(&self) -> Option<&String> {
+        match &self.state {
+            State::Listed(b) | State::Detached(b) => b.note.as_ref(),
+            State::Committed { note, .. } => note.as_ref(),
+            State::Removed(_) => None,
         }
     }
 
@@ -263,7 +277,7 @@ impl Incoming {
             .values()
             .copied()
             .filter(
-                |s| matches!(self.files.get(s).map(|e| &e.state), Some(State::Committed { until }) if *until <= now),
+                |s| matches!(self.files.get(s).map(|e| &e.state), Some(State::Committed { until, note: None }) if *until <= now),
             )
             .collect();
         for seq in expired {
@@ -440,10 +454,10 @@ impl TableView {
         }
         if let Some(stem) = name.strip_suffix(ERROR_SUFFIX)
             && let Some(seq) = inc.names.get(stem)
-            && inc
-                .files
-                .get(seq)
-                .is_some_and(|e| matches!(&e.state, State::Listed(b) if b.note.is_some()))
+            && inc.files.get(seq).is_some_and(|e| {
+                matches!(&e.state, State::Listed(b) if b.note.is_some())
+                    || matches!(&e.state, State::Committed { note: Some(_), .. })
+            })
         {
             return Ok(Node::ErrorNote(*seq));
         }
@@ -461,7 +475,7 @@ impl TableView {
             }
             Node::ErrorNote(seq) => {
                 let e = inc.get(seq)?;
-                let note = e.bytes().and_then(|b| b.note.as_ref()).ok_or(FsError::NotFound)?;
+                let note = e.note().ok_or(FsError::NotFound)?;
                 let perm = if self.cfg.share_incoming { 0o444 } else { 0o400 };
                 let size = note.len() as u64 + 1;
                 Ok(self.attr(node.ino(), Kind::File, size, perm, 1, e.mtime, Duration::ZERO))
@@ -475,11 +489,17 @@ impl TableView {
         let inc = lock(&self.incoming);
         let mut list = Vec::new();
         for (name, seq) in &inc.names {
-            if let Some(State::Listed(b)) = inc.files.get(seq).map(|e| &e.state) {
-                list.push((Node::Staged(*seq).ino(), Kind::File, name.clone()));
-                if b.note.is_some() {
+            match inc.files.get(seq).map(|e| &e.state) {
+                Some(State::Listed(b)) => {
+                    list.push((Node::Staged(*seq).ino(), Kind::File, name.clone()));
+                    if b.note.is_some() {
+                        list.push((Node::ErrorNote(*seq).ino(), Kind::File, format!("{name}{ERROR_SUFFIX}")));
+                    }
+                }
+                Some(State::Committed { note: Some(_), .. }) => {
                     list.push((Node::ErrorNote(*seq).ino(), Kind::File, format!("{name}{ERROR_SUFFIX}")));
                 }
+                _ => {}
             }
         }
         list
@@ -489,7 +509,7 @@ impl TableView {
     pub(super) fn note_text(&self, seq: u64) -> FsResult<String> {
         let mut inc = lock(&self.incoming);
         let e = inc.get(seq)?;
-        let note = e.bytes().and_then(|b| b.note.as_ref()).ok_or(FsError::NotFound)?;
+        let note = e.note().ok_or(FsError::NotFound)?;
         Ok(format!("{note}\n"))
     }
 
@@ -563,8 +583,15 @@ impl TableView {
     pub(super) fn open_staged(&self, seq: u64, write: bool, trunc: bool, caller: Caller) -> FsResult<Opened> {
         let in_place = write && self.reads_other(caller.tgid, seq);
         if write {
-            let io = self.io_lock(seq)?;
-            let _g = lock(&io);
+            return self.with_io(seq, || self.open_for_writing(seq, trunc, in_place, caller));
+        }
+        let mut inc = lock(&self.incoming);
+        self.register(&mut inc, seq, write, caller)
+    }
+
+    /// [`TableView::open_staged`] for writing, with `seq`'s I/O lock held.
+    fn open_for_writing(&self, seq: u64, trunc: bool, in_place: bool, caller: Caller) -> FsResult<Opened> {
+        {
             let mut inc = lock(&self.incoming);
             let e = inc.get(seq)?;
             let committed = matches!(e.state, State::Committed { .. });
@@ -631,10 +658,8 @@ impl TableView {
             e.in_place = in_place;
             // Counted and registered under both locks, so a racing open that moves this
             // file's writers sees this handle.
-            return self.register(&mut inc, seq, write, caller);
+            self.register(&mut inc, seq, true, caller)
         }
-        let mut inc = lock(&self.incoming);
-        self.register(&mut inc, seq, write, caller)
     }
 
     /// Count a new handle of `seq` and register it (call with the incoming lock held).
@@ -718,6 +743,22 @@ impl TableView {
 
     pub(super) fn io_lock(&self, seq: u64) -> FsResult<Arc<Mutex<()>>> {
         Ok(lock(&self.incoming).get(seq)?.io.clone())
+    }
+
+    /// Run `f` with `seq`'s I/O lock held. The lock is looked up again once held: an open that
+    /// moved `seq`'s writers to a new number ([`TableView::split_off_writers`]) gave the lock it
+    /// held to the moved batch and `seq` a fresh one, so a caller that waited on the old lock
+    /// would otherwise run beside an operation holding `seq`'s new lock (issue 8: a commit
+    /// finishing on the number a racing `O_TRUNC` had just given a fresh batch, whose writer
+    /// then got EPERM). `seq`'s lock only changes under the lock, so once it matches it stays.
+    fn with_io<R>(&self, seq: u64, f: impl FnOnce() -> FsResult<R>) -> FsResult<R> {
+        loop {
+            let io = self.io_lock(seq)?;
+            let _g = lock(&io);
+            if Arc::ptr_eq(&io, &self.io_lock(seq)?) {
+                return f();
+            }
+        }
     }
 
     /// Read from a staged file.
@@ -885,11 +926,7 @@ impl TableView {
     pub(super) fn setattr_staged(&self, seq: u64, fh: Option<u64>, set: SetAttrs) -> FsResult<()> {
         match fh {
             Some(fh) if self.handle_seq(fh).is_ok() => self.locked(fh, |seq| self.setattr_locked(seq, set)),
-            _ => {
-                let io = self.io_lock(seq)?;
-                let _g = lock(&io);
-                self.setattr_locked(seq, set)
-            }
+            _ => self.with_io(seq, || self.setattr_locked(seq, set)),
         }
     }
 
@@ -999,8 +1036,19 @@ impl TableView {
     }
 
     /// The last descriptor of an open was closed.
-    pub(super) fn release_staged(&self, seq: u64, writable: bool, opener: Option<u32>) {
+    ///
+    /// The handle leaves the table of handles and its counts leave its batch under the incoming
+    /// lock together: a racing open must never see the counts of a handle it can no longer
+    /// move ([`TableView::split_off_writers`]), or the fresh batch it makes would keep a
+    /// phantom writer and its own close would not commit.
+    pub(super) fn release_staged(&self, fh: u64) {
         let mut inc = lock(&self.incoming);
+        let Some(h) = lock(&self.handles).remove(&fh) else {
+            return;
+        };
+        let Handle::Staged { seq, writable, opener } = *h else {
+            return;
+        };
         if let Some(e) = inc.files.get_mut(&seq) {
             e.handles = e.handles.saturating_sub(1);
             if writable {
@@ -1035,9 +1083,7 @@ impl TableView {
     /// for [`GHOST_TTL`]). `tgid`: the process whose commit point this is (for re-saves). An
     /// empty file commits nothing. On failure the bytes stay and `NAME.error` explains.
     pub(super) fn commit(&self, seq: u64, tgid: Option<u32>) -> FsResult<()> {
-        let io = self.io_lock(seq)?;
-        let _g = lock(&io);
-        self.commit_locked(seq, tgid)
+        self.with_io(seq, || self.commit_locked(seq, tgid))
     }
 
     /// [`TableView::commit`] with `seq`'s I/O lock held.
@@ -1152,11 +1198,38 @@ impl TableView {
                 }
                 let e = inc.get(seq)?;
                 e.base += len;
-                e.state = State::Committed { until: now + GHOST_TTL };
+                e.state = State::Committed {
+                    until: now + GHOST_TTL,
+                    note: None,
+                };
                 e.mtime = SystemTime::now();
                 inc.mtime = Some(SystemTime::now());
                 inc.maybe_drop(seq);
                 Ok(())
+            }
+            Err(crate::Error::NotDurable { table, version, reason }) => {
+                // Published: the rows are in the table, so the bytes must never be committed
+                // again (a `touch` or a retry would duplicate them), yet the caller must not
+                // believe the commit durable. The close or fsync fails with EIO and the note
+                // says which version to check.
+                let msg = format!(
+                    "committed as version {version}; durability unknown ({reason}); do not send it again, check the table after a crash"
+                );
+                warn!("incoming/{name:?}: {}", msg.escape_debug());
+                if let Err(e) = self.staging.remove(&id) {
+                    warn!("incoming/{name:?}: committed, but removing its staged bytes failed: {e}");
+                }
+                let mut inc = lock(&self.incoming);
+                inc.recent.remove(&name);
+                let e = inc.get(seq)?;
+                e.base += len;
+                e.state = State::Committed {
+                    until: Instant::now() + GHOST_TTL,
+                    note: Some(msg),
+                };
+                e.mtime = SystemTime::now();
+                inc.mtime = Some(SystemTime::now());
+                Err(FsError::Table(crate::Error::NotDurable { table, version, reason }))
             }
             Err(err) => {
                 let msg = err.to_string();
@@ -1254,6 +1327,13 @@ impl TableView {
             && let Some(&seq) = inc.names.get(stem)
         {
             let e = inc.get(seq)?;
+            if let State::Committed { note, until } = &mut e.state
+                && note.take().is_some()
+            {
+                *until = Instant::now();
+                inc.mtime = Some(SystemTime::now());
+                return Ok(());
+            }
             if let Some(b) = e.bytes_mut()
                 && b.note.is_some()
             {
@@ -1305,7 +1385,7 @@ impl TableView {
             if let Some(b) = e.bytes() {
                 self.staging.set_name(&b.id, new, false)?;
             }
-            if let State::Committed { until } = &mut e.state {
+            if let State::Committed { until, .. } = &mut e.state {
                 *until = Instant::now() + GHOST_TTL;
             }
             inc.names.remove(old);

@@ -3,7 +3,8 @@
 //! process), whether it is exiting because a signal killed it, and whether it still holds
 //! another descriptor of the file.
 //!
-//! [`Processes`] is the seam: [`ProcFs`] reads `/proc`; the model test simulates processes.
+//! [`Processes`] is the seam: [`ProcFs`] reads `/proc` (through the `procfs` crate where it has
+//! the field); the model test simulates processes.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,13 +34,11 @@ impl Processes for ProcFs {
         if pid == 0 {
             return None;
         }
-        let tgid = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        let tgid = i32::try_from(pid)
             .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("Tgid:"))
-                    .and_then(|v| v.trim().parse::<u32>().ok())
-            });
+            .and_then(|p| procfs::process::Process::new(p).ok())
+            .and_then(|p| p.status().ok())
+            .and_then(|s| u32::try_from(s.tgid).ok());
         tgid.or(Some(pid))
     }
 
@@ -62,7 +61,9 @@ impl Processes for ProcFs {
     }
 
     /// Per /proc/TGID/fdinfo (which never touches the file itself, so it cannot call back into
-    /// this file system). Unreadable: `false`.
+    /// this file system). Unreadable: `false`. Hand-parsed: the `procfs` crate (0.17) reads the
+    /// descriptors' link targets, not `fdinfo`'s `ino:`/`mnt_id:`, and a `stat` of each target
+    /// would call back into this mount.
     fn holds_open(&self, tgid: u32, ino: u64) -> bool {
         let mnt_id = self.mnt_id.load(Ordering::Relaxed);
         let Ok(dir) = std::fs::read_dir(format!("/proc/{tgid}/fdinfo")) else {
@@ -82,18 +83,18 @@ impl Processes for ProcFs {
     }
 }
 
+/// Per `/proc/PID/stat` (the `procfs` crate): PF_EXITING in flags, a killing signal in the low 7
+/// bits of exit_code. Unreadable: `false`.
 fn read_killed(pid: u32) -> bool {
-    const PF_EXITING: u64 = 0x4;
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    const PF_EXITING: u32 = 0x4;
+    let Some(stat) = i32::try_from(pid)
+        .ok()
+        .and_then(|p| procfs::process::Process::new(p).ok())
+        .and_then(|p| p.stat().ok())
+    else {
         return false;
     };
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-        return false;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // rest starts at field 3 (state).
-    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
-    let exiting = field(9).is_some_and(|f| f & PF_EXITING != 0);
-    let code = field(52).unwrap_or(0);
+    let exiting = stat.flags & PF_EXITING != 0;
+    let code = stat.exit_code.unwrap_or(0);
     exiting && code & 0x7f != 0
 }

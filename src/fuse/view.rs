@@ -823,11 +823,10 @@ impl TableView {
 
     /// The last descriptor of an open was closed.
     pub fn release(&self, fh: u64) {
-        let Some(h) = lock(&self.handles).remove(&fh) else {
-            return;
-        };
-        if let Handle::Staged { seq, writable, opener } = h.as_ref() {
-            self.release_staged(*seq, *writable, *opener);
+        if matches!(self.handle(fh).as_deref(), Ok(Handle::Staged { .. })) {
+            self.release_staged(fh);
+        } else {
+            lock(&self.handles).remove(&fh);
         }
     }
 

@@ -199,6 +199,12 @@ impl Fixture {
 
     /// Mount with extra arguments.
     pub fn mount_with(&self, extra: &[&str]) -> Mount {
+        self.mount_with_env(extra, &[])
+    }
+
+    /// Mount with extra arguments and extra environment variables for the daemon (e.g.
+    /// `TINYDELTA_FAILPOINT`, src/failpoint.rs).
+    pub fn mount_with_env(&self, extra: &[&str], env: &[(&str, &str)]) -> Mount {
         let log = self.dir.path().join("mount.log");
         let mut args = vec![
             self.t(),
@@ -210,6 +216,7 @@ impl Fixture {
         let out = Command::new(MOUNT_BIN)
             .args(&args)
             .env("RUST_LOG", "debug")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .output()
             .expect("run tinydelta-mount");
