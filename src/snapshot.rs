@@ -155,6 +155,11 @@ impl Replay {
         }
     }
 
+    /// Whether `path` is live so far.
+    pub fn is_live(&self, path: &str) -> bool {
+        self.live.contains_key(path)
+    }
+
     /// (rows, files) live so far.
     pub fn live_rows(&self) -> (u64, usize) {
         (self.rows, self.live.len())

@@ -725,11 +725,15 @@ impl Table {
 
     /// Open every data file of `snapshot` (checked as [`Table::open_data_file`] does), in order,
     /// before any byte is read: a version is read whole or not at all.
+    /// A file a retention vacuum deleted is [`Error::Vacuumed`] (exit 4).
     pub fn open_data_files(&self, snapshot: &Snapshot) -> Result<Vec<File>> {
         snapshot
             .files
             .iter()
-            .map(|f| self.open_data_file(&f.path, f.size))
+            .map(|f| {
+                self.open_data_file(&f.path, f.size)
+                    .map_err(|e| crate::vacuum::explain_missing(self, snapshot.version, &f.path, e))
+            })
             .collect()
     }
 
@@ -857,7 +861,7 @@ impl Table {
     /// Write `_delta_log/{version:020}.crc` (Delta PROTOCOL "Version Checksum File": table size,
     /// file count, metadata, protocol) for a version just committed, replaying it from `base`.
     /// Best effort: readers never need it, so a failure is a warning.
-    fn write_crc_after(&self, version: u64, base: Option<&Snapshot>) {
+    pub(crate) fn write_crc_after(&self, version: u64, base: Option<&Snapshot>) {
         let snap = match base {
             Some(b) => self.snapshot_after(b, version),
             None => self.snapshot(version),
@@ -964,6 +968,7 @@ impl Table {
             .iter()
             .map(|f| self.add_action(f))
             .collect::<Result<_>>()?;
+        self.check_restorable(target, &cur, &to_add)?;
         // A live file the restore re-adds is not also removed: re-adding a live path is how
         // Delta updates it (PROTOCOL "Add File and Remove File"; one path in both an add and a
         // remove of one commit is not allowed), and replay moves it to the end all the same.
@@ -1024,6 +1029,20 @@ impl Table {
     }
 }
 
+impl Table {
+    /// Before a restore to `target` re-adds `to_add`: each file not live in `cur` is still on
+    /// disk (opened and size-checked), else the error names the vacuum that deleted it
+    /// ([`Error::Vacuumed`]). Errors: as [`Table::open_data_file`].
+    fn check_restorable(&self, target: u64, cur: &Snapshot, to_add: &[Add]) -> Result<()> {
+        let live: HashSet<&str> = cur.files.iter().map(|f| f.path.as_str()).collect();
+        for a in to_add.iter().filter(|a| !live.contains(a.path.as_str())) {
+            self.open_data_file(&a.path, a.size)
+                .map_err(|e| crate::vacuum::explain_missing(self, target, &a.path, e))?;
+        }
+        Ok(())
+    }
+}
+
 /// [`Table::open_data_file`] beneath the table folder `root` (a directory handle): the one
 /// opener of data files, for holders of the folder's handle that have no [`Table`] (the mount's
 /// shared file pool). Errors: as [`Table::open_data_file`].
@@ -1037,7 +1056,7 @@ pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File>
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             return Err(Error::Corrupt {
                 path,
-                reason: "data file is missing, but a version names it".into(),
+                reason: MISSING.into(),
             });
         }
         Err(e) => return Err(e),
@@ -1057,6 +1076,20 @@ pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File>
         }
     }
     Ok(file)
+}
+
+const MISSING: &str = "data file is missing, but a version names it";
+
+/// Whether `e` is [`open_data_file`]'s error for a missing data file.
+pub fn is_missing_data_file(e: &Error) -> bool {
+    matches!(e, Error::Corrupt { reason, .. } if reason == MISSING)
+}
+
+/// ms since the epoch as RFC 3339 UTC with milliseconds (`2026-11-30T22:10:00.000Z`).
+pub fn rfc3339_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        .unwrap_or_else(|| ms.to_string())
 }
 
 /// Whether a data file's name says Parquet (delta-rs and Spark write `*.parquet`).

@@ -111,11 +111,19 @@ enum Cmd {
         #[arg(long)]
         repair: bool,
     },
-    /// Delete data files no version names, stale commit temporaries and staging leftovers.
+    /// Delete data files removed longer ago than the retention (Delta VACUUM ... RETAIN), data
+    /// files no version names, stale commit temporaries and staging leftovers.
     Vacuum {
         /// Table folder.
         table: PathBuf,
-        /// Only delete files older than this (e.g. 0s, 30m, 1h; default 1h).
+        /// Retention of removed data files (e.g. 0s, 12h, 7d; default: the table property
+        /// delta.deletedFileRetentionDuration, else 7 days).
+        #[arg(long, value_name = "DUR")]
+        retain: Option<String>,
+        /// Allow --retain below the table's retention.
+        #[arg(long)]
+        force: bool,
+        /// Only delete orphans and leftovers older than this (e.g. 0s, 30m, 1h; default 1h).
         #[arg(long, value_name = "DUR")]
         older_than: Option<String>,
         /// List what would be deleted, delete nothing.
@@ -153,11 +161,7 @@ fn input(file: &Option<PathBuf>) -> Result<(String, Box<dyn BufRead>)> {
     })
 }
 
-fn rfc3339_ms(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
-        .unwrap_or_else(|| ms.to_string())
-}
+use tinydelta::table::rfc3339_ms;
 
 fn stdout_err(e: io::Error) -> Error {
     Error::io("write", "<stdout>", e)
@@ -252,6 +256,7 @@ fn run(cmd: Cmd) -> Result<()> {
                 Some(v) => v,
                 None => t.latest_version()?,
             };
+            let readable = tinydelta::vacuum::readable_versions(&t)?;
             if json {
                 let s = t.snapshot(v)?;
                 let (counted, unstated) = counted_rows(&t, &s)?;
@@ -276,6 +281,7 @@ fn run(cmd: Cmd) -> Result<()> {
                     "filesWithoutStats": unstated,
                     "sizeBytes": s.size_bytes(),
                     "files": files,
+                    "readableVersions": readable.iter().map(|(a, b)| json!([a, b])).collect::<Vec<_>>(),
                 });
                 writeln!(out, "{doc}").map_err(stdout_err)?;
             } else {
@@ -299,14 +305,15 @@ fn run(cmd: Cmd) -> Result<()> {
                     })?;
                 writeln!(
                     out,
-                    "table:   {}\nversion: {}\ntime:    {}\nschema:  {}\nfiles:   {}\nrows:    {}\nbytes:   {}",
+                    "table:   {}\nversion: {}\ntime:    {}\nschema:  {}\nfiles:   {}\nrows:    {}\nbytes:   {}\nreadable versions: {}",
                     table.display(),
                     s.version,
                     rfc3339_ms(s.commit_info.timestamp),
                     schema.to_cli_string(),
                     s.num_files,
                     rows,
-                    s.size_bytes
+                    s.size_bytes,
+                    tinydelta::vacuum::format_ranges(&readable)
                 )
                 .map_err(stdout_err)?;
             }
@@ -407,29 +414,45 @@ fn run(cmd: Cmd) -> Result<()> {
         }
         Cmd::Vacuum {
             table,
+            retain,
+            force,
             older_than,
             dry_run,
         } => {
             let t = Table::open(&table)?;
-            let retention = match older_than {
-                Some(d) => humantime::parse_duration(&d).map_err(|e| {
-                    Error::Usage(format!("--older-than {d:?} is not a duration like 0s, 30m or 1h: {e}"))
-                })?,
-                None => tinydelta::vacuum::DEFAULT_RETENTION,
+            let duration = |flag: &str, d: Option<String>| -> Result<Option<std::time::Duration>> {
+                d.map(|d| {
+                    humantime::parse_duration(&d).map_err(|e| {
+                        Error::Usage(format!("{flag} {d:?} is not a duration like 0s, 30m, 1h or 7d: {e}"))
+                    })
+                })
+                .transpose()
             };
-            let report = tinydelta::vacuum::vacuum(&t, retention, dry_run)?;
+            let opts = tinydelta::vacuum::VacuumOptions {
+                retain: duration("--retain", retain)?,
+                force,
+                older_than: duration("--older-than", older_than)?.unwrap_or(tinydelta::vacuum::DEFAULT_RETENTION),
+                dry_run,
+            };
+            let report = tinydelta::vacuum::vacuum(&t, &opts)?;
             let verb = if dry_run { "would delete" } else { "deleted" };
-            for p in &report.deleted {
-                writeln!(out, "{verb} {}", p.display()).map_err(stdout_err)?;
+            for (p, size) in &report.deleted {
+                writeln!(out, "{verb} {} ({size} bytes)", p.display()).map_err(stdout_err)?;
             }
             writeln!(
                 out,
-                "{verb} {} files ({} bytes) from {}",
+                "{verb} {} files ({} bytes) from {}; {} of them data files removed more than {} ago",
                 report.deleted.len(),
                 report.bytes,
-                table.display()
+                table.display(),
+                report.expired,
+                humantime::format_duration(report.retention),
             )
             .map_err(stdout_err)?;
+            if let Some((start, end)) = report.commits {
+                writeln!(out, "recorded as VACUUM START version {start} and VACUUM END version {end}")
+                    .map_err(stdout_err)?;
+            }
         }
     }
     Ok(())
