@@ -78,7 +78,7 @@ pub fn parse_interval(s: &str) -> Option<Duration> {
     let t = s.trim().to_ascii_lowercase();
     let body = t.strip_prefix("interval").map(str::trim).unwrap_or(&t);
     let words: Vec<&str> = body.split_whitespace().collect();
-    if words.len() >= 2 && words.len() % 2 == 0 {
+    if words.len() >= 2 && words.len().is_multiple_of(2) {
         let mut total = Duration::ZERO;
         for pair in words.chunks(2) {
             let n: u64 = pair[0].parse().ok()?;
@@ -321,7 +321,13 @@ pub fn vacuum(table: &Table, opts: &VacuumOptions) -> Result<VacuumReport> {
     Ok(report)
 }
 
-fn vacuum_info(ts: i64, read: u64, op: &str, params: &BTreeMap<String, String>, metrics: BTreeMap<String, String>) -> Action {
+fn vacuum_info(
+    ts: i64,
+    read: u64,
+    op: &str,
+    params: &BTreeMap<String, String>,
+    metrics: BTreeMap<String, String>,
+) -> Action {
     Action::commit_info(CommitInfo {
         timestamp: ts,
         timestamp_recorded: true,
@@ -535,4 +541,24 @@ fn sweep_staging(root: &Dir, sweep: &mut Sweep) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delta_intervals() {
+        let d = |s: &str| parse_interval(s);
+        assert_eq!(d("interval 7 days"), Some(Duration::from_secs(7 * 86_400)));
+        assert_eq!(d("interval 1 week"), Some(Duration::from_secs(604_800)));
+        assert_eq!(d("INTERVAL 2 hours 30 minutes"), Some(Duration::from_secs(9000)));
+        assert_eq!(d("168 hours"), Some(Duration::from_secs(604_800)));
+        assert_eq!(d("12h"), Some(Duration::from_secs(43_200)));
+        assert_eq!(d("interval 500 milliseconds"), Some(Duration::from_millis(500)));
+        for bad in ["", "interval", "interval seven days", "interval 7 fortnights", "soon"] {
+            assert_eq!(d(bad), None, "{bad}");
+        }
+        assert_eq!(format_ranges(&[(0, 2), (4, 4), (6, 9)]), "0-2, 4, 6-9");
+    }
 }

@@ -198,6 +198,12 @@ fn assert_agrees(table: &Path, expected_ops: &[(&str, Option<&str>)]) -> usize {
             panic!("deltalake {} cannot open {ctx}: {err}", dl["deltalake"]);
         }
         let ours = td_json(&["describe", t, "--version", &n.to_string(), "--json"]);
+        // A version a retention vacuum made unreadable: the log still agrees, its files are gone.
+        let readable = ours["readableVersions"]
+            .as_array()
+            .expect("describe readableVersions")
+            .iter()
+            .any(|r| r[0].as_u64() <= Some(n as u64) && Some(n as u64) <= r[1].as_u64());
 
         // Version.
         assert_eq!(theirs["version"], n as u64, "{ctx}: deltalake version()");
@@ -296,17 +302,33 @@ fn assert_agrees(table: &Path, expected_ops: &[(&str, Option<&str>)]) -> usize {
             .as_object()
             .unwrap_or_else(|| panic!("{ctx}: no DuckDB row counts"));
         assert_eq!(duck.len(), our_files.len(), "{ctx}: DuckDB row counts {duck:?}");
+        let mut gone = 0;
         for (p, (size, rows)) in &our_files {
-            assert_eq!(
-                std::fs::metadata(root.join(p)).unwrap().len(),
-                *size,
-                "{ctx}: size of {p} on disk"
-            );
-            assert_eq!(duck[p], *rows, "{ctx}: rows DuckDB reads from {p}");
+            match std::fs::metadata(root.join(p)) {
+                Ok(m) => {
+                    assert_eq!(m.len(), *size, "{ctx}: size of {p} on disk");
+                    assert_eq!(duck[p], *rows, "{ctx}: rows DuckDB reads from {p}");
+                }
+                Err(e) => {
+                    assert!(
+                        !readable,
+                        "{ctx}: {p} is gone ({e}) but describe lists the version readable"
+                    );
+                    assert!(duck[p].is_null(), "{ctx}: DuckDB read a gone file {p}");
+                    gone += 1;
+                }
+            }
         }
-        let read = td(&["read", t, "--version", &n.to_string()]);
-        let lines = read.iter().filter(|&&b| b == b'\n').count() as u64;
-        assert_eq!(lines, ours["numRecords"].as_u64().unwrap(), "{ctx}: lines of `read`");
+        if readable {
+            let read = td(&["read", t, "--version", &n.to_string()]);
+            let lines = read.iter().filter(|&&b| b == b'\n').count() as u64;
+            assert_eq!(lines, ours["numRecords"].as_u64().unwrap(), "{ctx}: lines of `read`");
+        } else {
+            assert!(gone > 0, "{ctx}: not readable, yet every file is there");
+            let (code, _, err) = td_any(&["read", t, "--version", &n.to_string()]);
+            assert_eq!(code, 4, "{ctx}: read of a vacuumed version: {err}");
+            assert!(err.contains("was removed by the vacuum of"), "{ctx}: {err}");
+        }
 
         // Stats: delta-rs parses every nullCount/minValues/maxValues tinydelta wrote, to the same
         // value, and has none that the log does not have.
@@ -401,9 +423,21 @@ fn deltalake_agrees_on_flights_at_every_version() {
     let v8 = td_json(&["describe", &t, "--version", "8", "--json"]);
     assert_eq!(v8["numFiles"], 0);
 
-    // Vacuum deletes nothing any version names: delta-rs still agrees everywhere.
+    // Vacuum with the default retention deletes nothing any version names: delta-rs still
+    // agrees everywhere.
     td(&["vacuum", &t, "--older-than", "0s"]);
     assert_eq!(assert_agrees(&table, &ops), 9);
+
+    // A retention vacuum: version 8 restored the empty version 0, so every data file is
+    // removed and goes; VACUUM START / END commits; delta-rs agrees at every version, including
+    // the ones whose files are gone.
+    td(&["vacuum", &t, "--retain", "0s", "--force"]); // 9, 10
+    let mut ops = ops.to_vec();
+    ops.push(("VACUUM START", None));
+    ops.push(("VACUUM END", None));
+    assert_eq!(assert_agrees(&table, &ops), 11);
+    let d = td_json(&["describe", &t, "--json"]);
+    assert_eq!(d["readableVersions"], serde_json::json!([[0, 0], [8, 10]]));
 }
 
 #[test]

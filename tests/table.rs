@@ -554,6 +554,125 @@ fn restore_is_byte_identical_and_keeps_history() {
 // vacuum
 
 #[test]
+fn retention_vacuum_deletes_removed_files_records_the_run_and_old_versions_fail_clearly() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(0, 3)); // 1
+    t.append(&small_rows(3, 3)); // 2
+    t.overwrite(&small_rows(100, 2)); // 3: a mistake
+    assert_eq!(version_in(&t.td("restore", &["--version", "2"]).ok().text()), 4);
+    let reads = t.all_reads();
+    let mistake: Vec<String> = t
+        .commit(3)
+        .iter()
+        .filter_map(|a| a["add"]["path"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(mistake.len(), 1);
+    let mistake_file = t.path.join(&mistake[0]);
+    let size = fs::metadata(&mistake_file).unwrap().len();
+
+    // The default retention (7 days) keeps everything; below it needs --force.
+    let out = t.td("vacuum", &[]).ok();
+    assert!(out.text().contains("deleted 0 files"), "{}", out.text());
+    t.td("vacuum", &["--retain", "0s"])
+        .code(2)
+        .stderr_has(&["--force", "7days", "delta.deletedFileRetentionDuration"]);
+    t.td("vacuum", &["--retain", "soon", "--force"])
+        .code(2)
+        .stderr_has(&["soon"]);
+    assert_eq!(t.latest(), 4, "a refused vacuum committed");
+
+    // Dry run: the one file no longer live, with its bytes; nothing deleted, nothing committed.
+    let out = t.td("vacuum", &["--retain", "0s", "--force", "--dry-run"]).ok().text();
+    assert!(
+        out.contains(&format!("would delete {} ({size} bytes)", mistake_file.display())),
+        "{out}"
+    );
+    assert!(out.contains(&format!("would delete 1 files ({size} bytes)")), "{out}");
+    assert!(mistake_file.exists());
+    assert_eq!(t.latest(), 4);
+
+    let out = t.td("vacuum", &["--retain", "0s", "--force"]).ok().text();
+    assert!(
+        out.contains("deleted 1 files") && out.contains("VACUUM START version 5"),
+        "{out}"
+    );
+    assert!(!mistake_file.exists());
+    assert_eq!(t.latest(), 6);
+    for (v, op, params, metrics) in [
+        (
+            5,
+            "VACUUM START",
+            json!({"retentionCheckEnabled": "true", "specifiedRetentionMillis": "0", "defaultRetentionMillis": "604800000"}),
+            json!({"numFilesToDelete": "1", "sizeOfDataToDelete": size.to_string()}),
+        ),
+        (
+            6,
+            "VACUUM END",
+            json!({"status": "COMPLETED"}),
+            json!({"numDeletedFiles": "1", "numVacuumedDirectories": "1"}),
+        ),
+    ] {
+        let c = t.commit(v);
+        assert_eq!(c.len(), 1, "version {v} holds only commitInfo: {c:?}");
+        let ci = &c[0]["commitInfo"];
+        assert_eq!(ci["operation"], op);
+        assert_eq!(ci["operationParameters"], params, "version {v}");
+        assert_eq!(ci["operationMetrics"], metrics, "version {v}");
+    }
+
+    // Every version but 3 reads as before; 3 fails naming the vacuum, exit 4.
+    for v in [0u64, 1, 2, 4, 5, 6] {
+        let want = &reads[v.min(4) as usize];
+        assert_eq!(&t.read_v(v), want, "version {v}");
+    }
+    t.td("read", &["--version", "3"]).code(4).stderr_has(&[
+        "version 3's data was removed by the vacuum of",
+        "(version 5)",
+        &mistake[0],
+    ]);
+    t.td("restore", &["--version", "3"])
+        .code(4)
+        .stderr_has(&["version 3's data was removed by the vacuum of"]);
+    assert_eq!(t.latest(), 6, "a refused restore committed");
+    // describe lists the readable versions (not a suffix); history shows the run.
+    let d = t.describe();
+    assert_eq!(d["readableVersions"], json!([[0, 2], [4, 6]]));
+    let text = t.td("describe", &[]).ok().text();
+    assert!(text.contains("readable versions: 0-2, 4-6"), "{text}");
+    let h = t.td("history", &["--json"]).ok().json();
+    assert_eq!(h[5]["operation"], "VACUUM START");
+    assert_eq!(h[6]["operation"], "VACUUM END");
+    // check: a vacuumed file is a warning naming the vacuum, the table is whole.
+    let out = t.td("check", &[]).ok().text();
+    assert!(
+        out.contains("was deleted by the vacuum of") && out.contains("whole"),
+        "{out}"
+    );
+    // Vacuum again: nothing left to delete, no new commits.
+    let out = t.td("vacuum", &["--retain", "0s", "--force"]).ok().text();
+    assert!(out.contains("deleted 0 files"), "{out}");
+    assert_eq!(t.latest(), 6);
+    // Appends and restores of readable versions go on.
+    t.append(&small_rows(50, 1));
+    t.td("restore", &["--version", "1"]).ok();
+    assert_eq!(t.read(), reads[1]);
+}
+
+#[test]
+fn a_missing_file_no_vacuum_deleted_is_damage() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(0, 2)); // 1
+    t.overwrite(&small_rows(10, 2)); // 2
+    let gone = t.commit(1)[1]["add"]["path"].as_str().unwrap().to_string();
+    fs::remove_file(t.path.join(&gone)).unwrap();
+    let out = t.td("check", &[]).code(1);
+    assert!(out.text().contains("no vacuum deleted it"), "{}", out.text());
+    t.td("read", &["--version", "1"])
+        .code(1)
+        .stderr_has(&["missing", &gone]);
+}
+
+#[test]
 fn vacuum_deletes_only_unreferenced_files_older_than_the_retention() {
     let t = TempTable::new(SMALL);
     t.append(&small_rows(0, 3)); // 1

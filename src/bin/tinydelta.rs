@@ -450,8 +450,11 @@ fn run(cmd: Cmd) -> Result<()> {
             )
             .map_err(stdout_err)?;
             if let Some((start, end)) = report.commits {
-                writeln!(out, "recorded as VACUUM START version {start} and VACUUM END version {end}")
-                    .map_err(stdout_err)?;
+                writeln!(
+                    out,
+                    "recorded as VACUUM START version {start} and VACUUM END version {end}"
+                )
+                .map_err(stdout_err)?;
             }
         }
     }

@@ -380,6 +380,19 @@ impl Versions {
         Ok(head)
     }
 
+    /// Whether a retention vacuum deleted data files of `version` (README, "Vacuum"): then its
+    /// `data.jsonl` is ENOENT while `commit.json` and `schema.json` stay. One stat per data
+    /// file, beneath the table folder, asked now (never cached: a vacuum may run at any time).
+    pub fn data_gone(&self, version: u64) -> FsResult<bool> {
+        let body = self.body(version)?;
+        for p in &body.data.parts {
+            if self.table.dir().stat(&p.rel)?.is_none() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// The body of `version` (log replay on a cache miss).
     pub fn body(&self, version: u64) -> FsResult<Arc<VersionBody>> {
         if let Some(b) = lock(&self.bodies).get(&version) {
