@@ -15,6 +15,7 @@ pub mod error;
 pub mod failpoint;
 pub mod fuse;
 pub mod log;
+pub mod optimize;
 pub mod rows;
 pub mod schema;
 pub mod segment;

@@ -199,7 +199,7 @@ fn check_counts(ci: &CommitInfo, actions: &[Action]) -> std::result::Result<(), 
                 return Err(format!("an append holds {removes} remove actions"));
             }
         }
-        "UPDATE" | "DELETE" | "MERGE" => {
+        "UPDATE" | "DELETE" | "MERGE" | "OPTIMIZE" => {
             expect("numAddedFiles", "numAddedFiles", adds)?;
             expect("numRemovedFiles", "numRemovedFiles", removes)?;
         }

@@ -710,6 +710,35 @@ impl Table {
             })
     }
 
+    /// The `add` actions of `files` (as [`Table::add_action`]), reading each commit that added
+    /// one of them once: O(files + their commits' bytes), not O(files x commit size).
+    /// Errors: as [`Table::add_action`].
+    pub fn add_actions(&self, files: &[&crate::snapshot::FileEntry]) -> Result<Vec<Add>> {
+        let mut by_version: BTreeMap<u64, std::collections::HashMap<String, Add>> = BTreeMap::new();
+        for f in files {
+            by_version.entry(f.added_in).or_default();
+        }
+        for (v, adds) in by_version.iter_mut() {
+            for a in self.read_commit(*v)?.actions.into_iter().filter_map(|a| a.add) {
+                // The last add of a path in a commit wins, as in replay.
+                adds.insert(a.path.clone(), a);
+            }
+        }
+        files
+            .iter()
+            .map(|f| {
+                by_version
+                    .get(&f.added_in)
+                    .and_then(|m| m.get(&f.path))
+                    .cloned()
+                    .ok_or_else(|| Error::Corrupt {
+                        path: self.commit_path(f.added_in),
+                        reason: format!("no add action for {}", f.path),
+                    })
+            })
+            .collect()
+    }
+
     /// Open the data file `rel` (a decoded path relative to the table root, as in
     /// [`crate::snapshot::FileEntry::path`]) for reading, beneath the table folder with
     /// `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` ([`crate::beneath::Dir`]), and check that
@@ -845,7 +874,7 @@ impl Table {
     /// After a commit attempt: on an error that left nothing published, remove the data files
     /// written for it; after a publish (even one whose durability is unknown), keep them and
     /// write the version checksum from `base` (the snapshot the write read).
-    fn finish(&self, res: Result<u64>, files: &[&str], base: &Snapshot) -> Result<u64> {
+    pub(crate) fn finish(&self, res: Result<u64>, files: &[&str], base: &Snapshot) -> Result<u64> {
         match &res {
             Ok(v) => self.write_crc_after(*v, Some(base)),
             Err(Error::NotDurable { .. }) => {}
@@ -871,7 +900,7 @@ impl Table {
         }
     }
 
-    fn check_writable(&self, snap: &Snapshot) -> Result<()> {
+    pub(crate) fn check_writable(&self, snap: &Snapshot) -> Result<()> {
         if snap.protocol.min_writer_version > WRITER_VERSION {
             return Err(Error::UnsupportedProtocol {
                 table: self.root.clone(),

@@ -432,10 +432,13 @@ pub fn explain_missing(table: &Table, version: u64, path: &str, e: Error) -> Err
 }
 
 /// Which versions can be read, as inclusive ranges `(from, to)`, oldest first: a version is
-/// readable when every data file it names is on disk. One replay of the log (from the
+/// readable when the log up to it is whole and every data file it names is on disk. One replay of the log (from the
 /// segment's start) and one stat per distinct path. Errors: as [`Table::snapshot`].
 pub fn readable_versions(table: &Table) -> Result<Vec<(u64, u64)>> {
-    let latest = table.latest_version()?;
+    // Up to the newest version before any damage in the log (damaged versions are not readable).
+    let Some(latest) = table.readable_through()? else {
+        return Ok(Vec::new());
+    };
     let seg = table.segment()?;
     let base = table.snapshot(seg.first)?;
     let mut exists: HashMap<String, bool> = HashMap::new();

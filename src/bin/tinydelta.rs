@@ -95,6 +95,18 @@ enum Cmd {
         #[arg(long, value_name = "N")]
         expect_version: Option<u64>,
     },
+    /// Compact the latest version's small data files into files near the target size (Delta
+    /// OPTIMIZE, bin-packing): one commit with dataChange false; every version reads as before.
+    Optimize {
+        /// Table folder.
+        table: PathBuf,
+        /// Target file size (e.g. 128MiB, 1GiB, 65536; default 128MiB).
+        #[arg(long, value_name = "SIZE")]
+        target_size: Option<String>,
+        /// Commit only if the latest version is still N.
+        #[arg(long, value_name = "N")]
+        expect_version: Option<u64>,
+    },
     /// Check that the table is whole (git fsck style): every commit complete and contiguous,
     /// every data file present with its recorded size, checkpoints and checksums consistent.
     /// Exit 0 only when whole (warnings allowed); otherwise one line per problem.
@@ -372,6 +384,42 @@ fn run(cmd: Cmd) -> Result<()> {
             };
             let v = t.restore(version, &opts)?;
             writeln!(out, "restored {} to version {version} as version {v}", table.display()).map_err(stdout_err)?;
+        }
+        Cmd::Optimize {
+            table,
+            target_size,
+            expect_version,
+        } => {
+            let t = Table::open(&table)?;
+            let target = match target_size {
+                Some(s) => tinydelta::optimize::parse_size(&s).ok_or_else(|| {
+                    Error::Usage(format!("--target-size {s:?} is not a size like 128MiB, 1GiB or 65536"))
+                })?,
+                None => tinydelta::optimize::DEFAULT_TARGET_SIZE,
+            };
+            let opts = WriteOptions {
+                expect_version,
+                ..Default::default()
+            };
+            let r = tinydelta::optimize::optimize(&t, target, &opts)?;
+            match r.version {
+                Some(v) => writeln!(
+                    out,
+                    "optimized {}: {} files ({} bytes) into {} as version {v}; {} files live",
+                    table.display(),
+                    r.removed_files,
+                    r.removed_bytes,
+                    r.added_files,
+                    r.files_after
+                ),
+                None => writeln!(
+                    out,
+                    "nothing to optimize in {}: no two files smaller than {target} bytes fit one file ({} files live)",
+                    table.display(),
+                    r.files_after
+                ),
+            }
+            .map_err(stdout_err)?;
         }
         Cmd::Check {
             table,
