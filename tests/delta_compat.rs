@@ -441,6 +441,46 @@ fn deltalake_agrees_on_flights_at_every_version() {
 }
 
 #[test]
+fn deltalake_agrees_after_optimize_restore_and_a_retention_vacuum() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, t) = tmp_table(&dir, "flights");
+    let jan = fixture("flights-jan.jsonl");
+    let feb = fixture("flights-feb.jsonl");
+    let mar = fixture("flights-mar.jsonl");
+    let (jan, feb, mar) = (jan.to_str().unwrap(), feb.to_str().unwrap(), mar.to_str().unwrap());
+    let mut create = vec!["create", &t];
+    create.extend(FLIGHTS_SCHEMA.split_whitespace());
+    td(&create); // 0
+    td(&["append", &t, "--file", jan]); // 1
+    td(&["append", &t, "--file", feb]); // 2
+    td(&["append", &t, "--file", mar]); // 3
+    let v3 = td(&["read", &t]);
+    td(&["optimize", &t]); // 4: one file, dataChange false
+    assert_eq!(td(&["read", &t]), v3, "optimize changed the rows");
+    td(&["append", &t, "--file", jan]); // 5
+    td(&["restore", &t, "--version", "3"]); // 6: the three files again
+    td(&["vacuum", &t, "--retain", "0s", "--force"]); // 7, 8: the optimized file and 5's go
+    let append = ("WRITE", Some("Append"));
+    let ops = [
+        ("CREATE TABLE", Some("ErrorIfExists")),
+        append,
+        append,
+        append,
+        ("OPTIMIZE", None),
+        append,
+        ("RESTORE", None),
+        ("VACUUM START", None),
+        ("VACUUM END", None),
+    ];
+    assert_eq!(assert_agrees(&table, &ops), 9);
+    let d = td_json(&["describe", &t, "--json"]);
+    assert_eq!(d["readableVersions"], serde_json::json!([[0, 3], [6, 8]]));
+    let v4 = td_json(&["describe", &t, "--version", "4", "--json"]);
+    assert_eq!(v4["numFiles"], 1);
+    assert_eq!(v4["numRecords"], 2500);
+}
+
+#[test]
 fn deltalake_agrees_on_every_column_type() {
     let dir = tempfile::tempdir().unwrap();
     let (table, t) = tmp_table(&dir, "types");

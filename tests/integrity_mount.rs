@@ -193,3 +193,17 @@ fn a_vacuumed_version_keeps_commit_and_schema_but_its_data_is_enoent() {
     }
     drop(m);
 }
+
+#[test]
+fn after_optimize_latest_is_one_file_with_the_same_bytes() {
+    let f = Fixture::flights(FILES); // versions 1..=3, three files
+    let _m = f.mount();
+    let before = fs::read(f.m("latest/data.jsonl")).unwrap();
+    assert_eq!(before, f.read_v(3));
+    f.td(&["optimize", &f.t()]); // 4
+    assert_eq!(f.latest_link(), "v/4");
+    assert_eq!(fs::read(f.m("latest/data.jsonl")).unwrap(), before);
+    assert_eq!(fs::read(f.m("v/3/data.jsonl")).unwrap(), before);
+    let d: serde_json::Value = serde_json::from_slice(&f.td(&["describe", &f.t(), "--json"])).unwrap();
+    assert_eq!(d["numFiles"], 1);
+}

@@ -3,7 +3,7 @@
 
 mod support;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Write;
 use std::process::Stdio;
@@ -548,6 +548,93 @@ fn restore_is_byte_identical_and_keeps_history() {
     t.td("restore", &["--version", "11"]).code(4);
     assert_eq!(t.latest(), 10);
     t.td("restore", &[]).code(2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// optimize
+
+#[test]
+fn optimize_compacts_in_order_with_data_change_false_and_every_version_reads_as_before() {
+    let t = TempTable::new(SMALL);
+    for i in 0..6 {
+        t.append(&small_rows(i * 10, 3)); // 1..=6
+    }
+    let before = t.all_reads();
+    let live: BTreeSet<String> = t.referenced();
+    // 200-byte bins: several new files, each under the target unless one row is larger.
+    let out = t.td("optimize", &["--target-size", "1MiB"]).ok().text();
+    assert!(out.contains("6 files") && out.contains("into 1 as version 7"), "{out}");
+    assert_eq!(t.read(), before[6], "read after optimize differs");
+    assert_eq!(t.all_reads()[..7], before[..], "an older version changed");
+    assert_eq!(t.describe()["numFiles"], 1);
+    let c = t.commit(7);
+    let ci = &c[0]["commitInfo"];
+    assert_eq!(ci["operation"], "OPTIMIZE");
+    assert_eq!(ci["isolationLevel"], "WriteSerializable");
+    assert_eq!(ci["operationMetrics"]["numRemovedFiles"], "6");
+    assert_eq!(ci["operationMetrics"]["numAddedFiles"], "1");
+    let mut added = BTreeSet::new();
+    let mut removed = BTreeSet::new();
+    for a in &c[1..] {
+        if let Some(r) = a.get("remove") {
+            assert_eq!(r["dataChange"], false, "{a}");
+            removed.insert(r["path"].as_str().unwrap().to_string());
+        } else {
+            let add = &a["add"];
+            assert_eq!(add["dataChange"], false, "{a}");
+            let stats: Value = serde_json::from_str(add["stats"].as_str().unwrap()).unwrap();
+            assert_eq!(stats["numRecords"], 18);
+            assert_eq!(stats["minValues"]["id"], 0);
+            assert_eq!(stats["maxValues"]["id"], 52);
+            added.insert(add["path"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(removed, live);
+    assert!(added.is_disjoint(&removed), "one path in both add and remove");
+    let h = t.td("history", &[]).ok().text();
+    assert!(h.lines().last().unwrap().contains("OPTIMIZE"), "{h}");
+    // Nothing left to do: nothing committed.
+    let out = t.td("optimize", &[]).ok().text();
+    assert!(out.contains("nothing to optimize"), "{out}");
+    assert_eq!(t.latest(), 7);
+    t.td("check", &["--deep"]).ok();
+    t.td("optimize", &["--target-size", "huge"])
+        .code(2)
+        .stderr_has(&["huge"]);
+    t.td("optimize", &["--expect-version", "3"]).code(3);
+
+    // A small target: bins in order, large files re-added in place (never removed).
+    for i in 0..4 {
+        t.append(&small_rows(100 + i * 10, 2)); // 8..=11
+    }
+    let want = t.read();
+    let size = |p: &str| fs::metadata(t.path.join(p)).unwrap().len();
+    let small: u64 = t.commit(8)[1]["add"]["size"].as_u64().unwrap();
+    assert!(size(added.iter().next().unwrap()) > 2 * small + 1);
+    t.td("optimize", &["--target-size", &(2 * small + 1).to_string()]).ok();
+    assert_eq!(t.read(), want, "order changed");
+    let c = t.commit(12);
+    let removes = c.iter().filter(|a| a.get("remove").is_some()).count();
+    let adds: Vec<&Value> = c.iter().filter_map(|a| a.get("add")).collect();
+    assert_eq!(removes, 4);
+    assert_eq!(adds.len(), 2, "{c:?}");
+    assert_eq!(t.describe()["numFiles"], 3);
+}
+
+#[test]
+fn optimize_of_a_vacuumed_file_fails_and_restore_to_before_optimize_reads_the_same() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(0, 2)); // 1
+    t.append(&small_rows(10, 2)); // 2
+    let v2 = t.read();
+    t.td("optimize", &[]).ok(); // 3
+    t.td("restore", &["--version", "2"]).ok(); // 4
+    assert_eq!(t.read(), v2);
+    // Vacuum the optimized file (removed by the restore): versions 3 is gone, the rest reads.
+    t.td("vacuum", &["--retain", "0s", "--force"]).ok(); // 5, 6
+    t.td("read", &["--version", "3"]).code(4);
+    assert_eq!(t.read_v(2), v2);
+    assert_eq!(t.read(), v2);
 }
 
 // ---------------------------------------------------------------------------------------------
