@@ -218,8 +218,18 @@ pub fn commit_loop(
     })
 }
 
-/// The commit loop: publish `build`'s actions at the next version; on a lost race, read the
-/// winner and rebase unless `conflicts(winner's version)` (or `expect_version` is set).
+/// The commit loop: publish `build`'s actions at the next version; on a lost race, rebase
+/// unless `conflicts(winner's version)` (or `expect_version` is set). Errors: as [`commit_loop`].
+pub fn commit_loop_checked(
+    table: &Table,
+    read_version: u64,
+    expect_version: Option<u64>,
+    build: impl FnMut(u64, i64) -> Vec<Action>,
+    conflicts: impl Fn(u64) -> Result<bool>,
+) -> Result<u64> {
+    commit_loop_with(table, read_version, expect_version, build, conflicts)
+}
+
 fn commit_loop_with(
     table: &Table,
     read_version: u64,

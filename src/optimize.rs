@@ -14,12 +14,12 @@
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufReader, Write};
 
-use crate::actions::{Action, Add, CommitInfo, Remove};
+use crate::actions::{Action, Add, Remove};
 use crate::commit;
 use crate::error::{Error, IoContext, Result};
 use crate::rows;
 use crate::snapshot::FileEntry;
-use crate::table::{ENGINE_INFO, Table, WriteOptions};
+use crate::table::{Table, WriteOptions};
 
 /// Delta's default target file size for OPTIMIZE: 128 MiB.
 pub const DEFAULT_TARGET_SIZE: u64 = 128 << 20;
@@ -220,17 +220,13 @@ pub fn optimize(table: &Table, target_size: u64, opts: &WriteOptions) -> Result<
         ("numRemovedBytes".to_string(), removed_bytes.to_string()),
     ]);
     let res = commit::commit_loop_serializable(table, read_version, &read_files, opts.expect_version, |_, ts| {
-        let mut actions = vec![Action::commit_info(CommitInfo {
-            timestamp: ts,
-            timestamp_recorded: true,
-            operation: "OPTIMIZE".into(),
-            operation_parameters: params.clone(),
-            read_version: Some(read_version as i64),
-            isolation_level: Some("WriteSerializable".into()),
-            is_blind_append: false,
-            operation_metrics: metrics.clone(),
-            engine_info: Some(ENGINE_INFO.into()),
-        })];
+        let mut actions = vec![crate::table::serializable_info(
+            "OPTIMIZE",
+            &params,
+            &metrics,
+            read_version,
+            ts,
+        )];
         actions.extend(removed.iter().map(|f| {
             Action::remove(Remove {
                 path: crate::actions::encode_path(&f.path),

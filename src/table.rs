@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex};
 use crate::actions::{Action, Add, CommitInfo, Format, Metadata, Protocol, Remove};
 use crate::beneath::Dir;
 use crate::checkpoint;
+// `Isolation` is used by `Table::replace_file` (branch i8); kept so both merge cleanly.
+#[allow(unused_imports)]
 use crate::commit::{self, Isolation, Publish};
 use crate::error::{Error, IoContext, Result};
 use crate::failpoint;
@@ -65,6 +67,20 @@ pub struct Table {
     verified: Arc<AtomicU64>,
     /// The newest snapshot this table (or a clone) built, to replay later versions from.
     tip: Arc<Mutex<Option<Arc<Snapshot>>>>,
+}
+
+/// What an append did ([`Table::append_txn`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnOutcome {
+    /// Committed as this version.
+    Committed(u64),
+    /// The table already records this version or a later one for the app id: nothing committed.
+    AlreadyApplied {
+        /// The version the table records for the app id.
+        recorded: i64,
+    },
+    /// No rows and no txn: nothing committed.
+    NoRows,
 }
 
 /// One line of `history`.
@@ -832,43 +848,101 @@ impl Table {
     /// Errors: [`Error::BadInput`] (nothing committed, no file left); [`Error::ConcurrentWrite`]
     /// when a concurrent commit changed the schema or `expect_version` no longer holds.
     pub fn append(&self, source: &str, input: impl BufRead, opts: &WriteOptions) -> Result<Option<u64>> {
+        match self.append_inner(source, input, opts, None)? {
+            TxnOutcome::Committed(v) => Ok(Some(v)),
+            TxnOutcome::NoRows | TxnOutcome::AlreadyApplied { .. } => Ok(None),
+        }
+    }
+
+    /// An idempotent append (Delta PROTOCOL "Transaction Identifiers"; README, "Idempotent
+    /// appends"): commits the rows of `input` with a `txn` action (`app_id`, `version`) only if
+    /// the table's recorded version for `app_id` is lower than `version`; else commits nothing
+    /// and returns [`TxnOutcome::AlreadyApplied`]. The check is repeated against every commit it
+    /// rebases over, so of racing writers with one `txn` exactly one commits. An input with no
+    /// rows still commits the `txn` action. Errors: as [`Table::append`].
+    pub fn append_txn(
+        &self,
+        source: &str,
+        input: impl BufRead,
+        opts: &WriteOptions,
+        app_id: &str,
+        version: i64,
+    ) -> Result<TxnOutcome> {
+        self.append_inner(source, input, opts, Some((app_id, version)))
+    }
+
+    fn append_inner(
+        &self,
+        source: &str,
+        input: impl BufRead,
+        opts: &WriteOptions,
+        txn: Option<(&str, i64)>,
+    ) -> Result<TxnOutcome> {
         let read_version = self.latest_version()?;
         let snap = self.snapshot(read_version)?;
         self.check_writable(&snap)?;
-        let Some(add) = self.write_data_file(&snap.schema, source, input)? else {
-            return Ok(None);
-        };
-        let rows = add.num_records().unwrap_or(0);
+        if let Some((app, v)) = txn
+            && let Some(&recorded) = snap.txns.get(app)
+            && recorded >= v
+        {
+            return Ok(TxnOutcome::AlreadyApplied { recorded });
+        }
+        let add = self.write_data_file(&snap.schema, source, input)?;
+        if add.is_none() && txn.is_none() {
+            return Ok(TxnOutcome::NoRows);
+        }
+        let rows = add.as_ref().and_then(Add::num_records).unwrap_or(0);
         let mut params = BTreeMap::from([("mode".to_string(), "Append".to_string())]);
         params.extend(opts.extra_params.iter().cloned());
         let metrics = BTreeMap::from([
-            ("numFiles".into(), "1".into()),
+            ("numFiles".into(), usize::from(add.is_some()).to_string()),
             ("numOutputRows".into(), rows.to_string()),
-            ("numOutputBytes".into(), add.size.to_string()),
+            ("numOutputBytes".into(), add.as_ref().map_or(0, |a| a.size).to_string()),
         ]);
-        let res = commit::commit_loop(
-            self,
-            read_version,
-            Isolation::BlindAppend,
-            opts.expect_version,
-            |v, ts| {
-                vec![
-                    Action::commit_info(CommitInfo {
-                        timestamp: ts,
-                        timestamp_recorded: true,
-                        operation: "WRITE".into(),
-                        operation_parameters: params.clone(),
-                        read_version: Some(v as i64 - 1),
-                        isolation_level: Some("Serializable".into()),
-                        is_blind_append: true,
-                        operation_metrics: metrics.clone(),
-                        engine_info: Some(ENGINE_INFO.into()),
-                    }),
-                    Action::add(add.clone()),
-                ]
-            },
-        );
-        self.finish(res, &[&add.path], &snap).map(Some)
+        // A rebase over a commit recording this app id at `version` or later: already applied.
+        let applied = std::cell::Cell::new(None);
+        let build = |v: u64, ts: i64| {
+            let mut actions = vec![Action::commit_info(CommitInfo {
+                timestamp: ts,
+                timestamp_recorded: true,
+                operation: "WRITE".into(),
+                operation_parameters: params.clone(),
+                read_version: Some(v as i64 - 1),
+                isolation_level: Some("WriteSerializable".into()),
+                is_blind_append: true,
+                operation_metrics: metrics.clone(),
+                engine_info: Some(ENGINE_INFO.into()),
+            })];
+            if let Some((app, version)) = txn {
+                actions.push(Action::txn(crate::actions::Txn {
+                    app_id: app.to_string(),
+                    version,
+                    last_updated: Some(ts),
+                }));
+            }
+            actions.extend(add.iter().cloned().map(Action::add));
+            actions
+        };
+        let res = commit::commit_loop_checked(self, read_version, opts.expect_version, build, |winner| {
+            let c = self.read_commit(winner)?;
+            if let Some((app, version)) = txn
+                && let Some(t) = c
+                    .actions
+                    .iter()
+                    .filter_map(|a| a.txn.as_ref())
+                    .find(|t| t.app_id == app)
+                && t.version >= version
+            {
+                applied.set(Some(t.version));
+                return Ok(true);
+            }
+            Ok(c.actions.iter().any(|a| a.metadata.is_some() || a.protocol.is_some()))
+        });
+        let files: Vec<&str> = add.iter().map(|a| a.path.as_str()).collect();
+        match (self.finish(res, &files, &snap), applied.get()) {
+            (Err(Error::ConcurrentWrite { .. }), Some(recorded)) => Ok(TxnOutcome::AlreadyApplied { recorded }),
+            (r, _) => r.map(TxnOutcome::Committed),
+        }
     }
 
     /// After a commit attempt: on an error that left nothing published, remove the data files
@@ -947,28 +1021,13 @@ impl Table {
             ("numRemovedFiles".into(), snap.files.len().to_string()),
         ]);
         let live: Vec<_> = snap.files.iter().collect();
-        let res = commit::commit_loop(
-            self,
-            read_version,
-            Isolation::ReadDependent,
-            opts.expect_version,
-            |v, ts| {
-                let mut actions = vec![Action::commit_info(CommitInfo {
-                    timestamp: ts,
-                    timestamp_recorded: true,
-                    operation: "WRITE".into(),
-                    operation_parameters: params.clone(),
-                    read_version: Some(v as i64 - 1),
-                    isolation_level: Some("Serializable".into()),
-                    is_blind_append: false,
-                    operation_metrics: metrics.clone(),
-                    engine_info: Some(ENGINE_INFO.into()),
-                })];
-                actions.extend(Self::removes(&live, ts));
-                actions.extend(add.iter().cloned().map(Action::add));
-                actions
-            },
-        );
+        let read_files: HashSet<String> = snap.files.iter().map(|f| f.path.clone()).collect();
+        let res = commit::commit_loop_serializable(self, read_version, &read_files, opts.expect_version, |_, ts| {
+            let mut actions = vec![serializable_info("WRITE", &params, &metrics, read_version, ts)];
+            actions.extend(Self::removes(&live, ts));
+            actions.extend(add.iter().cloned().map(Action::add));
+            actions
+        });
         let files: Vec<&str> = add.iter().map(|a| a.path.as_str()).collect();
         self.finish(res, &files, &snap)
     }
@@ -993,10 +1052,7 @@ impl Table {
         // the rest so that replay yields exactly the target's order.
         let prefix = kept.iter().zip(&old.files).take_while(|(a, b)| **a == b.path).count();
         let kept_prefix: HashSet<&str> = kept[..prefix].iter().copied().collect();
-        let to_add: Vec<Add> = old.files[prefix..]
-            .iter()
-            .map(|f| self.add_action(f))
-            .collect::<Result<_>>()?;
+        let to_add: Vec<Add> = self.add_actions(&old.files[prefix..].iter().collect::<Vec<_>>())?;
         self.check_restorable(target, &cur, &to_add)?;
         // A live file the restore re-adds is not also removed: re-adding a live path is how
         // Delta updates it (PROTOCOL "Add File and Remove File"; one path in both an add and a
@@ -1025,35 +1081,20 @@ impl Table {
         ]);
         let mut params = BTreeMap::from([("version".to_string(), target.to_string())]);
         params.extend(opts.extra_params.iter().cloned());
-        let res = commit::commit_loop(
-            self,
-            read_version,
-            Isolation::ReadDependent,
-            opts.expect_version,
-            |v, ts| {
-                let mut actions = vec![Action::commit_info(CommitInfo {
-                    timestamp: ts,
-                    timestamp_recorded: true,
-                    operation: "RESTORE".into(),
-                    operation_parameters: params.clone(),
-                    read_version: Some(v as i64 - 1),
-                    isolation_level: Some("Serializable".into()),
-                    is_blind_append: false,
-                    operation_metrics: metrics.clone(),
-                    engine_info: Some(ENGINE_INFO.into()),
-                })];
-                if schema_changed {
-                    actions.push(Action::metadata(old.metadata.clone()));
-                }
-                actions.extend(Self::removes(&to_remove, ts));
-                actions.extend(to_add.iter().cloned().map(|mut a| {
-                    a.data_change = true;
-                    a.path = crate::actions::encode_path(&a.path);
-                    Action::add(a)
-                }));
-                actions
-            },
-        );
+        let read_files: HashSet<String> = cur.files.iter().map(|f| f.path.clone()).collect();
+        let res = commit::commit_loop_serializable(self, read_version, &read_files, opts.expect_version, |_, ts| {
+            let mut actions = vec![serializable_info("RESTORE", &params, &metrics, read_version, ts)];
+            if schema_changed {
+                actions.push(Action::metadata(old.metadata.clone()));
+            }
+            actions.extend(Self::removes(&to_remove, ts));
+            actions.extend(to_add.iter().cloned().map(|mut a| {
+                a.data_change = true;
+                a.path = crate::actions::encode_path(&a.path);
+                Action::add(a)
+            }));
+            actions
+        });
         self.finish(res, &[], &cur)
     }
 }
@@ -1070,6 +1111,28 @@ impl Table {
         }
         Ok(())
     }
+}
+
+/// The `commitInfo` of a WriteSerializable operation that read `read_version` and is not a
+/// blind append (overwrite, restore, optimize), committed at `ts` (ms since epoch).
+pub(crate) fn serializable_info(
+    operation: &str,
+    params: &BTreeMap<String, String>,
+    metrics: &BTreeMap<String, String>,
+    read_version: u64,
+    ts: i64,
+) -> Action {
+    Action::commit_info(CommitInfo {
+        timestamp: ts,
+        timestamp_recorded: true,
+        operation: operation.into(),
+        operation_parameters: params.clone(),
+        read_version: Some(read_version as i64),
+        isolation_level: Some("WriteSerializable".into()),
+        is_blind_append: false,
+        operation_metrics: metrics.clone(),
+        engine_info: Some(ENGINE_INFO.into()),
+    })
 }
 
 /// [`Table::open_data_file`] beneath the table folder `root` (a directory handle): the one
@@ -1183,6 +1246,36 @@ mod tests {
             t.snapshot_after(&mid, 9),
             Err(Error::VersionNotFound { version: 9, .. })
         ));
+    }
+
+    #[test]
+    fn txns_survive_restore_and_private_checkpoints() {
+        let (_d, t) = table();
+        let o = WriteOptions::default();
+        let r = t.append_txn("t", "{\"id\":1}\n".as_bytes(), &o, "a", 3).expect("txn");
+        assert_eq!(r, TxnOutcome::Committed(1));
+        t.restore(0, &o).expect("restore"); // 2
+        let s2 = t.snapshot(2).expect("snapshot");
+        assert_eq!(s2.txns.get("a"), Some(&3));
+        checkpoint::write(t.dir(), &s2).expect("checkpoint");
+        assert_eq!(checkpoint::read(t.dir(), 2).expect("read").txns, s2.txns);
+        let fresh = Table::open(t.root()).expect("open");
+        append(&fresh, "{\"id\":2}\n"); // 3
+        assert_eq!(fresh.snapshot(3).expect("snapshot").txns.get("a"), Some(&3));
+        let r = fresh
+            .append_txn("t", "{\"id\":1}\n".as_bytes(), &o, "a", 3)
+            .expect("txn");
+        assert_eq!(r, TxnOutcome::AlreadyApplied { recorded: 3 });
+        // A checkpoint from before txns were recorded is ignored (replay is the truth).
+        let cp = t.root().join(checkpoint::CHECKPOINT_DIR).join(checkpoint::file_name(2));
+        let text = std::fs::read_to_string(&cp).expect("cp");
+        let (head, rest) = text.split_once('\n').expect("header");
+        let mut h: serde_json::Value = serde_json::from_str(head).expect("json");
+        h.as_object_mut().expect("object").remove("txns");
+        std::fs::write(&cp, format!("{h}\n{rest}")).expect("write");
+        assert!(checkpoint::read(t.dir(), 2).is_err());
+        let fresh = Table::open(t.root()).expect("open");
+        assert_eq!(fresh.snapshot(3).expect("snapshot").txns.get("a"), Some(&3));
     }
 
     #[test]

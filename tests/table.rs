@@ -375,7 +375,7 @@ fn the_log_is_a_valid_delta_log() {
         assert!(ci["operation"].is_string());
         if v > 0 {
             assert_eq!(ci["readVersion"].as_i64(), Some(v as i64 - 1), "version {v}");
-            assert_eq!(ci["isolationLevel"], "Serializable");
+            assert_eq!(ci["isolationLevel"], "WriteSerializable", "version {v}");
             assert!(ci["isBlindAppend"].is_boolean());
             assert!(
                 ci["operationMetrics"]["numOutputRows"].is_string(),
@@ -548,6 +548,57 @@ fn restore_is_byte_identical_and_keeps_history() {
     t.td("restore", &["--version", "11"]).code(4);
     assert_eq!(t.latest(), 10);
     t.td("restore", &[]).code(2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// idempotent appends (txn)
+
+#[test]
+fn append_with_a_txn_commits_once_and_restore_keeps_the_txn() {
+    let t = TempTable::new(SMALL);
+    let out = t.td_in("append", &["--txn", "etl:5"], &small_rows(0, 2)).ok().text();
+    assert!(out.contains("as version 1 (txn etl:5)"), "{out}");
+    let parts = t.part_files();
+    // A retry after a crash: exit 0, nothing committed, no file left.
+    let out = t.td_in("append", &["--txn", "etl:5"], &small_rows(0, 2)).ok().text();
+    assert!(
+        out.contains("already applied") && out.contains("records version 5"),
+        "{out}"
+    );
+    t.td_in("append", &["--txn", "etl:3"], &small_rows(0, 2)).ok();
+    assert_eq!(t.latest(), 1);
+    assert_eq!(t.part_files(), parts, "a skipped append left a data file");
+    assert_eq!(ids(&t.read()), vec![0, 1]);
+    let txn = &t.commit(1)[1]["txn"];
+    assert_eq!(txn["appId"], "etl");
+    assert_eq!(txn["version"], 5);
+    assert!(txn["lastUpdated"].is_i64());
+    // Zero rows still commit the txn; another app id is independent.
+    let out = t.td_in("append", &["--txn", "etl:6"], b"").ok().text();
+    assert!(out.contains("as version 2"), "{out}");
+    assert_eq!(t.commit(2).len(), 2, "commitInfo and txn only");
+    t.td_in("append", &["--txn", "other:1"], &small_rows(5, 1)).ok(); // 3
+    assert_eq!(t.describe()["txns"], json!({"etl": 6, "other": 1}));
+    // Restore does not roll the txn back (as Delta).
+    t.td("restore", &["--version", "0"]).ok(); // 4
+    assert_eq!(t.describe()["txns"], json!({"etl": 6, "other": 1}));
+    assert!(
+        t.td_in("append", &["--txn", "etl:6"], &small_rows(9, 1))
+            .ok()
+            .text()
+            .contains("already applied")
+    );
+    assert_eq!(t.latest(), 4);
+    // Older versions show the txns as they were.
+    let d1 = t.td("describe", &["--version", "1", "--json"]).ok().json();
+    assert_eq!(d1["txns"], json!({"etl": 5}));
+    for bad in ["etl", ":5", "etl:x", "etl:-1"] {
+        t.td_in("append", &["--txn", bad], &small_rows(0, 1))
+            .code(2)
+            .stderr_has(&["APP_ID:VERSION"]);
+    }
+    assert_eq!(t.latest(), 4);
+    t.td("check", &[]).ok();
 }
 
 // ---------------------------------------------------------------------------------------------

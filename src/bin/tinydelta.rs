@@ -42,6 +42,10 @@ enum Cmd {
         /// Commit only if the latest version is still N.
         #[arg(long, value_name = "N")]
         expect_version: Option<u64>,
+        /// Idempotent append (Delta txn action): commit only if the table records a lower
+        /// version for APP_ID, else exit 0 saying it was already applied.
+        #[arg(long, value_name = "APP_ID:VERSION")]
+        txn: Option<String>,
     },
     /// Replace all rows with the input as one WRITE/Overwrite commit.
     Overwrite {
@@ -197,6 +201,46 @@ fn run(cmd: Cmd) -> Result<()> {
             table,
             file,
             expect_version,
+            txn: Some(txn),
+        } => {
+            let (app, version) = txn
+                .rsplit_once(':')
+                .and_then(|(a, v)| Some((a, v.parse::<i64>().ok()?)))
+                .filter(|(a, v)| !a.is_empty() && *v >= 0)
+                .ok_or_else(|| {
+                    Error::Usage(format!(
+                        "--txn {txn:?} is not APP_ID:VERSION (a non-empty id and a version from 0), e.g. etl:5"
+                    ))
+                })?;
+            let t = Table::open(&table)?;
+            let (name, reader) = input(&file)?;
+            let opts = WriteOptions {
+                expect_version,
+                ..Default::default()
+            };
+            match t.append_txn(&name, reader, &opts, app, version)? {
+                tinydelta::table::TxnOutcome::Committed(v) => {
+                    let rows = t.snapshot_rows_added(v)?;
+                    writeln!(
+                        out,
+                        "appended {rows} rows to {} as version {v} (txn {app}:{version})",
+                        table.display()
+                    )
+                }
+                tinydelta::table::TxnOutcome::AlreadyApplied { recorded } => writeln!(
+                    out,
+                    "txn {app}:{version} was already applied to {} (it records version {recorded} for {app}); nothing committed",
+                    table.display()
+                ),
+                tinydelta::table::TxnOutcome::NoRows => writeln!(out, "nothing committed to {}", table.display()),
+            }
+            .map_err(stdout_err)?;
+        }
+        Cmd::Append {
+            table,
+            file,
+            expect_version,
+            txn: None,
         } => {
             let t = Table::open(&table)?;
             let (name, reader) = input(&file)?;
@@ -294,6 +338,7 @@ fn run(cmd: Cmd) -> Result<()> {
                     "sizeBytes": s.size_bytes(),
                     "files": files,
                     "readableVersions": readable.iter().map(|(a, b)| json!([a, b])).collect::<Vec<_>>(),
+                    "txns": s.txns,
                 });
                 writeln!(out, "{doc}").map_err(stdout_err)?;
             } else {
