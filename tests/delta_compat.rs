@@ -441,7 +441,7 @@ fn deltalake_agrees_on_flights_at_every_version() {
 }
 
 #[test]
-fn deltalake_agrees_after_optimize_restore_and_a_retention_vacuum() {
+fn deltalake_agrees_after_optimize_a_txn_restore_and_a_retention_vacuum() {
     let dir = tempfile::tempdir().unwrap();
     let (table, t) = tmp_table(&dir, "flights");
     let jan = fixture("flights-jan.jsonl");
@@ -457,7 +457,7 @@ fn deltalake_agrees_after_optimize_restore_and_a_retention_vacuum() {
     let v3 = td(&["read", &t]);
     td(&["optimize", &t]); // 4: one file, dataChange false
     assert_eq!(td(&["read", &t]), v3, "optimize changed the rows");
-    td(&["append", &t, "--file", jan]); // 5
+    td(&["append", &t, "--file", jan, "--txn", "etl:1"]); // 5, with a txn action
     td(&["restore", &t, "--version", "3"]); // 6: the three files again
     td(&["vacuum", &t, "--retain", "0s", "--force"]); // 7, 8: the optimized file and 5's go
     let append = ("WRITE", Some("Append"));
@@ -478,6 +478,7 @@ fn deltalake_agrees_after_optimize_restore_and_a_retention_vacuum() {
     let v4 = td_json(&["describe", &t, "--version", "4", "--json"]);
     assert_eq!(v4["numFiles"], 1);
     assert_eq!(v4["numRecords"], 2500);
+    assert_eq!(d["txns"], serde_json::json!({"etl": 1}));
 }
 
 #[test]
