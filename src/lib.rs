@@ -6,6 +6,7 @@
 //! overwrites and restores with the link-publish protocol of [`commit`].
 
 pub mod actions;
+pub mod alter;
 pub mod beneath;
 pub mod check;
 pub mod checkpoint;

@@ -602,6 +602,72 @@ fn append_with_a_txn_commits_once_and_restore_keeps_the_txn() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// schema evolution (alter add-column)
+
+#[test]
+fn alter_adds_a_nullable_column_old_rows_keep_their_bytes_and_restore_brings_back_the_schema() {
+    let t = TempTable::new(&["id:int!", "s:str"]);
+    t.append(b"{\"id\":1,\"s\":\"a\"}\n"); // 1
+    let v1 = t.read();
+    let out = t.td("alter", &["add-column", "note:str"]).ok().text();
+    assert!(
+        out.contains("as version 2") && out.contains("id:int! s:str note:str"),
+        "{out}"
+    );
+    let c = t.commit(2);
+    assert_eq!(c[0]["commitInfo"]["operation"], "ADD COLUMNS");
+    let md = &c[1]["metaData"];
+    assert!(
+        md["schemaString"]
+            .as_str()
+            .unwrap()
+            .contains("\"name\":\"note\",\"type\":\"string\",\"nullable\":true")
+    );
+    assert_eq!(md["id"], t.commit(0)[2]["metaData"]["id"], "same table id");
+    // Old rows keep their bytes; new rows carry the new column.
+    assert_eq!(t.read(), v1);
+    t.td_in("append", &[], b"{\"id\":2,\"note\":\"hi\"}\n").ok(); // 3
+    assert_eq!(
+        String::from_utf8(t.read()).unwrap(),
+        "{\"id\":1,\"s\":\"a\"}\n{\"id\":2,\"s\":null,\"note\":\"hi\"}\n"
+    );
+    assert_eq!(t.read_v(1), v1);
+    // Refused: NOT NULL, an existing name regardless of case, a type change, reserved names,
+    // drops. Nothing committed.
+    t.td("alter", &["add-column", "x:int!"])
+        .code(2)
+        .stderr_has(&["nullable"]);
+    t.td("alter", &["add-column", "NOTE:str"])
+        .code(2)
+        .stderr_has(&["already exists"]);
+    t.td("alter", &["add-column", "note:int"]).code(2).stderr_has(&["type"]);
+    for r in ["_change_type", "_Commit_Version", "_commit_timestamp"] {
+        t.td("alter", &["add-column", &format!("{r}:str")])
+            .code(2)
+            .stderr_has(&["reserved"]);
+        td(&[
+            "create",
+            &t.path.with_extension("r").display().to_string(),
+            &format!("{r}:int"),
+        ])
+        .code(2)
+        .stderr_has(&["reserved"]);
+    }
+    t.td("alter", &["drop-column", "s"])
+        .code(2)
+        .stderr_has(&["cannot drop"]);
+    assert_eq!(t.latest(), 3);
+    // Restore to before the change restores that version's metaData.
+    t.td("restore", &["--version", "1"]).ok(); // 4
+    assert!(t.commit(4).iter().any(|a| a.get("metaData").is_some()));
+    let d = t.describe();
+    assert_eq!(d["schema"].as_array().unwrap().len(), 2);
+    assert_eq!(t.read(), v1);
+    t.td_in("append", &[], b"{\"id\":3,\"note\":\"x\"}\n").code(5);
+    t.td("check", &["--deep"]).ok();
+}
+
+// ---------------------------------------------------------------------------------------------
 // optimize
 
 #[test]

@@ -99,6 +99,13 @@ enum Cmd {
         #[arg(long, value_name = "N")]
         expect_version: Option<u64>,
     },
+    /// Change the schema: add a nullable column (Delta ADD COLUMNS).
+    Alter {
+        /// Table folder.
+        table: PathBuf,
+        #[command(subcommand)]
+        change: AlterCmd,
+    },
     /// Compact the latest version's small data files into files near the target size (Delta
     /// OPTIMIZE, bin-packing): one commit with dataChange false; every version reads as before.
     Optimize {
@@ -145,6 +152,23 @@ enum Cmd {
         /// List what would be deleted, delete nothing.
         #[arg(long)]
         dry_run: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum AlterCmd {
+    /// Add a nullable column NAME:TYPE (rows written before read it as null).
+    AddColumn {
+        /// NAME:TYPE, e.g. note:str.
+        column: String,
+        /// Commit only if the latest version is still N.
+        #[arg(long, value_name = "N")]
+        expect_version: Option<u64>,
+    },
+    /// Refused: Delta needs column mapping to drop a column.
+    DropColumn {
+        /// The column.
+        name: String,
     },
 }
 
@@ -430,6 +454,28 @@ fn run(cmd: Cmd) -> Result<()> {
             let v = t.restore(version, &opts)?;
             writeln!(out, "restored {} to version {version} as version {v}", table.display()).map_err(stdout_err)?;
         }
+        Cmd::Alter { table, change } => match change {
+            AlterCmd::AddColumn { column, expect_version } => {
+                let t = Table::open(&table)?;
+                let opts = WriteOptions {
+                    expect_version,
+                    ..Default::default()
+                };
+                let v = tinydelta::alter::add_column(&t, &column, &opts)?;
+                let schema = t.snapshot(v)?.schema.to_cli_string();
+                writeln!(
+                    out,
+                    "added column {column} to {} as version {v}: {schema}",
+                    table.display()
+                )
+                .map_err(stdout_err)?;
+            }
+            AlterCmd::DropColumn { name } => {
+                return Err(Error::Usage(format!(
+                    "cannot drop column {name:?}: tinydelta only adds nullable columns (dropping needs Delta column mapping)"
+                )));
+            }
+        },
         Cmd::Optimize {
             table,
             target_size,
