@@ -207,3 +207,15 @@ fn after_optimize_latest_is_one_file_with_the_same_bytes() {
     let d: serde_json::Value = serde_json::from_slice(&f.td(&["describe", &f.t(), "--json"])).unwrap();
     assert_eq!(d["numFiles"], 1);
 }
+
+#[test]
+fn each_version_shows_its_own_schema_after_add_column() {
+    let f = Fixture::flights(&FILES[..1]); // 1
+    f.td(&["alter", &f.t(), "add-column", "note:str"]); // 2
+    let _m = f.mount();
+    let s1 = String::from_utf8(fs::read(f.m("v/1/schema.json")).unwrap()).unwrap();
+    let s2 = String::from_utf8(fs::read(f.m("v/2/schema.json")).unwrap()).unwrap();
+    assert!(!s1.contains("\"note\""), "{s1}");
+    assert!(s2.contains("\"note\""), "{s2}");
+    assert_eq!(fs::read(f.m("v/2/data.jsonl")).unwrap(), f.read_v(1), "old rows keep their bytes");
+}
