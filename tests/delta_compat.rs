@@ -364,7 +364,10 @@ fn assert_agrees(table: &Path, expected_ops: &[(&str, Option<&str>)]) -> usize {
                 .iter()
                 .filter_map(|c| c["name"].as_str())
                 .collect();
-            assert!(counted.keys().all(|k| names.contains(k.as_str())), "{ctx}: {p}: {counted:?}");
+            assert!(
+                counted.keys().all(|k| names.contains(k.as_str())),
+                "{ctx}: {p}: {counted:?}"
+            );
             assert!(counted.len() <= our_schema_len(&ours), "{ctx}: {p}");
             assert!(
                 counted.len() == our_schema_len(&ours) || counted.len() == FLIGHTS_SCHEMA.split_whitespace().count(),

@@ -217,5 +217,9 @@ fn each_version_shows_its_own_schema_after_add_column() {
     let s2 = String::from_utf8(fs::read(f.m("v/2/schema.json")).unwrap()).unwrap();
     assert!(!s1.contains("\"note\""), "{s1}");
     assert!(s2.contains("\"note\""), "{s2}");
-    assert_eq!(fs::read(f.m("v/2/data.jsonl")).unwrap(), f.read_v(1), "old rows keep their bytes");
+    assert_eq!(
+        fs::read(f.m("v/2/data.jsonl")).unwrap(),
+        f.read_v(1),
+        "old rows keep their bytes"
+    );
 }

@@ -383,11 +383,13 @@ impl Versions {
     /// Whether a retention vacuum deleted data files of `version` (README, "Vacuum"): then its
     /// `data.jsonl` is ENOENT while `commit.json` and `schema.json` stay. One stat per data
     /// file, beneath the table folder, asked now (never cached: a vacuum may run at any time).
+    /// A missing file no recorded `VACUUM START` explains is damage: `false` here, and reading
+    /// the file is EIO naming it, as before.
     pub fn data_gone(&self, version: u64) -> FsResult<bool> {
         let body = self.body(version)?;
         for p in &body.data.parts {
             if self.table.dir().stat(&p.rel)?.is_none() {
-                return Ok(true);
+                return Ok(crate::vacuum::vacuum_that_deleted(&self.table, version, &p.rel)?.is_some());
             }
         }
         Ok(false)
