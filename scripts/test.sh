@@ -2,7 +2,7 @@
 # The project's test command (README, .ci/run). From a clean clone on Debian/Ubuntu with the Rust
 # toolchain, python3 and pip:
 #
-#   1. installs the tools the tests run (fuse3 rsync jq time vim), only those that are missing;
+#   1. installs the tools the tests run (fuse3 rsync jq time vim dash), only those that are missing;
 #   2. checks that /dev/fuse exists (the mount tests use real FUSE mounts, never mocks);
 #   3. creates .venv with deltalake, duckdb and pyarrow for the Delta interop test
 #      (tests/delta_compat.rs), unless .venv already has them;
@@ -24,12 +24,13 @@ die() {
 started=$SECONDS
 
 # --- 1. system packages ----------------------------------------------------------------------
-step "System tools: fuse3 rsync jq time vim passwd util-linux"
+step "System tools: fuse3 rsync jq time vim dash passwd util-linux"
 missing=()
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 command -v rsync >/dev/null 2>&1 || missing+=(rsync)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 command -v vim >/dev/null 2>&1 || missing+=(vim)
+command -v dash >/dev/null 2>&1 || missing+=(dash) # tests/tools.rs: a redirection under dash
 # tests/security.rs creates an unprivileged user and runs commands as it.
 command -v useradd >/dev/null 2>&1 || missing+=(passwd)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)

@@ -6,7 +6,7 @@
 //!
 //! | name | where |
 //! |---|---|
-//! | `data-written` | the data file is written and fsynced, no commit bytes yet |
+//! | `data-written` | the data file is written (fsynced later, with the commit), no commit bytes yet |
 //! | `commit-half-written` | half of the commit bytes are in `_delta_log/.<version>.<uuid>.tmp` |
 //! | `before-link` | the temporary commit file is complete and fsynced, not linked |
 //! | `after-link` | the version is published, `_delta_log/` not yet fsynced, tmp not unlinked |

@@ -8,6 +8,7 @@
 pub mod actions;
 pub mod alter;
 pub mod beneath;
+pub mod changes;
 pub mod check;
 pub mod checkpoint;
 pub mod commit;
@@ -21,7 +22,9 @@ pub mod rows;
 pub mod schema;
 pub mod segment;
 pub mod snapshot;
+pub mod staging;
 pub mod table;
+pub mod timespec;
 pub mod vacuum;
 
 pub use error::{Error, Result};

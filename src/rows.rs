@@ -352,6 +352,17 @@ impl<'s> Canonicalizer<'s> {
                 None => (rest, &rest[rest.len()..]),
             };
             rest = next;
+            let max = max_line_bytes();
+            if bytes.len() > max {
+                return Err((
+                    line_no,
+                    "1".into(),
+                    format!(
+                        "the line is {} bytes, longer than the maximum of {max} bytes",
+                        bytes.len()
+                    ),
+                ));
+            }
             if line_no == 1 {
                 bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
             }
@@ -369,7 +380,7 @@ impl<'s> Canonicalizer<'s> {
                     // A schema column is quoted ("year"); a bare number is a character position.
                     Err(Rejection::Column(col, reason)) => {
                         let quoted = serde_json::to_string(&col).unwrap_or(col);
-                        return Err((line_no, quoted, reason));
+                        return Err((line_no, quoted, excerpt(&reason)));
                     }
                     Err(Rejection::At(pos, reason)) => {
                         // serde_json reports a 1-based byte column; report characters.
@@ -378,7 +389,7 @@ impl<'s> Canonicalizer<'s> {
                             end -= 1;
                         }
                         let col = text[..end].chars().count() + 1;
-                        return Err((line_no, col.to_string(), reason));
+                        return Err((line_no, col.to_string(), excerpt(&reason)));
                     }
                 }
             }
@@ -390,6 +401,140 @@ impl<'s> Canonicalizer<'s> {
 
 /// (line, column, reason) of a rejected line.
 type LineError = (u64, String, String);
+
+/// The default maximum line length: 16 MiB. Memory per validation is bounded by it, not by the
+/// input (README, "Limits").
+pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
+
+static MAX_LINE_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_LINE_BYTES);
+
+/// The longest line (bytes, without its `\n`) any validation accepts; a longer one is
+/// [`Error::BadInput`] naming the line.
+pub fn max_line_bytes() -> usize {
+    MAX_LINE_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Set the maximum line length for this process (the mount's `--max-line-bytes`).
+pub fn set_max_line_bytes(n: usize) {
+    MAX_LINE_BYTES.store(n.max(1), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Longest reason kept in an error: a rejected value is quoted only up to about 200 bytes, so a
+/// 50 MB integer makes a short note, not a 50 MB one.
+const MAX_REASON_BYTES: usize = 240;
+
+fn excerpt(reason: &str) -> String {
+    if reason.len() <= MAX_REASON_BYTES {
+        return reason.to_string();
+    }
+    let mut end = 200;
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes in all)", &reason[..end], reason.len())
+}
+
+/// Streaming validation and canonicalisation of rows written sequentially (the mount's
+/// `incoming/`): feed the bytes in order; each complete line is validated as it arrives (so a bad
+/// line fails the write that completes it) and its canonical form appended to the caller's
+/// output, and [`LineCheck::finish`] handles a last line without `\n`. Memory: the unfinished
+/// last line, at most [`max_line_bytes`].
+#[derive(Debug)]
+pub struct LineCheck {
+    schema: Schema,
+    pending: Vec<u8>,
+    line: u64,
+    offset: u64,
+    stats: FileStats,
+}
+
+impl LineCheck {
+    /// A check against `schema`, expecting bytes from offset 0.
+    pub fn new(schema: Schema) -> LineCheck {
+        let stats = FileStats {
+            columns: vec![ColumnStats::default(); schema.columns.len()],
+            ..FileStats::default()
+        };
+        LineCheck {
+            schema,
+            pending: Vec::new(),
+            line: 1,
+            offset: 0,
+            stats,
+        }
+    }
+
+    /// The schema it checks against.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// The offset (bytes) the next [`LineCheck::feed`] must start at.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    fn bad(source: &str, (line, column, reason): LineError) -> Error {
+        Error::BadInput {
+            file: source.to_string(),
+            line,
+            column,
+            reason,
+        }
+    }
+
+    fn run(&mut self, source: &str, complete: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        let mut c = Canonicalizer::new(&self.schema);
+        let before = out.len();
+        c.chunk(complete, self.line, out).map_err(|e| Self::bad(source, e))?;
+        c.stats.bytes = (out.len() - before) as u64;
+        self.stats.merge(&c.stats);
+        self.line += count_lines(complete);
+        Ok(())
+    }
+
+    /// Validate the complete lines `data` finishes, appending their canonical rows to `out`.
+    /// Errors: [`Error::BadInput`] naming `source`, the 1-based line, the column and the reason
+    /// (also for a line longer than the maximum).
+    pub fn feed(&mut self, source: &str, data: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        self.offset += data.len() as u64;
+        let Some(nl) = memchr::memrchr(b'\n', data) else {
+            self.pending.extend_from_slice(data);
+            let max = max_line_bytes();
+            if self.pending.len() > max {
+                return Err(Self::bad(
+                    source,
+                    (
+                        self.line,
+                        "1".into(),
+                        format!("the line is longer than the maximum of {max} bytes"),
+                    ),
+                ));
+            }
+            return Ok(());
+        };
+        if self.pending.is_empty() {
+            self.run(source, &data[..=nl], out)?;
+        } else {
+            let mut complete = std::mem::take(&mut self.pending);
+            complete.extend_from_slice(&data[..=nl]);
+            self.run(source, &complete, out)?;
+        }
+        self.pending.clear();
+        self.pending.extend_from_slice(&data[nl + 1..]);
+        Ok(())
+    }
+
+    /// The end of the input: validate a last line without `\n` (appending its row to `out`) and
+    /// return the statistics of every row fed. Errors: as [`LineCheck::feed`].
+    pub fn finish(&mut self, source: &str, out: &mut Vec<u8>) -> Result<FileStats> {
+        if !self.pending.is_empty() {
+            let tail = std::mem::take(&mut self.pending);
+            self.run(source, &tail, out)?;
+        }
+        Ok(self.stats.clone())
+    }
+}
 
 /// Scan `text` as one flat JSON object whose keys and string values contain no escapes or
 /// control characters and whose values are strings, numbers, `true`, `false` or `null`,

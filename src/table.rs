@@ -14,8 +14,6 @@ use std::sync::{Arc, Mutex};
 use crate::actions::{Action, Add, CommitInfo, Format, Metadata, Protocol, Remove};
 use crate::beneath::Dir;
 use crate::checkpoint;
-// `Isolation` is used by `Table::replace_file` (branch i8); kept so both merge cleanly.
-#[allow(unused_imports)]
 use crate::commit::{self, Isolation, Publish};
 use crate::error::{Error, IoContext, Result};
 use crate::failpoint;
@@ -607,6 +605,12 @@ impl Table {
             return Ok(base.clone());
         }
         self.check_version(version)?;
+        self.replay_after(base, version)
+    }
+
+    /// The snapshot of `version` (> `base.version`) by replaying the commits after `base`, each
+    /// read and checked as [`Table::read_commit`] does, without listing the log first.
+    fn replay_after(&self, base: &Snapshot, version: u64) -> Result<Snapshot> {
         let mut replay = Replay::from_snapshot(base);
         let mut last = None;
         self.replay_range(
@@ -809,36 +813,38 @@ impl Table {
     /// is fsynced by [`commit::publish`] before the commit is linked).
     /// Returns the `add` action, or `None` (and no file) when the input has no rows.
     fn write_data_file(&self, schema: &Schema, source: &str, input: impl BufRead) -> Result<Option<Add>> {
+        let Some((add, file)) = self.create_data_file(schema, source, input)? else {
+            return Ok(None);
+        };
+        if let Err(e) = file.sync_all() {
+            let _ = self.dir.try_unlink(&add.path);
+            return Err(Error::io("fsync", self.root.join(&add.path), e));
+        }
+        Ok(Some(add))
+    }
+
+    /// [`Table::write_data_file`] without the fsync: the file is returned open, for
+    /// [`commit::publish_after`] to fsync together with the commit (one journal commit, not two).
+    fn create_data_file(&self, schema: &Schema, source: &str, input: impl BufRead) -> Result<Option<(Add, File)>> {
         let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
         let path = self.root.join(&name);
         let mut w = BufWriter::with_capacity(1 << 20, self.dir.create_new(&name, 0o644)?);
         let result = rows::canonicalize(schema, source, input, &mut w, &path).and_then(|stats| {
             let file = w.into_inner().map_err(|e| Error::io("write", &path, e.into_error()))?;
-            file.sync_all().ctx("fsync", &path)?;
-            Ok(stats)
+            Ok((stats, file))
         });
-        let stats = match result {
-            Ok(s) if s.num_records > 0 => s,
+        let (stats, file) = match result {
+            Ok((s, f)) if s.num_records > 0 => (s, f),
             other => {
                 let _ = self.dir.try_unlink(&name);
                 return other.map(|_| None);
             }
         };
-        // The folder entry of the new file is made durable by publish(), which fsyncs the table
-        // folder before the link.
         if let Err(e) = failpoint::hit("data-written") {
             let _ = self.dir.try_unlink(&name);
             return Err(e);
         }
-        Ok(Some(Add {
-            path: name,
-            partition_values: BTreeMap::new(),
-            size: stats.bytes,
-            modification_time: commit::now_ms(),
-            data_change: true,
-            stats: Some(stats.to_stats_json(schema)),
-            parsed_rows: Default::default(),
-        }))
+        Ok(Some((Self::new_add(name, schema, &stats), file)))
     }
 
     /// Append the rows of `input` as one `WRITE` (mode `Append`) commit, a blind append that
@@ -848,10 +854,203 @@ impl Table {
     /// Errors: [`Error::BadInput`] (nothing committed, no file left); [`Error::ConcurrentWrite`]
     /// when a concurrent commit changed the schema or `expect_version` no longer holds.
     pub fn append(&self, source: &str, input: impl BufRead, opts: &WriteOptions) -> Result<Option<u64>> {
-        match self.append_inner(source, input, opts, None)? {
-            TxnOutcome::Committed(v) => Ok(Some(v)),
-            TxnOutcome::NoRows | TxnOutcome::AlreadyApplied { .. } => Ok(None),
+        let read_version = self.latest_version()?;
+        let snap = self.snapshot(read_version)?;
+        self.check_writable(&snap)?;
+        let Some((add, file)) = self.create_data_file(&snap.schema, source, input)? else {
+            return Ok(None);
+        };
+        let path = self.root.join(&add.path);
+        self.commit_append_after(&snap, read_version, add, opts, &[(&file, &path)])
+            .map(Some)
+    }
+
+    /// Append rows the caller already validated and canonicalised against `schema` (the mount's
+    /// `incoming/` canonicalises while a file is written, so its close only finishes the tail):
+    /// `place(path)` must create the fsynced canonical bytes at `path` (a new
+    /// `part-<uuid>.jsonl` in the root, e.g. by a hard link), `stats` describes them. Then one
+    /// `WRITE`/`Append` commit as [`Table::append`] makes. Returns `None` when `stats` counts no
+    /// rows (nothing placed, nothing committed).
+    ///
+    /// Errors: [`Error::ConcurrentWrite`] when the table's schema is no longer `schema` (nothing
+    /// committed; the caller validates again); errors of `place`; as [`Table::append`].
+    pub fn append_prepared(
+        &self,
+        schema: &Schema,
+        stats: &rows::FileStats,
+        place: impl FnOnce(&Path) -> Result<()>,
+        opts: &WriteOptions,
+    ) -> Result<Option<u64>> {
+        self.append_prepared_after(schema, stats, None, place, opts)
+    }
+
+    /// [`Table::append_prepared`] for canonical rows that may not be fsynced yet: `canon`, when
+    /// given, is the open file whose bytes `place(path)` links to `path`; it is fsynced together
+    /// with the commit ([`commit::publish_after`]), before the version is published (`None`: the
+    /// placed bytes are durable already).
+    ///
+    /// Errors: as [`Table::append_prepared`] ([`Error::ConcurrentWrite`] for a changed schema comes
+    /// before `place` is called; every other conflict after); a failed fsync of `canon`
+    /// (nothing committed, the placed name removed).
+    pub fn append_prepared_after(
+        &self,
+        schema: &Schema,
+        stats: &rows::FileStats,
+        canon: Option<&File>,
+        place: impl FnOnce(&Path) -> Result<()>,
+        opts: &WriteOptions,
+    ) -> Result<Option<u64>> {
+        let read_version = self.latest_version()?;
+        let snap = self.snapshot(read_version)?;
+        self.check_writable(&snap)?;
+        if snap.schema != *schema {
+            return Err(Error::ConcurrentWrite {
+                table: self.root.clone(),
+                read_version,
+                version: read_version,
+            });
         }
+        if stats.num_records == 0 {
+            return Ok(None);
+        }
+        let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
+        let path = self.root.join(&name);
+        place(&path)?;
+        let add = Self::new_add(name, schema, stats);
+        let data: Vec<(&File, &Path)> = canon.map(|f| (f, path.as_path())).into_iter().collect();
+        self.commit_append_after(&snap, read_version, add, opts, &data)
+            .map(Some)
+    }
+
+    /// The `add` of a new data file `name` (relative to the root) with `stats`.
+    fn new_add(name: String, schema: &Schema, stats: &rows::FileStats) -> Add {
+        Add {
+            path: name,
+            partition_values: BTreeMap::new(),
+            size: stats.bytes,
+            modification_time: commit::now_ms(),
+            data_change: true,
+            stats: Some(stats.to_stats_json(schema)),
+            parsed_rows: Default::default(),
+        }
+    }
+
+    /// Commit `add` (a data file already durable in the root) as one blind `WRITE`/`Append`
+    /// read from `snap` at `read_version`.
+    /// `data`: the new data file if it is not yet fsynced (it and its path), which the publish
+    /// fsyncs together with the commit.
+    fn commit_append_after(
+        &self,
+        snap: &Snapshot,
+        read_version: u64,
+        add: Add,
+        opts: &WriteOptions,
+        data: &[(&File, &Path)],
+    ) -> Result<u64> {
+        let rows = add.num_records().unwrap_or(0);
+        let mut params = BTreeMap::from([("mode".to_string(), "Append".to_string())]);
+        params.extend(opts.extra_params.iter().cloned());
+        let metrics = BTreeMap::from([
+            ("numFiles".into(), "1".into()),
+            ("numOutputRows".into(), rows.to_string()),
+            ("numOutputBytes".into(), add.size.to_string()),
+        ]);
+        let res = commit::commit_loop_after(
+            self,
+            read_version,
+            Isolation::BlindAppend,
+            opts.expect_version,
+            data,
+            |v, ts| {
+                vec![
+                    Self::write_info("WRITE", &params, &metrics, v, ts, true),
+                    Action::add(add.clone()),
+                ]
+            },
+        );
+        self.finish(res, &[&add.path], snap)
+    }
+
+    /// Replace the rows of one live data file `old` (a path relative to the root, as its `add`
+    /// named it) with the rows of `input`, as one `UPDATE` commit (a `remove` of `old` and an
+    /// `add` of the new file; the mount's re-save of a file it committed moments ago, README
+    /// "incoming/"). Rebases over commits that leave `old` live. Returns the new version.
+    ///
+    /// Errors: [`Error::BadInput`] (nothing committed); [`Error::ConcurrentWrite`] when `old`
+    /// is no longer live or a commit in between changed the schema.
+    pub fn replace_file(&self, source: &str, old: &str, input: impl BufRead, opts: &WriteOptions) -> Result<u64> {
+        let mut read_version = self.latest_version()?;
+        let mut snap = self.snapshot(read_version)?;
+        self.check_writable(&snap)?;
+        let add = self.write_data_file(&snap.schema, source, input)?;
+        let rows = add.as_ref().and_then(Add::num_records).unwrap_or(0);
+        let mut params = BTreeMap::from([("replaces".to_string(), old.to_string())]);
+        params.extend(opts.extra_params.iter().cloned());
+        let metrics = BTreeMap::from([
+            ("numAddedFiles".into(), usize::from(add.is_some()).to_string()),
+            ("numRemovedFiles".into(), "1".to_string()),
+            ("numOutputRows".into(), rows.to_string()),
+        ]);
+        let files: Vec<&str> = add.iter().map(|a| a.path.as_str()).collect();
+        for _ in 0..16 {
+            let Some(old_entry) = snap.files.iter().find(|f| f.path == old) else {
+                break;
+            };
+            let res = commit::commit_loop(
+                self,
+                read_version,
+                Isolation::ReadDependent,
+                opts.expect_version,
+                |v, ts| {
+                    let mut actions = vec![Self::write_info("UPDATE", &params, &metrics, v, ts, false)];
+                    actions.extend(Self::removes(&[old_entry], ts));
+                    actions.extend(add.iter().cloned().map(Action::add));
+                    actions
+                },
+            );
+            match res {
+                Err(Error::ConcurrentWrite { .. }) if opts.expect_version.is_none() => {
+                    read_version = self.latest_version()?;
+                    snap = self.snapshot(read_version)?;
+                }
+                other => return self.finish(other, &files, &snap),
+            }
+        }
+        let conflict = Err(Error::ConcurrentWrite {
+            table: self.root.clone(),
+            read_version,
+            version: read_version + 1,
+        });
+        self.finish(conflict, &files, &snap)
+    }
+
+    /// The path of the data file that version `version`'s commit added (its first `add`), if
+    /// it added one. Errors: as [`Table::read_commit`].
+    pub fn added_path(&self, version: u64) -> Result<Option<String>> {
+        let c = self.read_commit(version)?;
+        Ok(c.actions.into_iter().find_map(|a| a.add.map(|a| a.path)))
+    }
+
+    /// The `commitInfo` action of a write at version `v`, timestamp `ts`.
+    fn write_info(
+        operation: &str,
+        params: &BTreeMap<String, String>,
+        metrics: &BTreeMap<String, String>,
+        v: u64,
+        ts: i64,
+        blind: bool,
+    ) -> Action {
+        Action::commit_info(CommitInfo {
+            timestamp: ts,
+            timestamp_recorded: true,
+            operation: operation.into(),
+            operation_parameters: params.clone(),
+            read_version: Some(v as i64 - 1),
+            isolation_level: Some("WriteSerializable".into()),
+            is_blind_append: blind,
+            operation_metrics: metrics.clone(),
+            engine_info: Some(ENGINE_INFO.into()),
+        })
     }
 
     /// An idempotent append (Delta PROTOCOL "Transaction Identifiers"; README, "Idempotent
@@ -866,31 +1065,23 @@ impl Table {
         input: impl BufRead,
         opts: &WriteOptions,
         app_id: &str,
-        version: i64,
-    ) -> Result<TxnOutcome> {
-        self.append_inner(source, input, opts, Some((app_id, version)))
-    }
-
-    fn append_inner(
-        &self,
-        source: &str,
-        input: impl BufRead,
-        opts: &WriteOptions,
-        txn: Option<(&str, i64)>,
+        txn_version: i64,
     ) -> Result<TxnOutcome> {
         let read_version = self.latest_version()?;
         let snap = self.snapshot(read_version)?;
         self.check_writable(&snap)?;
-        if let Some((app, v)) = txn
-            && let Some(&recorded) = snap.txns.get(app)
-            && recorded >= v
+        if let Some(&recorded) = snap.txns.get(app_id)
+            && recorded >= txn_version
         {
             return Ok(TxnOutcome::AlreadyApplied { recorded });
         }
-        let add = self.write_data_file(&snap.schema, source, input)?;
-        if add.is_none() && txn.is_none() {
-            return Ok(TxnOutcome::NoRows);
-        }
+        let created = self.create_data_file(&snap.schema, source, input)?;
+        let add = created.as_ref().map(|(a, _)| a.clone());
+        let path = add.as_ref().map(|a| self.root.join(&a.path));
+        let data: Vec<(&File, &Path)> = match (&created, &path) {
+            (Some((_, f)), Some(p)) => vec![(f, p.as_path())],
+            _ => vec![],
+        };
         let rows = add.as_ref().and_then(Add::num_records).unwrap_or(0);
         let mut params = BTreeMap::from([("mode".to_string(), "Append".to_string())]);
         params.extend(opts.extra_params.iter().cloned());
@@ -899,39 +1090,28 @@ impl Table {
             ("numOutputRows".into(), rows.to_string()),
             ("numOutputBytes".into(), add.as_ref().map_or(0, |a| a.size).to_string()),
         ]);
-        // A rebase over a commit recording this app id at `version` or later: already applied.
+        // A rebase over a commit recording this app id at `txn_version` or later: already applied.
         let applied = std::cell::Cell::new(None);
         let build = |v: u64, ts: i64| {
-            let mut actions = vec![Action::commit_info(CommitInfo {
-                timestamp: ts,
-                timestamp_recorded: true,
-                operation: "WRITE".into(),
-                operation_parameters: params.clone(),
-                read_version: Some(v as i64 - 1),
-                isolation_level: Some("WriteSerializable".into()),
-                is_blind_append: true,
-                operation_metrics: metrics.clone(),
-                engine_info: Some(ENGINE_INFO.into()),
-            })];
-            if let Some((app, version)) = txn {
-                actions.push(Action::txn(crate::actions::Txn {
-                    app_id: app.to_string(),
-                    version,
+            let mut actions = vec![
+                Self::write_info("WRITE", &params, &metrics, v, ts, true),
+                Action::txn(crate::actions::Txn {
+                    app_id: app_id.to_string(),
+                    version: txn_version,
                     last_updated: Some(ts),
-                }));
-            }
+                }),
+            ];
             actions.extend(add.iter().cloned().map(Action::add));
             actions
         };
-        let res = commit::commit_loop_checked(self, read_version, opts.expect_version, build, |winner| {
+        let res = commit::commit_loop_checked(self, read_version, opts.expect_version, &data, build, |winner| {
             let c = self.read_commit(winner)?;
-            if let Some((app, version)) = txn
-                && let Some(t) = c
-                    .actions
-                    .iter()
-                    .filter_map(|a| a.txn.as_ref())
-                    .find(|t| t.app_id == app)
-                && t.version >= version
+            if let Some(t) = c
+                .actions
+                .iter()
+                .filter_map(|a| a.txn.as_ref())
+                .find(|t| t.app_id == app_id)
+                && t.version >= txn_version
             {
                 applied.set(Some(t.version));
                 return Ok(true);
@@ -965,7 +1145,11 @@ impl Table {
     /// file count, metadata, protocol) for a version just committed, replaying it from `base`.
     /// Best effort: readers never need it, so a failure is a warning.
     pub(crate) fn write_crc_after(&self, version: u64, base: Option<&Snapshot>) {
+        // This handle just linked `version` on top of `base` (plus any versions it rebased
+        // over, which it read): replayed from the commits themselves, with no listing of the
+        // log (a listing costs O(versions) per commit; readers never need the .crc).
         let snap = match base {
+            Some(b) if version > b.version => self.replay_after(b, version),
             Some(b) => self.snapshot_after(b, version),
             None => self.snapshot(version),
         };

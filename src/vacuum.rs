@@ -116,7 +116,7 @@ pub fn table_retention(metadata: &Metadata) -> Result<Duration> {
 }
 
 /// The staging folder of the mount's `incoming/`.
-pub const STAGING_DIR: &str = crate::fuse::staging::STAGING_DIR;
+pub const STAGING_DIR: &str = crate::staging::STAGING_DIR;
 
 /// What a vacuum found (and deleted, unless it was a dry run).
 #[derive(Debug, Default)]
@@ -495,7 +495,8 @@ pub fn format_ranges(ranges: &[(u64, u64)]) -> String {
 }
 
 /// `_staging/` leftovers under the mount's lock: `*.tmp` files and orphan halves (a `.data`
-/// without its `.name`, a `.name` or `.error` without its `.data`).
+/// without its `.name`, a `.name`, `.error`, `.sync` or `.canon` without its `.data`; see
+/// [`crate::staging`]).
 fn sweep_staging(root: &Dir, sweep: &mut Sweep) -> Result<()> {
     let Some(staging) = root.try_dir(STAGING_DIR)? else {
         return Ok(());
@@ -533,7 +534,7 @@ fn sweep_staging(root: &Dir, sweep: &mut Sweep) -> Result<()> {
         {
             match ext {
                 "data" => !has(id, "name"),
-                "name" | "error" => !has(id, "data"),
+                "name" | "error" | "sync" | "canon" => !has(id, "data"),
                 _ => false,
             }
         } else {

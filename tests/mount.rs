@@ -19,7 +19,7 @@ fn background_start_serves_every_version_as_the_cli_reads_it() {
     assert_eq!(f.latest_link(), "v/3");
     let mut names: Vec<_> = fs::read_dir(&f.mnt).unwrap().map(|e| e.unwrap().file_name()).collect();
     names.sort();
-    assert_eq!(names, ["incoming", "latest", "v"]);
+    assert_eq!(names, ["at", "changes.jsonl", "incoming", "latest", "v"]);
     let mut versions: Vec<u64> = fs::read_dir(f.m("v"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())

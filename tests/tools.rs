@@ -283,7 +283,7 @@ fn stat() {
         [
             format!("{size} regular file 444"),
             "0 directory 555".into(),
-            "0 directory 755".into()
+            "0 directory 700".into()
         ]
     );
     assert_eq!(
@@ -300,9 +300,12 @@ fn stat() {
 fn find() {
     let e = setup();
     require_tool("find");
-    let out = e.text("cd \"$M\" && find . | sort");
+    // at/ entries are named by commit times (tests/changes.rs checks them).
+    let out = e.text("cd \"$M\" && find . -not -path './at/*' | sort");
     let expected = [
         ".",
+        "./at",
+        "./changes.jsonl",
         "./incoming",
         "./latest",
         "./v",
@@ -384,4 +387,399 @@ fn vim() {
         .map(|d| d.unwrap().file_name())
         .collect();
     assert!(names.is_empty(), "{names:?}");
+}
+
+// ---- Write idioms into incoming/ (issue 8): each ends with exit status 0, the table holding the
+// final content exactly once, and nothing left listed in incoming/ (README, "incoming/").
+
+const MAR_ROWS: usize = 600;
+
+struct Idiom {
+    e: Env,
+    /// Rows before the tool ran.
+    before: usize,
+}
+
+fn idiom() -> Idiom {
+    let f = Fixture::flights(&["flights-jan.jsonl"]);
+    let m = f.mount();
+    let e = Env { f, _m: m };
+    fs::copy(fixture("flights-mar.jsonl"), e.f.dir.path().join("mar.jsonl")).unwrap();
+    // The bad value is on the last line: a bad line fails the write that completes it, and a
+    // writer stops there, so only a file refused in its last write is whole in incoming/.
+    let mut bad = fixture_bytes("flights-mar.jsonl");
+    let at = bad.len() - 400
+        + bad[bad.len() - 400..]
+            .windows(10)
+            .position(|w| w == b"\"month\":3,")
+            .unwrap();
+    bad.splice(at..at + 10, b"\"month\":\"3\",".iter().copied());
+    fs::write(e.f.dir.path().join("bad.jsonl"), bad).unwrap();
+    let before = lines(&e.f.read_v(e.f.latest())).len();
+    Idiom { e, before }
+}
+
+impl Idiom {
+    fn rows(&self) -> Vec<u8> {
+        self.e.f.read_v(self.e.f.latest())
+    }
+
+    /// Names listed in incoming/, dot files included, sorted.
+    fn listing(&self) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(self.e.f.m("incoming"))
+            .unwrap()
+            .map(|d| d.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// March's rows were added exactly once, and incoming/ lists nothing (or `left`).
+    fn added_mar_once(&self, left: &[&str]) {
+        let rows = self.rows();
+        let first = lines(&fixture_bytes("flights-mar.jsonl"))[0].to_vec();
+        assert_eq!(lines(&rows).len(), self.before + MAR_ROWS, "rows added");
+        assert_eq!(lines(&rows).iter().filter(|l| **l == first.as_slice()).count(), 1);
+        assert_eq!(self.listing(), left);
+    }
+
+    fn status(&self, script: &str) -> (i32, String) {
+        let out = self.e.sh(script);
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+#[test]
+fn sed_i_fixes_a_refused_file_once() {
+    let t = idiom();
+    require_tool("sed");
+    let (code, _) = t.status("cp bad.jsonl \"$M/incoming/f.jsonl\"");
+    assert_ne!(code, 0, "a bad file fails cp");
+    assert_eq!(t.listing(), ["f.jsonl", "f.jsonl.error"]);
+    t.e.ok("sed -i 's/\"month\":\"3\"/\"month\":3/' \"$M/incoming/f.jsonl\"");
+    t.added_mar_once(&[]);
+    // Running it again (the committed name is still reachable) adds nothing.
+    t.e.ok("sed -i 's/\"month\":\"3\"/\"month\":3/' \"$M/incoming/f.jsonl\"");
+    t.added_mar_once(&[]);
+}
+
+#[test]
+fn part_file_then_mv() {
+    let t = idiom();
+    t.e.ok("cp mar.jsonl \"$M/incoming/y.jsonl.part\" && mv \"$M/incoming/y.jsonl.part\" \"$M/incoming/y.jsonl\"");
+    t.added_mar_once(&[]);
+}
+
+#[test]
+fn install_m_644() {
+    let t = idiom();
+    require_tool("install");
+    t.e.ok("install -m 644 mar.jsonl \"$M/incoming/\"");
+    t.added_mar_once(&[]);
+}
+
+#[test]
+fn shutil_copy2() {
+    let t = idiom();
+    let py = python(&["shutil"]);
+    t.e.ok(&format!(
+        "{py} -c 'import shutil; shutil.copy2(\"mar.jsonl\", \"'\"$M\"'/incoming/\")'"
+    ));
+    t.added_mar_once(&[]);
+}
+
+#[test]
+fn cp_p_and_cp_a() {
+    let t = idiom();
+    t.e.ok("cp -p mar.jsonl \"$M/incoming/p.jsonl\"");
+    t.added_mar_once(&[]);
+    let t2 = idiom();
+    t2.e.ok("cp -a mar.jsonl \"$M/incoming/a.jsonl\"");
+    t2.added_mar_once(&[]);
+}
+
+#[test]
+fn rsync_inplace() {
+    let t = idiom();
+    require_tool("rsync");
+    t.e.ok("rsync --inplace -t mar.jsonl \"$M/incoming/\"");
+    t.added_mar_once(&[]);
+}
+
+#[test]
+fn mv_from_another_file_system() {
+    let t = idiom();
+    t.e.ok("cp mar.jsonl moved.jsonl && mv moved.jsonl \"$M/incoming/\"");
+    t.added_mar_once(&[]);
+    assert!(!t.e.f.dir.path().join("moved.jsonl").exists(), "mv removed its source");
+}
+
+#[test]
+fn tar_x_into_incoming() {
+    let t = idiom();
+    require_tool("tar");
+    t.e.ok("mkdir src && cp -p mar.jsonl src/ && tar -C src -cf m.tar mar.jsonl && tar -C \"$M/incoming\" -xf m.tar");
+    t.added_mar_once(&[]);
+}
+
+#[test]
+fn vim_re_save_appends_only_the_new_rows_or_replaces() {
+    let t = idiom();
+    require_tool("vim");
+    let mar = fixture_bytes("flights-mar.jsonl");
+    let l = lines(&mar);
+    let (first, second) = (
+        String::from_utf8(l[0].to_vec()).unwrap(),
+        String::from_utf8(l[1].to_vec()).unwrap(),
+    );
+    fs::write(t.e.f.dir.path().join("r1"), format!("{first}\n")).unwrap();
+    fs::write(t.e.f.dir.path().join("r2"), format!("{second}\n")).unwrap();
+    // :w, add a row, :w: the table gains the two rows once each.
+    let script = "call setline(1, readfile('r1'))\nw\ncall append('$', readfile('r2'))\nw\nq\n";
+    fs::write(t.e.f.dir.path().join("save.vim"), script).unwrap();
+    t.e.ok("vim -N -u NONE -i NONE -n -es -S save.vim \"$M/incoming/v.jsonl\"");
+    let rows = t.rows();
+    assert_eq!(lines(&rows).len(), t.before + 2);
+    assert_eq!(lines(&rows)[t.before..], [l[0], l[1]]);
+    assert!(t.listing().is_empty(), "{:?}", t.listing());
+    // :w, change the first row, :w: the second save replaces the first (one UPDATE commit).
+    let script = "call setline(1, readfile('r1'))\nw\n1s/\"day\":1,/\"day\":2,/\nw\nq\n";
+    fs::write(t.e.f.dir.path().join("change.vim"), script).unwrap();
+    t.e.ok("vim -N -u NONE -i NONE -n -es -S change.vim \"$M/incoming/w.jsonl\"");
+    let rows = t.rows();
+    assert_eq!(lines(&rows).len(), t.before + 3);
+    let changed = first.replacen("\"day\":1,", "\"day\":2,", 1);
+    assert_eq!(lines(&rows)[t.before + 2], changed.as_bytes());
+    let history = String::from_utf8(t.e.f.td(&["history", &t.e.f.t()])).unwrap();
+    let last = history.lines().last().unwrap();
+    assert!(
+        last.contains("UPDATE") && last.contains("incoming/w.jsonl"),
+        "{history}"
+    );
+}
+
+#[test]
+fn sed_i_on_a_scratch_name_commits_nothing() {
+    let t = idiom();
+    let v = t.e.f.latest();
+    t.e.ok("cp mar.jsonl \"$M/incoming/.draft.jsonl\" && sed -i '/\"dep_time\":4,/d' \"$M/incoming/.draft.jsonl\"");
+    assert_eq!(t.e.f.latest(), v);
+    assert_eq!(t.listing(), [".draft.jsonl"]);
+}
+
+#[test]
+fn tee_to_two_names_commits_both() {
+    let t = idiom();
+    t.e.ok("tee \"$M/incoming/a.jsonl\" \"$M/incoming/b.jsonl\" < mar.jsonl > /dev/null");
+    assert_eq!(lines(&t.rows()).len(), t.before + 2 * MAR_ROWS);
+    assert!(t.listing().is_empty());
+}
+
+#[test]
+fn dash_redirection_of_a_bad_file_fails() {
+    let t = idiom();
+    require_tool("dash");
+    let v = t.e.f.latest();
+    let (code, err) = t.status("dash -c 'cat bad.jsonl > \"$M/incoming/x.jsonl\"'");
+    assert_ne!(code, 0, "the write that completes the bad line fails: {err}");
+    assert!(err.contains("Invalid argument"), "{err}");
+    assert_eq!(t.e.f.latest(), v);
+    assert_eq!(t.listing(), ["x.jsonl", "x.jsonl.error"]);
+    let note = fs::read_to_string(t.e.f.m("incoming/x.jsonl.error")).unwrap();
+    assert!(note.contains("line 600") && note.contains("month"), "{note}");
+    // A good file through the same redirection commits.
+    t.e.ok("dash -c 'cat mar.jsonl > \"$M/incoming/x.jsonl\"'");
+    t.added_mar_once(&[]);
+}
+
+#[test]
+fn fsync_then_a_second_writer_each_commit_their_rows() {
+    let t = idiom();
+    let py = python(&[]);
+    let mar = fixture_bytes("flights-mar.jsonl");
+    let l = lines(&mar);
+    fs::write(t.e.f.dir.path().join("r1"), [l[0], b"\n"].concat()).unwrap();
+    fs::write(t.e.f.dir.path().join("r2"), [l[1], b"\n"].concat()).unwrap();
+    fs::write(t.e.f.dir.path().join("r3"), [l[2], b"\n"].concat()).unwrap();
+    let script = r#"
+import os, subprocess, sys
+p = sys.argv[1] + "/incoming/fs.jsonl"
+fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, open("r1", "rb").read())
+os.fsync(fd)
+subprocess.run(["sh", "-c", 'cat r2 > "$0"', p], check=True)
+os.write(fd, open("r3", "rb").read())
+os.close(fd)
+"#;
+    t.e.ok(&format!("{py} -c '{}' \"$M\"", script.replace('\'', "'\\''")));
+    let rows = t.rows();
+    let added: Vec<&[u8]> = lines(&rows)[t.before..].to_vec();
+    assert_eq!(added, [l[0], l[1], l[2]]);
+    assert!(t.listing().is_empty(), "{:?}", t.listing());
+}
+
+#[test]
+fn racing_cps_on_one_name_each_commit() {
+    let t = idiom();
+    let mar = fixture_bytes("flights-mar.jsonl");
+    fs::write(t.e.f.dir.path().join("one.jsonl"), [lines(&mar)[0], b"\n"].concat()).unwrap();
+    // The first cp makes the name; from then on it stays reachable (committed names linger),
+    // so every racer opens it with O_TRUNC and gets its own batch. (Two cps that both find the
+    // name absent race on O_EXCL, and one gets EEXIST: that is the kernel's answer, as on ext4.)
+    t.e.ok("cp one.jsonl \"$M/incoming/y.jsonl\"");
+    let (code, err) = t.status(
+        "pids=; for j in 1 2 3; do ( for i in $(seq 1 30); do cp one.jsonl \"$M/incoming/y.jsonl\" || exit 1; done ) & \
+         pids=\"$pids $!\"; done; fail=0; for p in $pids; do wait $p || fail=1; done; exit $fail",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(lines(&t.rows()).len(), t.before + 91);
+    assert!(t.listing().is_empty(), "{:?}", t.listing());
+}
+
+#[test]
+fn mv_within_incoming_with_rename_noreplace() {
+    let t = idiom();
+    t.e.ok("cp mar.jsonl \"$M/incoming/.a.tmp\" && mv \"$M/incoming/.a.tmp\" \"$M/incoming/b.jsonl\"");
+    t.added_mar_once(&[]);
+    // RENAME_NOREPLACE onto an existing name: EEXIST, as on ext4.
+    t.e.ok("cp mar.jsonl \"$M/incoming/.c.tmp\" && cp mar.jsonl \"$M/incoming/.d.tmp\"");
+    let py = python(&["ctypes"]);
+    let (code, err) = t.status(&format!(
+        "{py} -c 'import ctypes, os, sys; l = ctypes.CDLL(None, use_errno=True); \
+         r = l.renameat2(-100, sys.argv[1].encode(), -100, sys.argv[2].encode(), 1); \
+         sys.exit(ctypes.get_errno() if r else 0)' \"$M/incoming/.c.tmp\" \"$M/incoming/.d.tmp\""
+    ));
+    assert_eq!(code, libc_eexist(), "{err}");
+}
+
+fn libc_eexist() -> i32 {
+    17
+}
+
+#[test]
+fn chmod_by_the_owner_shows_and_incoming_is_private() {
+    let t = idiom();
+    t.e.ok("cp mar.jsonl \"$M/incoming/.s.jsonl\"");
+    let out = t.e.text("stat -c '%a' \"$M/incoming\" \"$M/incoming/.s.jsonl\"");
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["700", "600"]);
+    t.e.ok("chmod 640 \"$M/incoming/.s.jsonl\"");
+    assert_eq!(t.e.text("stat -c '%a' \"$M/incoming/.s.jsonl\"").trim(), "640");
+    // On disk, staged files are 0600 in a 0700 folder.
+    let staging = t.e.f.table.join("_staging");
+    assert_eq!(t.e.text(&format!("stat -c '%a' '{}'", staging.display())).trim(), "700");
+    let data = t.e.text(&format!("stat -c '%a' '{}'/*.data", staging.display()));
+    assert_eq!(data.trim(), "600");
+}
+
+#[test]
+fn fsync_through_a_read_only_descriptor_does_not_commit() {
+    let t = idiom();
+    let v = t.e.f.latest();
+    let py = python(&[]);
+    // A writer that has not closed yet (sleep keeps the redirection open).
+    let script = format!(
+        "(cat mar.jsonl; sleep 2) > \"$M/incoming/p.jsonl\" & \
+         sleep 0.5; {py} -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd); os.close(fd)' \"$M/incoming/p.jsonl\"; \
+         echo $(ls \"$M/incoming\"); wait"
+    );
+    let out = t.e.text(&script);
+    assert!(out.contains("p.jsonl"), "still listed after the reader's fsync: {out}");
+    assert_ne!(t.e.f.latest(), v, "the writer's close committed");
+    t.added_mar_once(&[]);
+}
+
+#[test]
+fn disk_full_blocks_the_file_until_rewritten() {
+    require_fuse();
+    require_tool("mount");
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small");
+    fs::create_dir(&small).unwrap();
+    ok(
+        "mount",
+        &["-t", "tmpfs", "-o", "size=3m", "tmpfs", &small.display().to_string()],
+    );
+    struct Umount(std::path::PathBuf);
+    impl Drop for Umount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _u = Umount(small.clone());
+    let table = small.join("t");
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let mut args = vec!["create".to_string(), table.display().to_string()];
+    args.extend(FLIGHTS.iter().map(|s| s.to_string()));
+    ok(TD_BIN, &args);
+    let f = Fixture {
+        dir,
+        table: table.clone(),
+        mnt: mnt.clone(),
+    };
+    let _m = f.mount();
+    // ~4 MB of rows: more than the 3 MB file system holds.
+    let mut big = Vec::new();
+    let mar = fixture_bytes("flights-mar.jsonl");
+    while big.len() < 4 << 20 {
+        big.extend_from_slice(&mar);
+    }
+    fs::write(f.dir.path().join("big.jsonl"), &big).unwrap();
+    let out = sh(f.dir.path(), "cp big.jsonl \"$M/incoming/big.jsonl\"", &mnt, &table);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("No space left"),
+        "{out:?}"
+    );
+    let note = fs::read_to_string(f.m("incoming/big.jsonl.error")).unwrap();
+    assert!(
+        note.contains("No space left on device") && note.contains("rewritten from offset 0"),
+        "{note}"
+    );
+    // A later touch does not commit the prefix, and says so.
+    let out = sh(f.dir.path(), "touch \"$M/incoming/big.jsonl\"", &mnt, &table);
+    assert!(!out.status.success(), "touch must not report success: {out:?}");
+    assert_eq!(f.latest(), 0);
+    // Rewritten from offset 0 with something that fits: committed.
+    let out = sh(
+        f.dir.path(),
+        &format!(
+            "cp '{}' \"$M/incoming/big.jsonl\"",
+            fixture("flights-mar.jsonl").display()
+        ),
+        &mnt,
+        &table,
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(lines(&f.read_v(1)).len(), MAR_ROWS);
+}
+
+#[test]
+fn max_line_bytes_and_share_incoming_options() {
+    let f = Fixture::flights(&[]);
+    let _m = f.mount_with(&["--max-line-bytes", "1000", "--share-incoming"]);
+    let e = Env { f, _m };
+    let mar = fixture_bytes("flights-mar.jsonl");
+    let row = lines(&mar)[0];
+    let long = format!(
+        "{}\n{},\"pad\":\"{}\"}}\n",
+        String::from_utf8_lossy(row),
+        String::from_utf8_lossy(&row[..row.len() - 1]),
+        "x".repeat(2000)
+    );
+    fs::write(e.f.dir.path().join("long.jsonl"), long).unwrap();
+    let out = e.sh("cp long.jsonl \"$M/incoming/\"");
+    assert!(!out.status.success());
+    let note = fs::read_to_string(e.f.m("incoming/long.jsonl.error")).unwrap();
+    assert!(
+        note.contains("line 2") && note.contains("maximum of 1000 bytes"),
+        "{note}"
+    );
+    assert!(note.len() < 400, "{note}");
+    assert_eq!(e.f.latest(), 0);
+    let modes = e.text("stat -c '%a' \"$M/incoming\" \"$M/incoming/long.jsonl\" \"$M/incoming/long.jsonl.error\"");
+    assert_eq!(modes.lines().collect::<Vec<_>>(), ["755", "644", "444"]);
 }

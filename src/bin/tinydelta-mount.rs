@@ -21,12 +21,20 @@ struct Cli {
     /// permissions), allow_root, default_permissions.
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
-    /// Worker threads serving requests (default: the CPUs plus 2, 4 to 16).
+    /// Worker threads serving requests (default: one per CPU, 2 to 16; commits run on 2 threads of their own).
     #[arg(long)]
     threads: Option<usize>,
     /// Where the background daemon writes its log (default: nowhere). Verbosity: RUST_LOG.
     #[arg(long, value_name = "FILE")]
     log_file: Option<PathBuf>,
+    /// Show incoming/ read-only to other users (with -o allow_other): 0755, files 0644, notes
+    /// 0444. Default: private to the mounting user (0700, 0600, 0400).
+    #[arg(long)]
+    share_incoming: bool,
+    /// The longest line incoming/ accepts, in bytes (default 16 MiB = 16777216); a longer line
+    /// is refused with an error naming it.
+    #[arg(long, value_name = "BYTES")]
+    max_line_bytes: Option<usize>,
     /// Never use FUSE passthrough (single-file versions and commit files are otherwise read by
     /// the kernel directly where it allows: Linux >= 6.9, CAP_SYS_ADMIN); for comparisons.
     #[arg(long)]
@@ -68,6 +76,8 @@ fn main() {
         threads: cli.threads,
         log_file: cli.log_file,
         notify_ready: cli.notify_ready,
+        share_incoming: cli.share_incoming,
+        max_line_bytes: cli.max_line_bytes,
         no_passthrough: cli.no_passthrough,
         ..MountArgs::default()
     };

@@ -65,9 +65,26 @@ enum Cmd {
         /// Version to read (default: latest).
         #[arg(long, conflicts_with = "as_of")]
         version: Option<u64>,
-        /// Read the newest version committed at or before this RFC 3339 time.
+        /// Read the newest version committed at or before TIME: RFC 3339 with a zone, a local
+        /// date or date-time (2026-11-30 19:52), or a relative time (30m ago, 2h ago, 1d ago).
         #[arg(long, value_name = "TIME")]
         as_of: Option<String>,
+    },
+    /// Print the change feed (Delta Change Data Feed): for each version, the rows of the files
+    /// it removed (`_change_type` delete), then of those it added (insert), each with
+    /// `_commit_version` and `_commit_timestamp`.
+    Changes {
+        /// Table folder.
+        table: PathBuf,
+        /// First version (default: the first).
+        #[arg(long, value_name = "N")]
+        from_version: Option<u64>,
+        /// Last version (default: the latest; with --follow, keep following past it is off).
+        #[arg(long, value_name = "M")]
+        to_version: Option<u64>,
+        /// Keep printing new versions as they are published, until interrupted.
+        #[arg(long, conflicts_with = "to_version")]
+        follow: bool,
     },
     /// Show version, schema, file count, row count and bytes.
     Describe {
@@ -203,6 +220,16 @@ fn input(file: &Option<PathBuf>) -> Result<(String, Box<dyn BufRead>)> {
 
 use tinydelta::table::rfc3339_ms;
 
+/// Whether the reader of stdout has gone (a pipe whose read end is closed reports POLLERR).
+fn stdout_closed() -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let fd = rustix::stdio::stdout();
+    let mut fds = [PollFd::new(&fd, PollFlags::empty())];
+    let zero = Timespec { tv_sec: 0, tv_nsec: 0 };
+    matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+        && fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP)
+}
+
 fn stdout_err(e: io::Error) -> Error {
     Error::io("write", "<stdout>", e)
 }
@@ -301,15 +328,19 @@ fn run(cmd: Cmd) -> Result<()> {
             let v = match (version, as_of) {
                 (Some(v), _) => v,
                 (None, Some(time)) => {
-                    let ts = chrono::DateTime::parse_from_rfc3339(&time)
-                        .map_err(|e| Error::Usage(format!("--as-of {time:?} is not an RFC 3339 time: {e}")))?;
-                    match t.version_as_of(ts.timestamp_millis())? {
+                    let ms = tinydelta::timespec::parse(&time, tinydelta::commit::now_ms())
+                        .map_err(|e| Error::Usage(format!("--as-of {e}")))?;
+                    let time = match rfc3339_ms(ms) {
+                        r if r == time => time,
+                        r => format!("{time} ({r})"),
+                    };
+                    match t.version_as_of(ms)? {
                         Some(v) => v,
                         None => {
                             return Err(Error::NoVersionAsOf {
                                 table: table.clone(),
                                 time,
-                                first: rfc3339_ms(t.commit_info(0)?.timestamp),
+                                first: rfc3339_ms(t.commit_info(t.segment()?.first)?.timestamp),
                             });
                         }
                     }
@@ -329,6 +360,23 @@ fn run(cmd: Cmd) -> Result<()> {
             for (f, mut src) in snap.files.iter().zip(files) {
                 std::io::copy(&mut src, &mut *fd1).map_err(|e| Error::io("copy", t.root().join(&f.path), e))?;
             }
+        }
+        Cmd::Changes {
+            table,
+            from_version,
+            to_version,
+            follow,
+        } => {
+            let t = Table::open(&table)?;
+            // SIGINT ends --follow with exit 0 (README, "Usage"); SIGPIPE is ignored by Rust, so a
+            // closed pipe is a BrokenPipe error, which main() turns into exit 0 too.
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            if follow {
+                signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())
+                    .map_err(|e| Error::io("install a SIGINT handler for", &table, e))?;
+            }
+            let mut out = io::BufWriter::with_capacity(256 << 10, io::stdout().lock());
+            tinydelta::changes::print(&t, from_version, to_version, follow, &mut out, &stop, &stdout_closed)?;
         }
         Cmd::Describe { table, version, json } => {
             let t = Table::open(&table)?;
@@ -423,19 +471,25 @@ fn run(cmd: Cmd) -> Result<()> {
             } else {
                 writeln!(
                     out,
-                    "{:<8} {:<24} {:<10} {:>10} {:>12}",
+                    "{:<8} {:<24} {:<10} {:>10} {:>12}  SOURCE",
                     "VERSION", "TIME", "OPERATION", "ROWS", "TABLE_ROWS"
                 )
                 .map_err(stdout_err)?;
                 for e in &h {
                     writeln!(
                         out,
-                        "{:<8} {:<24} {:<10} {:>10} {:>12}",
+                        "{:<8} {:<24} {:<10} {:>10} {:>12}  {}",
                         e.version,
                         rfc3339_ms(e.commit_info.timestamp),
                         e.commit_info.short_operation(),
                         rows_of(&e.commit_info),
-                        e.table_rows
+                        e.table_rows,
+                        // The mount's incoming/ name (escaped: names may hold anything).
+                        e.commit_info
+                            .operation_parameters
+                            .get(tinydelta::staging::SOURCE_PARAM)
+                            .map(|s| format!("incoming/{}", s.escape_debug()))
+                            .unwrap_or_default()
                     )
                     .map_err(stdout_err)?;
                 }

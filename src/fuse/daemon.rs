@@ -42,12 +42,16 @@ pub struct MountArgs {
     pub allow_other: bool,
     /// `-o allow_root`: root may access too.
     pub allow_root: bool,
-    /// Worker threads (default [`default_threads`]: the CPUs plus 2, 4 to 16).
+    /// Worker threads (default [`default_threads`]: one per CPU, 2 to 16).
     pub threads: Option<usize>,
     /// Where the background daemon writes its log.
     pub log_file: Option<PathBuf>,
     /// Internal: report readiness on stdout (set for the background child).
     pub notify_ready: bool,
+    /// Show `incoming/` read-only to others (0755, files 0644) instead of private (0700/0600).
+    pub share_incoming: bool,
+    /// The longest line `incoming/` accepts, bytes (default 16 MiB).
+    pub max_line_bytes: Option<usize>,
     /// Never use FUSE passthrough: every read goes through the daemon (README "Reading").
     pub no_passthrough: bool,
 }
@@ -128,6 +132,12 @@ fn background(args: MountArgs) -> i32 {
     }
     if let Some(t) = args.threads {
         cmd.arg("--threads").arg(t.to_string());
+    }
+    if args.share_incoming {
+        cmd.arg("--share-incoming");
+    }
+    if let Some(n) = args.max_line_bytes {
+        cmd.arg("--max-line-bytes").arg(n.to_string());
     }
     if args.no_passthrough {
         cmd.arg("--no-passthrough");
@@ -306,7 +316,14 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
     let mountpoint = check_mountpoint(&args.mountpoint)?;
     let table_root = absolute(&args.table);
     check_apart(&table_root, &mountpoint)?;
-    let view = TableView::load(&table_root, ViewConfig::default()).map_err(|e| match e {
+    if let Some(n) = args.max_line_bytes {
+        crate::rows::set_max_line_bytes(n);
+    }
+    let cfg = ViewConfig {
+        share_incoming: args.share_incoming,
+        ..ViewConfig::default()
+    };
+    let view = TableView::load(&table_root, cfg).map_err(|e| match e {
         FsError::Table(t) => StartError::new(t.exit_code(), t.to_string()),
         FsError::Io(io) if io.kind() == io::ErrorKind::WouldBlock => StartError::new(1, io.to_string()),
         other => StartError::new(1, format!("cannot open {}/_staging: {other}", table_root.display())),
@@ -406,14 +423,14 @@ fn check_apart(table_root: &Path, mountpoint: &Path) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Worker threads serving FUSE requests by default: one per CPU for reads, plus 2 so that up to
-/// two long commits (a commit runs on the thread that got the `flush`, `fsync` or `rename`)
-/// still leave a thread per CPU to readers; at least 4, at most 16. More threads than that only
-/// contend on the CPUs: on 2 cores, 2 threads instead of 8-16 halved the time of cold random
-/// reads (README "Reading").
+/// Worker threads serving FUSE requests by default: one per CPU, at least 2, at most 16.
+/// Commits do not run on them (`flush`, `fsync`, `release` and `rename` of `incoming/` files go
+/// to [`super::fs::COMMIT_THREADS`] threads of their own), so a long commit never takes a
+/// reader's thread. More threads than CPUs only contend: on 2 cores, 2 threads instead of 8-16
+/// halved the time of cold random reads (README "Reading").
 pub fn default_threads() -> usize {
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
-    (cpus + 2).clamp(4, 16)
+    cpus.clamp(2, 16)
 }
 
 fn check_dev_fuse() -> Result<(), StartError> {

@@ -45,6 +45,14 @@ pub enum FsError {
     /// An operation the staged files do not implement (fallocate, extended attributes).
     #[error("operation not supported")]
     OpNotSupported,
+    /// The file changed under the caller (a racing `O_TRUNC` got a fresh file): the kernel looks
+    /// the name up again and retries once.
+    #[error("stale file handle: the name was created again; retry")]
+    Stale,
+    /// The staged file is not committed until rewritten from offset 0 (a write to it failed, or
+    /// its bytes may be torn by a power loss); the reason.
+    #[error("{0}")]
+    Blocked(String),
     /// A symlink was asked for something other than its target.
     #[error("invalid argument")]
     Invalid,
@@ -74,6 +82,8 @@ impl FsError {
             FsError::AlreadyCommitted => libc::EPERM,
             FsError::BadHandle => libc::EBADF,
             FsError::Invalid => libc::EINVAL,
+            FsError::Stale => libc::ESTALE,
+            FsError::Blocked(_) => libc::EIO,
             FsError::NoXattr => libc::ENODATA,
             FsError::OpNotSupported => libc::EOPNOTSUPP,
             FsError::Io(e) => io_errno(e),

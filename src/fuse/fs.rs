@@ -1,14 +1,14 @@
 //! The thin `fuser::Filesystem` wrapper: convert arguments, call [`TableView`], reply.
 //!
-//! Nothing here decides anything about the table; the only logic is finding out who is
-//! calling ([`caller`]): the kernel gives the thread id, commit-on-close needs the process.
+//! Nothing here decides anything about the table or about who is calling (that is
+//! [`TableView::caller`], over [`super::process`]).
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak, mpsc};
 use std::time::SystemTime;
 
 use fuser::{
@@ -20,31 +20,99 @@ use fuser::{
 use log::{debug, info, warn};
 
 use super::errno::FsError;
+use super::process::ProcFs;
 use super::view::{Attr, Caller, Kind, Opened, SetAttrs, TableView};
 
 /// Largest read and write request the daemon asks the kernel for (the kernel caps requests at
 /// `/proc/sys/fs/fuse/max_pages_limit` pages, 1 MiB by default).
 pub const MAX_IO: u32 = 1 << 20;
 
+/// Threads that run the requests of `incoming/` files that may commit (README "Reading").
+pub const COMMIT_THREADS: usize = 2;
+
 /// The mounted file system: a [`TableView`] behind `fuser`'s trait.
 #[derive(Debug)]
 pub struct TableFs {
-    view: TableView,
-    mnt_id: Arc<AtomicU64>,
+    view: Arc<TableView>,
     passthrough: Passthrough,
+    commits: Committer,
+}
+
+/// A request's work, with its reply, handed to a [`Committer`] thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The threads that run `flush`, `fsync`, `release` and `rename` of `incoming/` files (each may
+/// be a commit: validation, fsyncs, a link), so that a long commit never holds one of the
+/// session's threads, which stay free for lookups and reads. Jobs wait in one queue; with
+/// [`COMMIT_THREADS`] threads, up to that many commits run at once (a commit of the same
+/// table is serialised by the table's own locks anyway).
+#[derive(Debug)]
+struct Committer {
+    /// `None` when no thread could be started: jobs then run on the calling thread.
+    tx: Option<Mutex<mpsc::Sender<Job>>>,
+}
+
+impl Committer {
+    fn new(threads: usize) -> Committer {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let started = (0..threads)
+            .filter(|i| {
+                let rx = rx.clone();
+                let spawned = std::thread::Builder::new().name(format!("commit-{i}")).spawn(move || {
+                    loop {
+                        // The lock is held only while waiting for the next job, not while it runs.
+                        let job = lock(&rx).recv();
+                        match job {
+                            Ok(job) => job(),
+                            Err(_) => break,
+                        }
+                    }
+                });
+                if let Err(e) = &spawned {
+                    warn!("cannot start commit thread {i}: {e}");
+                }
+                spawned.is_ok()
+            })
+            .count();
+        if started == 0 {
+            warn!("no commit threads: commits run on the threads that serve reads");
+        }
+        Committer {
+            tx: (started > 0).then(|| Mutex::new(tx)),
+        }
+    }
+
+    /// Run `job` on a commit thread (here if there is none).
+    fn run(&self, job: impl FnOnce() + Send + 'static) {
+        match &self.tx {
+            Some(tx) => {
+                if let Err(mpsc::SendError(job)) = lock(tx).send(Box::new(job)) {
+                    job();
+                }
+            }
+            None => job(),
+        }
+    }
+}
+
+/// Whether `ino` is a file in `incoming/` (whose flush, fsync, release or rename may commit).
+fn staged(ino: u64) -> bool {
+    matches!(super::inode::Node::from_ino(ino), Some(super::inode::Node::Staged(_)))
 }
 
 impl TableFs {
     /// Wrap a view. `mnt_id` is the mount's id in /proc/self/mountinfo once known (0 before).
     /// `passthrough`: ask the kernel for FUSE passthrough at `init` (README "Reading").
-    pub fn new(view: TableView, mnt_id: Arc<AtomicU64>, passthrough: bool) -> TableFs {
+    pub fn new(mut view: TableView, mnt_id: Arc<AtomicU64>, passthrough: bool) -> TableFs {
+        view.set_processes(Box::new(ProcFs { mnt_id }));
         TableFs {
-            view,
-            mnt_id,
+            view: Arc::new(view),
             passthrough: Passthrough {
                 wanted: passthrough,
                 ..Passthrough::default()
             },
+            commits: Committer::new(COMMIT_THREADS),
         }
     }
 }
@@ -177,81 +245,6 @@ fn is_write(flags: i32) -> bool {
     matches!(OpenFlags(flags).acc_mode(), OpenAccMode::O_WRONLY | OpenAccMode::O_RDWR) || flags & libc::O_TRUNC != 0
 }
 
-/// The process behind a request: its thread-group id (the kernel reports the calling thread).
-/// `/proc/PID/status` takes no lock an exec'ing process holds, so it is safe to read while that
-/// process waits for our reply.
-pub fn caller(pid: u32) -> Caller {
-    if pid == 0 {
-        return Caller::default();
-    }
-    let tgid = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Tgid:"))
-                .and_then(|v| v.trim().parse::<u32>().ok())
-        });
-    Caller {
-        tgid: tgid.or(Some(pid)),
-        killed: false,
-        still_open: false,
-    }
-}
-
-/// Whether process `tgid` has a descriptor of inode `ino` of mount `mnt_id` (0: any mount)
-/// open, per /proc/TGID/fdinfo (which never touches the file itself, so it cannot call back
-/// into this file system). Unreadable: `false`.
-pub fn holds_open(tgid: u32, ino: u64, mnt_id: u64) -> bool {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{tgid}/fdinfo")) else {
-        return false;
-    };
-    dir.filter_map(|e| e.ok()).any(|e| {
-        let Ok(info) = std::fs::read_to_string(e.path()) else {
-            return false;
-        };
-        let field = |name: &str| {
-            info.lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.trim().parse::<u64>().ok())
-        };
-        field("ino:") == Some(ino) && (mnt_id == 0 || field("mnt_id:") == Some(mnt_id))
-    })
-}
-
-/// `/proc/PID/stat`: flags (field 9) has PF_EXITING while the process exits; exit_code (field
-/// 52) is set before its files are closed, and its low 7 bits are the killing signal.
-///
-/// Reading /proc/PID/stat takes the process's `exec_update_lock`, which an exec'ing process
-/// holds while it closes its close-on-exec descriptors, i.e. while it waits for our `flush`
-/// reply: so the read runs on a helper thread and counts as "not killed" after 200 ms (the
-/// helper finishes once the exec does).
-pub fn killed_by_signal(pid: u32) -> bool {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let spawned = std::thread::Builder::new().name("proc-stat".into()).spawn(move || {
-        let _ = tx.send(read_killed(pid));
-    });
-    if spawned.is_err() {
-        return false;
-    }
-    rx.recv_timeout(std::time::Duration::from_millis(200)).unwrap_or(false)
-}
-
-fn read_killed(pid: u32) -> bool {
-    const PF_EXITING: u64 = 0x4;
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-        return false;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // rest starts at field 3 (state).
-    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
-    let exiting = field(9).is_some_and(|f| f & PF_EXITING != 0);
-    let code = field(52).unwrap_or(0);
-    exiting && code & 0x7f != 0
-}
-
 fn time(t: TimeOrNow) -> SystemTime {
     match t {
         TimeOrNow::SpecificTime(t) => t,
@@ -269,6 +262,8 @@ impl Filesystem for TableFs {
         }
         let _ = config.set_max_background(64);
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
+        // O_TRUNC arrives with open (not as a later setattr), so incoming/ sees who truncates.
+        let _ = config.add_capabilities(fuser::InitFlags::FUSE_ATOMIC_O_TRUNC);
         // Passthrough needs a stack depth of at least 1 (with 0 every open_backing fails with
         // EPERM); 1 allows backing files on a non-stacked file system (ext4, xfs, btrfs).
         // No FUSE_WRITEBACK_CACHE: it would turn passthrough off silently.
@@ -313,7 +308,7 @@ impl Filesystem for TableFs {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
+        fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
@@ -323,9 +318,10 @@ impl Filesystem for TableFs {
         let set = SetAttrs {
             size,
             mtime: mtime.map(time),
-            other: mode.is_some() || uid.is_some() || gid.is_some() || atime.is_some(),
+            mode,
+            other: uid.is_some() || gid.is_some() || atime.is_some(),
         };
-        match self.view.setattr(ino.0, set) {
+        match self.view.setattr(ino.0, fh.map(|f| f.0), set) {
             Ok(a) => reply.attr(&a.ttl, &file_attr(&a)),
             Err(e) => reply.error(log_err("setattr", &e)),
         }
@@ -388,7 +384,7 @@ impl Filesystem for TableFs {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -400,9 +396,19 @@ impl Filesystem for TableFs {
             return reply.error(errno(&FsError::Invalid));
         }
         let noreplace = flags.contains(RenameFlags::RENAME_NOREPLACE);
-        match self.view.rename(parent.0, name, newparent.0, newname, noreplace) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(log_err("rename", &e)),
+        let (view, pid) = (self.view.clone(), req.pid());
+        let (name, newname) = (name.to_owned(), newname.to_owned());
+        let job = move || {
+            let who = view.caller(pid, None);
+            match view.rename(parent.0, &name, newparent.0, &newname, noreplace, who) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(log_err("rename", &e)),
+            }
+        };
+        if parent.0 == super::inode::INCOMING || newparent.0 == super::inode::INCOMING {
+            self.commits.run(job)
+        } else {
+            job()
         }
     }
 
@@ -412,8 +418,12 @@ impl Filesystem for TableFs {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let write = is_write(flags.0);
-        let who = if write { caller(req.pid()) } else { Caller::default() };
-        let o = match self.view.open(ino.0, write, who) {
+        let who = if super::inode::Node::from_ino(ino.0).is_some_and(|n| matches!(n, super::inode::Node::Staged(_))) {
+            self.view.caller(req.pid(), None)
+        } else {
+            Caller::default()
+        };
+        let o = match self.view.open(ino.0, write, flags.0 & libc::O_TRUNC != 0, who) {
             Ok(o) => o,
             Err(e) => return reply.error(log_err("open", &e)),
         };
@@ -483,21 +493,17 @@ impl Filesystem for TableFs {
     }
 
     fn flush(&self, req: &Request, ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        let mut who = caller(req.pid());
-        // Only the opener's close can commit: look closer only then (a forked child's close at
-        // exec must not wait for /proc/PID/stat, see killed_by_signal).
-        if let Some(tgid) = who.tgid
-            && self.view.opened_by(fh.0, tgid)
-        {
-            who.killed = killed_by_signal(req.pid());
-            if !who.killed {
-                who.still_open = holds_open(tgid, ino.0, self.mnt_id.load(Ordering::Relaxed));
+        if !staged(ino.0) {
+            return reply.ok();
+        }
+        let (view, pid) = (self.view.clone(), req.pid());
+        self.commits.run(move || {
+            let who = view.caller(pid, Some((fh.0, ino.0)));
+            match view.flush(fh.0, who) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(log_err("flush", &e)),
             }
-        }
-        match self.view.flush(fh.0, who) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(log_err("flush", &e)),
-        }
+        })
     }
 
     fn release(
@@ -511,15 +517,26 @@ impl Filesystem for TableFs {
         reply: ReplyEmpty,
     ) {
         self.passthrough.release(ino.0, fh.0);
-        self.view.release(fh.0);
-        reply.ok();
+        if !staged(ino.0) {
+            self.view.release(fh.0);
+            return reply.ok();
+        }
+        let view = self.view.clone();
+        self.commits.run(move || {
+            view.release(fh.0);
+            reply.ok();
+        })
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        match self.view.fsync(fh.0) {
+    fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        if !staged(ino.0) {
+            return reply.ok();
+        }
+        let view = self.view.clone();
+        self.commits.run(move || match view.fsync(fh.0) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(log_err("fsync", &e)),
-        }
+        })
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -593,7 +610,10 @@ impl Filesystem for TableFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        reply.error(errno(&self.no_xattr_change(ino.0)));
+        match self.view.set_xattr(ino.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 
     fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
@@ -605,7 +625,10 @@ impl Filesystem for TableFs {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(errno(&self.no_xattr_change(ino.0)));
+        match self.view.set_xattr(ino.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
@@ -629,7 +652,8 @@ impl Filesystem for TableFs {
             return reply.error(errno(&self.no_new_kind(parent.0)));
         }
         let write = is_write(flags);
-        match self.view.create(parent.0, name, write, caller(req.pid())) {
+        let who = self.view.caller(req.pid(), None);
+        match self.view.create(parent.0, name, write, flags, who) {
             Ok((a, o)) => reply.created(&a.ttl, &file_attr(&a), Generation(0), FileHandle(o.fh), fopen(&o)),
             Err(e) => reply.error(log_err("create", &e)),
         }

@@ -11,9 +11,15 @@ pub const V_DIR: u64 = 2;
 pub const LATEST: u64 = 3;
 /// `incoming/`.
 pub const INCOMING: u64 = 4;
+/// `changes.jsonl`.
+pub const CHANGES: u64 = 5;
+/// `at/`.
+pub const AT_DIR: u64 = 6;
 
 const VERSION_BASE: u64 = 0x100;
 const STAGED_BASE: u64 = 1 << 62;
+/// `at/` symlinks, by the version they point at (above every staged number).
+const AT_BASE: u64 = 1 << 63;
 
 /// A file of a version directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -72,6 +78,12 @@ pub enum Node {
     Staged(u64),
     /// The `NAME.error` note of a staged file, by the staged file's sequence number.
     ErrorNote(u64),
+    /// `changes.jsonl`, the change feed.
+    Changes,
+    /// `at/`.
+    AtDir,
+    /// A symlink in `at/` to `../v/<n>`, by `n`.
+    AtLink(u64),
 }
 
 /// The largest version the encoding can name.
@@ -90,6 +102,9 @@ impl Node {
             Node::VersionFile(v, f) => VERSION_BASE + v * 4 + f.index(),
             Node::Staged(s) => STAGED_BASE + s * 2,
             Node::ErrorNote(s) => STAGED_BASE + s * 2 + 1,
+            Node::Changes => CHANGES,
+            Node::AtDir => AT_DIR,
+            Node::AtLink(v) => AT_BASE + v,
         }
     }
 
@@ -100,6 +115,9 @@ impl Node {
             V_DIR => Some(Node::VDir),
             LATEST => Some(Node::Latest),
             INCOMING => Some(Node::Incoming),
+            CHANGES => Some(Node::Changes),
+            AT_DIR => Some(Node::AtDir),
+            i if i >= AT_BASE => Some(Node::AtLink(i - AT_BASE)),
             i if i >= STAGED_BASE => {
                 let s = (i - STAGED_BASE) / 2;
                 Some(if (i - STAGED_BASE).is_multiple_of(2) {
@@ -142,11 +160,15 @@ mod tests {
             Node::Staged(12345),
             Node::ErrorNote(0),
             Node::ErrorNote(99),
+            Node::Changes,
+            Node::AtDir,
+            Node::AtLink(0),
+            Node::AtLink(MAX_VERSION),
         ];
         for n in nodes {
             assert_eq!(Node::from_ino(n.ino()), Some(n), "{n:?}");
         }
         assert_eq!(Node::from_ino(0), None);
-        assert_eq!(Node::from_ino(5), None);
+        assert_eq!(Node::from_ino(7), None);
     }
 }

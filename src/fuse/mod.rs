@@ -11,16 +11,18 @@
 //!
 //! Layers, like mountpoint-s3: [`view::TableView`] is the whole file system with no `fuser`
 //! types (unit-tested without a kernel); [`fs::TableFs`] is the thin `fuser::Filesystem` wrapper
-//! (match, call, reply); [`errno`] holds the one error-to-errno mapping; [`staging`] keeps the
+//! (match, call, reply); [`errno`] holds the one error-to-errno mapping; [`crate::staging`] keeps the
 //! bytes of `incoming/` on disk across crashes; [`versions`] caches immutable version facts and
 //! reads `data.jsonl` across data files; [`daemon`] is process plumbing (background start,
 //! signals, unmount).
 
+pub mod changes;
 pub mod daemon;
 pub mod errno;
 pub mod fs;
+pub mod incoming;
 pub mod inode;
-pub mod staging;
+pub mod process;
 pub mod versions;
 pub mod view;
 

@@ -7,24 +7,24 @@
 //! except that writes to, truncates of and commits of one staged file are serialised by that
 //! file's own I/O lock (a commit of one file never blocks reads, other files or other commits).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::File;
-use std::io::{self, BufReader, Read};
-use std::os::unix::fs::FileExt;
+use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use log::{debug, info, warn};
+use crate::Table;
 
-use crate::{Table, WriteOptions};
-
+use super::changes::ChangesNode;
 use super::errno::{FsError, FsResult};
+use super::incoming::Incoming;
 use super::inode::{self, MAX_VERSION, Node, VersionFile};
-use super::staging::{self, ERROR_SUFFIX, STAGING_ID_PARAM, Staging};
+use super::process::{ProcFs, Processes};
 use super::versions::{Concat, ConcatReader, Versions};
+use crate::staging::{STAGING_ID_PARAM, Staging};
 
 /// Settings of the view.
 #[derive(Debug, Clone)]
@@ -35,6 +35,9 @@ pub struct ViewConfig {
     pub gid: u32,
     /// How long the kernel may cache entries and attributes of immutable version nodes.
     pub version_ttl: Duration,
+    /// Share `incoming/` read-only with others (0755 and 0644) instead of keeping it private
+    /// to the mounting user (0700 and 0600).
+    pub share_incoming: bool,
 }
 
 impl Default for ViewConfig {
@@ -45,6 +48,7 @@ impl Default for ViewConfig {
             uid,
             gid,
             version_ttl: Duration::from_secs(24 * 3600),
+            share_incoming: false,
         }
     }
 }
@@ -126,7 +130,9 @@ pub struct SetAttrs {
     pub size: Option<u64>,
     /// New modification time.
     pub mtime: Option<SystemTime>,
-    /// Any other change (mode, owner, atime...): accepted and ignored in `incoming/`, refused
+    /// New mode (permission bits are kept for `incoming/` files).
+    pub mode: Option<u32>,
+    /// Any other change (owner, atime...): accepted and ignored in `incoming/`, refused
     /// elsewhere.
     pub other: bool,
 }
@@ -152,70 +158,9 @@ pub struct StatFs {
     pub frsize: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    /// Bytes on disk under `id`; listed under the name when `linked`.
-    Live,
-    /// Committed; the handle may still be open. A later write starts a new staged segment.
-    Committed,
-    /// Removed by `rm` (or replaced by a rename); open handles keep working on the bytes.
-    Unlinked,
-}
-
+/// An open file or directory handle.
 #[derive(Debug)]
-struct Staged {
-    name: String,
-    state: State,
-    linked: bool,
-    id: String,
-    file: Arc<File>,
-    /// Logical offset of the data file's first byte (bytes before it were committed by fsync).
-    base: u64,
-    /// Bytes in the data file.
-    len: u64,
-    error: Option<String>,
-    handles: u32,
-    writers: u32,
-    mtime: SystemTime,
-    io: Arc<Mutex<()>>,
-}
-
-#[derive(Debug, Default)]
-struct Incoming {
-    names: BTreeMap<String, u64>,
-    entries: HashMap<u64, Staged>,
-    next_seq: u64,
-    mtime: Option<SystemTime>,
-}
-
-impl Incoming {
-    fn get(&mut self, seq: u64) -> FsResult<&mut Staged> {
-        self.entries.get_mut(&seq).ok_or(FsError::NotFound)
-    }
-
-    fn unlink_name(&mut self, seq: u64) {
-        if let Some(e) = self.entries.get_mut(&seq) {
-            if e.linked && self.names.get(&e.name) == Some(&seq) {
-                self.names.remove(&e.name);
-            }
-            e.linked = false;
-        }
-        self.mtime = Some(SystemTime::now());
-    }
-
-    /// Forget an entry nobody can reach any more.
-    fn maybe_drop(&mut self, seq: u64) {
-        if let Some(e) = self.entries.get(&seq)
-            && e.state != State::Live
-            && e.handles == 0
-        {
-            self.entries.remove(&seq);
-        }
-    }
-}
-
-#[derive(Debug)]
-enum Handle {
+pub(super) enum Handle {
     Concat(ConcatReader),
     Bytes(Arc<[u8]>),
     Staged {
@@ -224,23 +169,28 @@ enum Handle {
         opener: Option<u32>,
     },
     Dir(Arc<[DirEntry]>),
+    /// `changes.jsonl` (read at any offset from the feed's index).
+    Changes,
 }
 
 /// The inner file system of one mounted table.
 #[derive(Debug)]
 pub struct TableView {
-    versions: Versions,
-    staging: Staging,
-    cfg: ViewConfig,
+    pub(super) versions: Versions,
+    pub(super) staging: Staging,
+    pub(super) cfg: ViewConfig,
     started: SystemTime,
-    incoming: Mutex<Incoming>,
-    handles: Mutex<HashMap<u64, Arc<Handle>>>,
+    pub(super) incoming: Mutex<Incoming>,
+    pub(super) handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_fh: AtomicU64,
+    procs: Box<dyn Processes>,
     /// The newest listing of `incoming/`, shared by the handles that opened it.
     last_listing: Mutex<Option<Arc<[DirEntry]>>>,
+    /// `changes.jsonl` and `at/`.
+    changes: ChangesNode,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -249,26 +199,6 @@ fn ms_to_time(ms: i64) -> SystemTime {
         UNIX_EPOCH + Duration::from_millis(ms as u64)
     } else {
         UNIX_EPOCH
-    }
-}
-
-/// `Read` over a file by positional reads, so a commit reads a staged file through the
-/// descriptor the writer used (no reopen; works after the file was unlinked).
-struct PreadReader {
-    file: Arc<File>,
-    pos: u64,
-    end: u64,
-}
-
-impl Read for PreadReader {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.pos >= self.end || buf.is_empty() {
-            return Ok(0);
-        }
-        let n = buf.len().min((self.end - self.pos) as usize);
-        let got = self.file.read_at(&mut buf[..n], self.pos)?;
-        self.pos += got as u64;
-        Ok(got)
     }
 }
 
@@ -287,58 +217,31 @@ impl TableView {
         let table = Table::open(root)?;
         let staging = Staging::open(root)?;
         let found = staging.scan()?;
-        let mut incoming = Incoming::default();
-        if !found.is_empty() {
-            let committed = committed_staging_ids(&table)?;
-            for f in found {
-                if committed.contains(&f.id) {
-                    info!(
-                        "staged file {} ({}) was committed before a crash; removing it",
-                        f.name, f.id
-                    );
-                    staging.remove(&f.id)?;
-                    continue;
-                }
-                let file = staging.open_data(&f.id)?;
-                let meta = file.metadata()?;
-                let mut name = f.name.clone();
-                if incoming.names.contains_key(&name) {
-                    name = format!("{}.{}", f.name, &f.id[..8]);
-                    staging.set_name(&f.id, &name)?;
-                }
-                info!("staged file {name} is back in incoming/ ({} bytes)", meta.len());
-                let seq = incoming.next_seq;
-                incoming.next_seq += 1;
-                incoming.names.insert(name.clone(), seq);
-                incoming.entries.insert(
-                    seq,
-                    Staged {
-                        name,
-                        state: State::Live,
-                        linked: true,
-                        id: f.id,
-                        file: Arc::new(file),
-                        base: 0,
-                        len: meta.len(),
-                        error: f.error,
-                        handles: 0,
-                        writers: 0,
-                        mtime: meta.modified().unwrap_or_else(|_| SystemTime::now()),
-                        io: Arc::new(Mutex::new(())),
-                    },
-                );
-            }
-        }
-        Ok(TableView {
+        let committed = if found.is_empty() {
+            Default::default()
+        } else {
+            committed_staging_ids(&table)?
+        };
+        let view = TableView {
             versions: Versions::new(table)?,
             staging,
             cfg,
             started: SystemTime::now(),
-            incoming: Mutex::new(incoming),
+            incoming: Mutex::new(Incoming::default()),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
+            procs: Box::new(ProcFs::default()),
             last_listing: Mutex::new(None),
-        })
+            changes: ChangesNode::default(),
+        };
+        view.restore_staged(found, &committed)?;
+        Ok(view)
+    }
+
+    /// Use `procs` to find out who is calling (the daemon passes one that knows the mount id;
+    /// tests pass a simulation).
+    pub fn set_processes(&mut self, procs: Box<dyn Processes>) {
+        self.procs = procs;
     }
 
     /// The table.
@@ -348,11 +251,24 @@ impl TableView {
 
     /// Names currently listed in `incoming/` (staged files only, without `.error` notes).
     pub fn incoming_names(&self) -> Vec<String> {
-        lock(&self.incoming).names.keys().cloned().collect()
+        self.incoming_list()
+            .into_iter()
+            .filter(|(ino, _, _)| matches!(Node::from_ino(*ino), Some(Node::Staged(_))))
+            .map(|(_, _, name)| name)
+            .collect()
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn attr(&self, ino: u64, kind: Kind, size: u64, perm: u16, nlink: u32, mtime: SystemTime, ttl: Duration) -> Attr {
+    pub(super) fn attr(
+        &self,
+        ino: u64,
+        kind: Kind,
+        size: u64,
+        perm: u16,
+        nlink: u32,
+        mtime: SystemTime,
+        ttl: Duration,
+    ) -> Attr {
         Attr {
             ino,
             kind,
@@ -395,7 +311,8 @@ impl TableView {
             }
             Node::Incoming => {
                 let t = lock(&self.incoming).mtime.unwrap_or(self.started);
-                Ok(self.attr(ino, Kind::Dir, 0, 0o755, 2, t, Duration::ZERO))
+                let perm = if self.cfg.share_incoming { 0o755 } else { 0o700 };
+                Ok(self.attr(ino, Kind::Dir, 0, perm, 2, t, Duration::ZERO))
             }
             Node::VersionDir(v) => {
                 self.check_version(v)?;
@@ -415,16 +332,18 @@ impl TableView {
                 };
                 Ok(self.attr(ino, Kind::File, size, 0o444, 1, ms_to_time(head.timestamp_ms), vttl))
             }
-            Node::Staged(seq) => {
-                let mut inc = lock(&self.incoming);
-                let e = inc.get(seq)?;
-                Ok(self.attr(ino, Kind::File, e.base + e.len, 0o644, 1, e.mtime, Duration::ZERO))
+            Node::Staged(_) | Node::ErrorNote(_) => self.staged_attr(node),
+            // TTL 0: the size grows the moment a commit is published (README, "changes.jsonl").
+            Node::Changes => {
+                let (size, t) = self.changes.size(self.table())?;
+                let t = t.map_or(self.started, ms_to_time);
+                Ok(self.attr(ino, Kind::File, size, 0o444, 1, t, Duration::ZERO))
             }
-            Node::ErrorNote(seq) => {
-                let mut inc = lock(&self.incoming);
-                let e = inc.get(seq)?;
-                let size = e.error.as_ref().ok_or(FsError::NotFound)?.len() as u64 + 1;
-                Ok(self.attr(ino, Kind::File, size, 0o444, 1, e.mtime, Duration::ZERO))
+            Node::AtDir => Ok(self.attr(ino, Kind::Dir, 0, 0o555, 2, self.started, Duration::ZERO)),
+            Node::AtLink(v) => {
+                let t = ms_to_time(self.changes.time_of(self.table(), v)?);
+                let size = format!("../v/{v}").len() as u64;
+                Ok(self.attr(ino, Kind::Symlink, size, 0o777, 1, t, Duration::ZERO))
             }
         }
     }
@@ -446,36 +365,31 @@ impl TableView {
                 "v" => Node::VDir,
                 "latest" => Node::Latest,
                 "incoming" => Node::Incoming,
+                "changes.jsonl" => Node::Changes,
+                "at" => Node::AtDir,
                 _ => return Err(FsError::NotFound),
             },
+            Node::AtDir => Node::AtLink(self.changes.lookup(self.table(), name)?),
             Node::VDir => Node::VersionDir(parse_version(name).ok_or(FsError::NotFound)?),
             Node::VersionDir(v) => Node::VersionFile(v, VersionFile::from_name(name).ok_or(FsError::NotFound)?),
             Node::Incoming => self.incoming_node(name)?,
-            Node::Latest | Node::VersionFile(..) | Node::Staged(_) | Node::ErrorNote(_) => {
+            Node::Latest
+            | Node::VersionFile(..)
+            | Node::Staged(_)
+            | Node::ErrorNote(_)
+            | Node::Changes
+            | Node::AtLink(_) => {
                 return Err(FsError::NotDir);
             }
         };
         self.node_attr(node)
     }
 
-    fn incoming_node(&self, name: &str) -> FsResult<Node> {
-        let inc = lock(&self.incoming);
-        if let Some(seq) = inc.names.get(name) {
-            return Ok(Node::Staged(*seq));
-        }
-        if let Some(stem) = name.strip_suffix(ERROR_SUFFIX)
-            && let Some(seq) = inc.names.get(stem)
-            && inc.entries.get(seq).is_some_and(|e| e.error.is_some())
-        {
-            return Ok(Node::ErrorNote(*seq));
-        }
-        Err(FsError::NotFound)
-    }
-
     /// The target of the `latest` symlink, read from the log now.
     pub fn readlink(&self, ino: u64) -> FsResult<Vec<u8>> {
         match Node::from_ino(ino) {
             Some(Node::Latest) => Ok(format!("v/{}", self.versions.latest()?).into_bytes()),
+            Some(Node::AtLink(v)) => Ok(format!("../v/{v}").into_bytes()),
             Some(_) => Err(FsError::Invalid),
             None => Err(FsError::NotFound),
         }
@@ -487,18 +401,11 @@ impl TableView {
         let node = Node::from_ino(ino).ok_or(FsError::NotFound)?;
         match node {
             Node::Incoming => {
-                let inc = lock(&self.incoming);
                 let mut list = vec![
                     (inode::INCOMING, Kind::Dir, ".".to_string()),
                     (inode::ROOT, Kind::Dir, "..".to_string()),
                 ];
-                for (name, seq) in &inc.names {
-                    list.push((Node::Staged(*seq).ino(), Kind::File, name.clone()));
-                    if inc.entries.get(seq).is_some_and(|e| e.error.is_some()) {
-                        list.push((Node::ErrorNote(*seq).ino(), Kind::File, format!("{name}{ERROR_SUFFIX}")));
-                    }
-                }
-                drop(inc);
+                list.extend(self.incoming_list());
                 let entries: Vec<DirEntry> = list
                     .into_iter()
                     .enumerate()
@@ -511,12 +418,17 @@ impl TableView {
                     .collect();
                 Ok(self.new_handle(Handle::Dir(self.shared_listing(entries))))
             }
-            Node::Root | Node::VDir => Ok(0),
+            Node::Root | Node::VDir | Node::AtDir => Ok(0),
             Node::VersionDir(v) => {
                 self.check_version(v)?;
                 Ok(0)
             }
-            Node::Latest | Node::VersionFile(..) | Node::Staged(_) | Node::ErrorNote(_) => Err(FsError::NotDir),
+            Node::Latest
+            | Node::VersionFile(..)
+            | Node::Staged(_)
+            | Node::ErrorNote(_)
+            | Node::Changes
+            | Node::AtLink(_) => Err(FsError::NotDir),
         }
     }
 
@@ -543,7 +455,35 @@ impl TableView {
                 (inode::LATEST, Kind::Symlink, "latest".into()),
                 (inode::V_DIR, Kind::Dir, "v".into()),
                 (inode::INCOMING, Kind::Dir, "incoming".into()),
+                (inode::CHANGES, Kind::File, "changes.jsonl".into()),
+                (inode::AT_DIR, Kind::Dir, "at".into()),
             ])),
+            Node::AtDir => {
+                // Entry i: ".", "..", then the version i - 2 past the first, named by its time.
+                let (first, times) = self.changes.times(self.table())?;
+                let total = (times.len() as u64).saturating_add(2);
+                let mut out = Vec::new();
+                let mut i = offset;
+                while i < total && out.len() < limit {
+                    let (ino, kind, name) = match i {
+                        0 => (inode::AT_DIR, Kind::Dir, ".".to_string()),
+                        1 => (inode::ROOT, Kind::Dir, "..".to_string()),
+                        n => (
+                            Node::AtLink(first + n - 2).ino(),
+                            Kind::Symlink,
+                            ChangesNode::at_name(times[(n - 2) as usize]),
+                        ),
+                    };
+                    out.push(DirEntry {
+                        ino,
+                        kind,
+                        name,
+                        next_offset: i + 1,
+                    });
+                    i += 1;
+                }
+                Ok(out)
+            }
             Node::VersionDir(v) => {
                 let mut list = vec![
                     (Node::VersionDir(v).ino(), Kind::Dir, ".".to_string()),
@@ -585,7 +525,12 @@ impl TableView {
                 Handle::Dir(entries) => Ok(entries.iter().skip(offset as usize).take(limit).cloned().collect()),
                 _ => Err(FsError::BadHandle),
             },
-            Node::Latest | Node::VersionFile(..) | Node::Staged(_) | Node::ErrorNote(_) => Err(FsError::NotDir),
+            Node::Latest
+            | Node::VersionFile(..)
+            | Node::Staged(_)
+            | Node::ErrorNote(_)
+            | Node::Changes
+            | Node::AtLink(_) => Err(FsError::NotDir),
         }
     }
 
@@ -611,18 +556,19 @@ impl TableView {
         }
     }
 
-    fn new_handle(&self, h: Handle) -> u64 {
+    pub(super) fn new_handle(&self, h: Handle) -> u64 {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         lock(&self.handles).insert(fh, Arc::new(h));
         fh
     }
 
-    fn handle(&self, fh: u64) -> FsResult<Arc<Handle>> {
+    pub(super) fn handle(&self, fh: u64) -> FsResult<Arc<Handle>> {
         lock(&self.handles).get(&fh).cloned().ok_or(FsError::BadHandle)
     }
 
-    /// Open file `ino` for reading, or for writing when `write` (only in `incoming/`).
-    pub fn open(&self, ino: u64, write: bool, caller: Caller) -> FsResult<Opened> {
+    /// Open file `ino` for reading, or for writing when `write` (only in `incoming/`); `trunc`:
+    /// `O_TRUNC` (the mount asks for atomic `O_TRUNC`).
+    pub fn open(&self, ino: u64, write: bool, trunc: bool, caller: Caller) -> FsResult<Opened> {
         let node = Node::from_ino(ino).ok_or(FsError::NotFound)?;
         match node {
             Node::VersionFile(v, f) => {
@@ -650,42 +596,31 @@ impl TableView {
                     no_flush: true,
                 })
             }
-            Node::Staged(seq) => {
-                {
-                    let mut inc = lock(&self.incoming);
-                    let e = inc.get(seq)?;
-                    e.handles += 1;
-                    if write {
-                        e.writers += 1;
-                    }
-                }
-                Ok(Opened {
-                    fh: self.new_handle(Handle::Staged {
-                        seq,
-                        writable: write,
-                        opener: caller.tgid,
-                    }),
-                    keep_cache: false,
-                    no_flush: !write,
-                })
-            }
+            Node::Staged(seq) => self.open_staged(seq, write, trunc, caller),
             Node::ErrorNote(seq) => {
                 if write {
                     return Err(FsError::Denied);
                 }
-                let text = {
-                    let mut inc = lock(&self.incoming);
-                    let e = inc.get(seq)?;
-                    format!("{}\n", e.error.as_ref().ok_or(FsError::NotFound)?)
-                };
+                let text = self.note_text(seq)?;
                 Ok(Opened {
                     fh: self.new_handle(Handle::Bytes(Arc::from(text.into_bytes()))),
                     keep_cache: false,
                     no_flush: true,
                 })
             }
-            Node::Root | Node::VDir | Node::Incoming | Node::VersionDir(_) => Err(FsError::IsDir),
-            Node::Latest => Err(FsError::Invalid),
+            Node::Changes => {
+                if write {
+                    return Err(FsError::ReadOnly);
+                }
+                // No FOPEN_KEEP_CACHE: the kernel drops cached pages when the size grows.
+                Ok(Opened {
+                    fh: self.new_handle(Handle::Changes),
+                    keep_cache: false,
+                    no_flush: true,
+                })
+            }
+            Node::Root | Node::VDir | Node::Incoming | Node::VersionDir(_) | Node::AtDir => Err(FsError::IsDir),
+            Node::Latest | Node::AtLink(_) => Err(FsError::Invalid),
         }
     }
 
@@ -723,36 +658,30 @@ impl TableView {
         Ok(Concat::new(self.table().root(), [(rel, head.commit_size)]))
     }
 
-    /// Create `name` in `parent` (only `incoming/`) and open it.
-    pub fn create(&self, parent: u64, name: &OsStr, write: bool, caller: Caller) -> FsResult<(Attr, Opened)> {
-        let seq = self.new_staged(parent, name)?;
-        {
-            let mut inc = lock(&self.incoming);
-            let e = inc.get(seq)?;
-            e.handles += 1;
-            if write {
-                e.writers += 1;
-            }
-        }
-        let fh = self.new_handle(Handle::Staged {
-            seq,
-            writable: write,
-            opener: caller.tgid,
-        });
+    /// Create `name` in `parent` (only `incoming/`) and open it. `flags`: the open flags
+    /// (`O_EXCL`, `O_TRUNC` matter).
+    pub fn create(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        write: bool,
+        flags: i32,
+        caller: Caller,
+    ) -> FsResult<(Attr, Opened)> {
+        self.writable_dir(parent)?;
+        let name = Self::check_name(name)?;
+        let excl = flags & libc::O_EXCL != 0;
+        let trunc = flags & libc::O_TRUNC != 0;
+        let (seq, opened) = self.create_staged(name, write, trunc, excl, caller)?;
         let attr = self.node_attr(Node::Staged(seq))?;
-        Ok((
-            attr,
-            Opened {
-                fh,
-                keep_cache: false,
-                no_flush: !write,
-            },
-        ))
+        Ok((attr, opened))
     }
 
     /// Create `name` in `parent` (only `incoming/`) without opening it (`mknod`).
     pub fn mknod(&self, parent: u64, name: &OsStr) -> FsResult<Attr> {
-        let seq = self.new_staged(parent, name)?;
+        self.writable_dir(parent)?;
+        let name = Self::check_name(name)?;
+        let seq = self.new_staged(name)?;
         self.node_attr(Node::Staged(seq))
     }
 
@@ -760,54 +689,14 @@ impl TableView {
     fn writable_dir(&self, parent: u64) -> FsResult<()> {
         match Node::from_ino(parent).ok_or(FsError::NotFound)? {
             Node::Incoming => Ok(()),
-            Node::Root | Node::VDir | Node::VersionDir(_) => Err(FsError::ReadOnly),
-            Node::Latest | Node::VersionFile(..) | Node::Staged(_) | Node::ErrorNote(_) => Err(FsError::NotDir),
+            Node::Root | Node::VDir | Node::VersionDir(_) | Node::AtDir => Err(FsError::ReadOnly),
+            Node::Latest
+            | Node::VersionFile(..)
+            | Node::Staged(_)
+            | Node::ErrorNote(_)
+            | Node::Changes
+            | Node::AtLink(_) => Err(FsError::NotDir),
         }
-    }
-
-    fn check_name(name: &OsStr) -> FsResult<&str> {
-        let name = name
-            .to_str()
-            .ok_or_else(|| FsError::BadName("names in incoming/ must be UTF-8".into()))?;
-        if !staging::valid_name(name) {
-            return Err(FsError::BadName(format!(
-                "{name:?} (names ending in {ERROR_SUFFIX} are reserved)"
-            )));
-        }
-        Ok(name)
-    }
-
-    fn new_staged(&self, parent: u64, name: &OsStr) -> FsResult<u64> {
-        self.writable_dir(parent)?;
-        let name = Self::check_name(name)?;
-        let mut inc = lock(&self.incoming);
-        if inc.names.contains_key(name) {
-            return Err(FsError::Exists);
-        }
-        let (id, file) = self.staging.create(name)?;
-        let seq = inc.next_seq;
-        inc.next_seq += 1;
-        inc.names.insert(name.to_string(), seq);
-        inc.mtime = Some(SystemTime::now());
-        inc.entries.insert(
-            seq,
-            Staged {
-                name: name.to_string(),
-                state: State::Live,
-                linked: true,
-                id,
-                file: Arc::new(file),
-                base: 0,
-                len: 0,
-                error: None,
-                handles: 0,
-                writers: 0,
-                mtime: SystemTime::now(),
-                io: Arc::new(Mutex::new(())),
-            },
-        );
-        debug!("incoming/{name}: created");
-        Ok(seq)
     }
 
     /// [`TableView::read`] into `buf` (cleared first). Version files are read straight into its
@@ -832,71 +721,22 @@ impl TableView {
                 let end = start.saturating_add(size as usize).min(b.len());
                 Ok(b[start..end].to_vec())
             }
-            Handle::Staged { seq, .. } => {
-                let (file, base, len) = {
-                    let mut inc = lock(&self.incoming);
-                    let e = inc.get(*seq)?;
-                    (e.file.clone(), e.base, e.len)
-                };
-                if offset < base {
-                    return Err(FsError::AlreadyCommitted);
-                }
-                let at = offset - base;
-                if at >= len {
-                    return Ok(Vec::new());
-                }
-                let n = (len - at).min(size as u64) as usize;
-                let mut buf = vec![0u8; n];
-                let mut done = 0;
-                while done < n {
-                    match file.read_at(&mut buf[done..], at + done as u64) {
-                        Ok(0) => break,
-                        Ok(k) => done += k,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                buf.truncate(done);
+            Handle::Staged { seq, .. } => self.read_staged(*seq, offset, size),
+            Handle::Dir(_) => Err(FsError::IsDir),
+            Handle::Changes => {
+                let mut buf = Vec::new();
+                self.changes.read(self.table(), offset, size, &mut buf)?;
                 Ok(buf)
             }
-            Handle::Dir(_) => Err(FsError::IsDir),
         }
-    }
-
-    /// Make sure the staged file `seq` has a live segment to write into (a write after an
-    /// fsync commit starts a new one at the committed length). Returns the data file and its
-    /// base offset. Call with the file's I/O lock held.
-    fn writable_segment(&self, seq: u64) -> FsResult<(Arc<File>, u64)> {
-        let mut inc = lock(&self.incoming);
-        let e = inc.get(seq)?;
-        if e.state == State::Committed {
-            let (id, file) = self.staging.create(&e.name)?;
-            e.id = id;
-            e.file = Arc::new(file);
-            e.base += e.len;
-            e.len = 0;
-            e.state = State::Live;
-            let name = e.name.clone();
-            if let std::collections::btree_map::Entry::Vacant(slot) = inc.names.entry(name) {
-                slot.insert(seq);
-                inc.get(seq)?.linked = true;
-            }
-            let e = inc.get(seq)?;
-            return Ok((e.file.clone(), e.base));
-        }
-        Ok((e.file.clone(), e.base))
     }
 
     fn staged_handle(&self, fh: u64) -> FsResult<(u64, bool, Option<u32>)> {
         match self.handle(fh)?.as_ref() {
             Handle::Staged { seq, writable, opener } => Ok((*seq, *writable, *opener)),
-            Handle::Concat(_) | Handle::Bytes(_) => Err(FsError::ReadOnly),
+            Handle::Concat(_) | Handle::Bytes(_) | Handle::Changes => Err(FsError::ReadOnly),
             Handle::Dir(_) => Err(FsError::IsDir),
         }
-    }
-
-    fn io_lock(&self, seq: u64) -> FsResult<Arc<Mutex<()>>> {
-        Ok(lock(&self.incoming).get(seq)?.io.clone())
     }
 
     /// Write `data` at `offset` (only staged files). Returns the bytes written.
@@ -905,45 +745,30 @@ impl TableView {
         if !writable {
             return Err(FsError::BadHandle);
         }
-        let io = self.io_lock(seq)?;
-        let _g = lock(&io);
-        let (file, base) = self.writable_segment(seq)?;
-        if offset < base {
-            return Err(FsError::AlreadyCommitted);
-        }
-        let at = offset - base;
-        file.write_all_at(data, at)?;
-        let mut inc = lock(&self.incoming);
-        let e = inc.get(seq)?;
-        e.len = e.len.max(at + data.len() as u64);
-        e.mtime = SystemTime::now();
-        Ok(data.len())
+        let _ = seq;
+        self.write_staged(fh, offset, data)
     }
 
     /// Change attributes. Outside `incoming/` every change is refused with EROFS.
-    pub fn setattr(&self, ino: u64, set: SetAttrs) -> FsResult<Attr> {
+    pub fn setattr(&self, ino: u64, fh: Option<u64>, set: SetAttrs) -> FsResult<Attr> {
         let node = Node::from_ino(ino).ok_or(FsError::NotFound)?;
-        let changes = set.size.is_some() || set.mtime.is_some() || set.other;
+        let changes = set.size.is_some() || set.mtime.is_some() || set.mode.is_some() || set.other;
         match node {
             Node::Staged(seq) => {
-                if let Some(size) = set.size {
-                    let io = self.io_lock(seq)?;
-                    let _g = lock(&io);
-                    let base = lock(&self.incoming).get(seq)?.base;
-                    if size < base {
-                        return Err(FsError::AlreadyCommitted);
-                    }
-                    let (file, base) = self.writable_segment(seq)?;
-                    file.set_len(size - base)?;
-                    let mut inc = lock(&self.incoming);
-                    let e = inc.get(seq)?;
-                    e.len = size - base;
-                    e.mtime = SystemTime::now();
-                }
-                if let Some(t) = set.mtime {
-                    lock(&self.incoming).get(seq)?.mtime = t;
-                }
-                self.node_attr(node)
+                // ftruncate/fchmod act on the batch the descriptor writes (it may have moved
+                // away from the inode when another process took the name).
+                let staged_fh = fh.filter(|f| matches!(self.handle(*f).as_deref(), Ok(Handle::Staged { .. })));
+                self.setattr_staged(seq, staged_fh, set)?;
+                let shown = match staged_fh {
+                    Some(f) => match self.handle(f)?.as_ref() {
+                        Handle::Staged { seq, .. } => Node::Staged(*seq),
+                        _ => node,
+                    },
+                    None => node,
+                };
+                let mut a = self.node_attr(shown)?;
+                a.ino = ino;
+                Ok(a)
             }
             // rsync -a and cp -p set the times and mode of the directory they copy into.
             Node::Incoming if set.size.is_none() => self.node_attr(node),
@@ -953,64 +778,57 @@ impl TableView {
         }
     }
 
+    /// `setxattr`/`removexattr`: accepted and dropped on `incoming/` files (shutil.copy2, cp -a
+    /// and rsync -X copy extended attributes after the data; the table keeps none), EROFS
+    /// elsewhere.
+    pub fn set_xattr(&self, ino: u64) -> FsResult<()> {
+        match Node::from_ino(ino).ok_or(FsError::NotFound)? {
+            Node::Staged(seq) => lock(&self.incoming).get(seq).map(|_| ()),
+            Node::ErrorNote(_) | Node::Incoming => Err(FsError::OpNotSupported),
+            _ => Err(FsError::ReadOnly),
+        }
+    }
+
     /// Whether `fh` is a staged file opened for writing by process `tgid` (whose close may be a
     /// commit point).
     pub fn opened_by(&self, fh: u64, tgid: u32) -> bool {
         matches!(self.handle(fh).as_deref(), Ok(Handle::Staged { writable: true, opener: Some(o), .. }) if *o == tgid)
     }
 
-    /// `close()` of a descriptor: commit point for the process that opened it for writing.
-    pub fn flush(&self, fh: u64, caller: Caller) -> FsResult<()> {
-        let (seq, writable, opener) = match self.handle(fh)?.as_ref() {
-            Handle::Staged { seq, writable, opener } => (*seq, *writable, *opener),
-            Handle::Concat(_) | Handle::Bytes(_) | Handle::Dir(_) => return Ok(()),
+    /// The process behind request `pid` (a thread id), as commit points care: its thread-group
+    /// id (for every staged-file request) and, for a close by the opener, whether it was killed
+    /// by a signal and whether it still holds another descriptor of inode `ino`.
+    pub fn caller(&self, pid: u32, closing: Option<(u64, u64)>) -> Caller {
+        let mut who = Caller {
+            tgid: self.procs.tgid(pid),
+            killed: false,
+            still_open: false,
         };
-        if !writable {
-            return Ok(());
+        if let (Some(tgid), Some((fh, ino))) = (who.tgid, closing)
+            && self.opened_by(fh, tgid)
+        {
+            who.killed = self.procs.killed_by_signal(pid);
+            if !who.killed {
+                who.still_open = self.procs.holds_open(tgid, ino);
+            }
         }
-        if caller.killed {
-            info!("not committing staged file #{seq}: the writing process was killed by a signal");
-            return Ok(());
-        }
-        if opener != caller.tgid {
-            debug!(
-                "flush of staged file #{seq} by {:?}, opened by {opener:?}: not a commit point",
-                caller.tgid
-            );
-            return Ok(());
-        }
-        if caller.still_open {
-            debug!("flush of staged file #{seq}: the process still has it open on another descriptor");
-            return Ok(());
-        }
-        if lock(&self.incoming).get(seq)?.writers > 1 {
-            debug!("flush of staged file #{seq}: other writers still have it open");
-            return Ok(());
-        }
-        self.commit(seq)
+        who
     }
 
-    /// `fsync()`: a commit point (unless the name is a scratch name or another writer has the
-    /// file open, in which case the staged bytes are synced to disk).
-    pub fn fsync(&self, fh: u64) -> FsResult<()> {
-        let (seq, writable, _) = match self.handle(fh)?.as_ref() {
-            Handle::Staged { seq, writable, opener } => (*seq, *writable, *opener),
-            Handle::Concat(_) | Handle::Bytes(_) | Handle::Dir(_) => return Ok(()),
-        };
-        let (others, scratch, file) = {
-            let mut inc = lock(&self.incoming);
-            let e = inc.get(seq)?;
-            (
-                e.writers > u32::from(writable),
-                staging::is_scratch(&e.name),
-                e.file.clone(),
-            )
-        };
-        if others || scratch {
-            file.sync_data()?;
-            return Ok(());
+    /// `close()` of a descriptor: commit point for the process that opened it for writing.
+    pub fn flush(&self, fh: u64, caller: Caller) -> FsResult<()> {
+        match self.handle(fh)?.as_ref() {
+            Handle::Staged { writable, opener, .. } => self.flush_staged(fh, *writable, *opener, caller),
+            Handle::Concat(_) | Handle::Bytes(_) | Handle::Dir(_) | Handle::Changes => Ok(()),
         }
-        self.commit(seq)
+    }
+
+    /// `fsync()`: a commit point through a descriptor opened for writing (see the README).
+    pub fn fsync(&self, fh: u64) -> FsResult<()> {
+        match self.handle(fh)?.as_ref() {
+            Handle::Staged { writable, opener, .. } => self.fsync_staged(fh, *writable, *opener),
+            Handle::Concat(_) | Handle::Bytes(_) | Handle::Dir(_) | Handle::Changes => Ok(()),
+        }
     }
 
     /// The last descriptor of an open was closed.
@@ -1018,190 +836,34 @@ impl TableView {
         let Some(h) = lock(&self.handles).remove(&fh) else {
             return;
         };
-        if let Handle::Staged { seq, writable, .. } = h.as_ref() {
-            let mut inc = lock(&self.incoming);
-            if let Some(e) = inc.entries.get_mut(seq) {
-                e.handles = e.handles.saturating_sub(1);
-                if *writable {
-                    e.writers = e.writers.saturating_sub(1);
-                }
-            }
-            self.drop_if_empty(&mut inc, *seq);
-            inc.maybe_drop(*seq);
+        if let Handle::Staged { seq, writable, opener } = h.as_ref() {
+            self.release_staged(*seq, *writable, *opener);
         }
     }
 
-    /// An empty, plain-named staged file that nobody has open leaves `incoming/` (`touch`,
-    /// a `cp` of an empty file): there is nothing to commit and nothing to keep.
-    fn drop_if_empty(&self, inc: &mut Incoming, seq: u64) {
-        let Some(e) = inc.entries.get_mut(&seq) else { return };
-        if e.state != State::Live || !e.linked || e.handles > 0 || e.len > 0 || staging::is_scratch(&e.name) {
-            return;
-        }
-        if let Err(err) = self.staging.remove(&e.id) {
-            warn!("incoming/{}: cannot remove the empty staged file: {err}", e.name);
-            return;
-        }
-        debug!("incoming/{}: empty, nothing committed", e.name);
-        e.state = State::Unlinked;
-        inc.unlink_name(seq);
-    }
-
-    /// Validate the staged file `seq` and commit it as one append; on success its name leaves
-    /// `incoming/`. An empty file commits nothing (it leaves at its last close). On failure the bytes stay and
-    /// `NAME.error` explains.
-    fn commit(&self, seq: u64) -> FsResult<()> {
-        let io = self.io_lock(seq)?;
-        let _g = lock(&io);
-        let (id, name, file, len) = {
-            let mut inc = lock(&self.incoming);
-            let e = inc.get(seq)?;
-            if e.state != State::Live || !e.linked || staging::is_scratch(&e.name) {
-                return Ok(());
-            }
-            (e.id.clone(), e.name.clone(), e.file.clone(), e.len)
-        };
-        if len == 0 {
-            // Nothing to commit. (A shell redirection closes a duplicate of the new, still empty
-            // file before anything is written.) An empty file leaves incoming/ at its last close.
-            return Ok(());
-        }
-        let result = {
-            let reader = BufReader::with_capacity(
-                1 << 20,
-                PreadReader {
-                    file: file.clone(),
-                    pos: 0,
-                    end: len,
-                },
-            );
-            let opts = WriteOptions {
-                expect_version: None,
-                extra_params: vec![(STAGING_ID_PARAM.to_string(), id.clone())],
-            };
-            self.table().append(&format!("incoming/{name}"), reader, &opts)
-        };
-        match result {
-            Ok(version) => {
-                match version {
-                    Some(v) => info!("incoming/{name}: committed {len} bytes as version {v}"),
-                    None => info!("incoming/{name}: no rows, nothing committed"),
-                }
-                if let Err(e) = self.staging.remove(&id) {
-                    warn!("incoming/{name}: committed, but removing its staged bytes failed: {e}");
-                }
-                let mut inc = lock(&self.incoming);
-                inc.unlink_name(seq);
-                let e = inc.get(seq)?;
-                e.state = State::Committed;
-                e.error = None;
-                inc.maybe_drop(seq);
-                Ok(())
-            }
-            Err(err) => {
-                let msg = err.to_string();
-                warn!("incoming/{name}: not committed: {msg}");
-                if let Err(e) = self.staging.set_error(&id, &msg) {
-                    warn!("incoming/{name}: cannot record the error: {e}");
-                }
-                let mut inc = lock(&self.incoming);
-                let e = inc.get(seq)?;
-                e.error = Some(msg);
-                e.mtime = SystemTime::now();
-                inc.mtime = Some(SystemTime::now());
-                Err(FsError::Table(err))
-            }
-        }
-    }
-
-    /// Remove `name` from `parent` (only `incoming/`): discards a staged file, or clears the
-    /// note of a failed commit (`rm NAME.error`).
+    /// Remove `name` from `parent` (only `incoming/`): discards a staged file, forgets a
+    /// committed name, or clears the note of a failed commit (`rm NAME.error`).
     pub fn unlink(&self, parent: u64, name: &OsStr) -> FsResult<()> {
         self.writable_dir(parent)?;
         let name = name.to_str().ok_or(FsError::NotFound)?;
-        let mut inc = lock(&self.incoming);
-        if let Some(&seq) = inc.names.get(name) {
-            let id = inc.get(seq)?.id.clone();
-            let e = inc.get(seq)?;
-            if e.state == State::Live {
-                e.state = State::Unlinked;
-                self.staging.remove(&id)?;
-            }
-            inc.unlink_name(seq);
-            inc.maybe_drop(seq);
-            debug!("incoming/{name}: removed");
-            return Ok(());
-        }
-        if let Some(stem) = name.strip_suffix(ERROR_SUFFIX)
-            && let Some(&seq) = inc.names.get(stem)
-        {
-            let e = inc.get(seq)?;
-            if e.error.is_some() {
-                self.staging.clear_error(&e.id)?;
-                e.error = None;
-                inc.mtime = Some(SystemTime::now());
-                return Ok(());
-            }
-        }
-        Err(FsError::NotFound)
+        self.unlink_staged(name)
     }
 
-    /// Rename within `incoming/`. Renaming to a plain (non-scratch) name commits the file when
-    /// nobody has it open for writing (rsync, editors); if that commit fails, the file keeps the
-    /// new name, `NAME.error` explains, and the rename reports the error.
-    pub fn rename(&self, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, noreplace: bool) -> FsResult<()> {
+    /// Rename within `incoming/` (see [`TableView::rename_staged`]). `RENAME_EXCHANGE` is EINVAL.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        noreplace: bool,
+        caller: Caller,
+    ) -> FsResult<()> {
         self.writable_dir(parent)?;
         self.writable_dir(newparent)?;
         let old = name.to_str().ok_or(FsError::NotFound)?;
-        let new = Self::check_name(newname)?;
-        let seq = {
-            let mut inc = lock(&self.incoming);
-            let Some(&seq) = inc.names.get(old) else {
-                if old.ends_with(ERROR_SUFFIX) && self.incoming_node_locked(&inc, old).is_some() {
-                    return Err(FsError::NotSupported);
-                }
-                return Err(FsError::NotFound);
-            };
-            if old == new {
-                return Ok(());
-            }
-            if let Some(&dst) = inc.names.get(new) {
-                if noreplace {
-                    return Err(FsError::Exists);
-                }
-                let e = inc.get(dst)?;
-                if e.state == State::Live {
-                    e.state = State::Unlinked;
-                    let id = e.id.clone();
-                    self.staging.remove(&id)?;
-                }
-                inc.unlink_name(dst);
-                inc.maybe_drop(dst);
-            }
-            let id = inc.get(seq)?.id.clone();
-            self.staging.set_name(&id, new)?;
-            inc.names.remove(old);
-            inc.names.insert(new.to_string(), seq);
-            inc.mtime = Some(SystemTime::now());
-            let e = inc.get(seq)?;
-            e.name = new.to_string();
-            debug!("incoming/{old} renamed to {new}");
-            if e.writers > 0 || staging::is_scratch(new) {
-                return Ok(());
-            }
-            seq
-        };
-        self.commit(seq)?;
-        let mut inc = lock(&self.incoming);
-        self.drop_if_empty(&mut inc, seq);
-        inc.maybe_drop(seq);
-        Ok(())
-    }
-
-    fn incoming_node_locked(&self, inc: &Incoming, name: &str) -> Option<u64> {
-        let stem = name.strip_suffix(ERROR_SUFFIX)?;
-        let seq = inc.names.get(stem)?;
-        inc.entries.get(seq)?.error.as_ref().map(|_| *seq)
+        self.rename_staged(old, newname, noreplace, caller)
     }
 
     /// `access(2)`: write access only in `incoming/`.
@@ -1212,9 +874,14 @@ impl TableView {
             _ if !write => Ok(()),
             Node::Incoming | Node::Staged(_) => Ok(()),
             Node::ErrorNote(_) => Err(FsError::Denied),
-            Node::Root | Node::VDir | Node::Latest | Node::VersionDir(_) | Node::VersionFile(..) => {
-                Err(FsError::ReadOnly)
-            }
+            Node::Root
+            | Node::VDir
+            | Node::Latest
+            | Node::VersionDir(_)
+            | Node::VersionFile(..)
+            | Node::Changes
+            | Node::AtDir
+            | Node::AtLink(_) => Err(FsError::ReadOnly),
         }
     }
 

@@ -1,0 +1,1344 @@
+//! `incoming/`: the drop box's state machine (README, "incoming/").
+//!
+//! One [`Staged`] per file written into `incoming/`, in exactly one [`State`]:
+//!
+//! ```text
+//!            create / open(O_TRUNC) of a reachable name
+//!                 |
+//!                 v
+//!   +---------> Listed ---- commit point, commit ok ---> Committed (name reachable, not listed,
+//!   |      (bytes staged,        (close, fsync,             for GHOST_TTL or until re-created)
+//!   |       note if refused)      rename to a plain name)        |
+//!   |           |   \                                            | open for writing /
+//!   |           |    \-- name re-created by another writer       | a write after fsync
+//!   |           |        --> Detached (commits at its own close) |
+//!   |           +-- rm, replaced by a rename --> Removed         |
+//!   +------------------------------------------------------------+
+//! ```
+//!
+//! Commit points: the last close by the process that opened the file for writing (not a forked
+//! child, not a process killed by a signal, not while it still holds another descriptor of it),
+//! an fsync through a descriptor opened for writing, and a rename onto a plain name while nobody
+//! has the file open for writing. Never for a scratch name, never for an in-place edit before
+//! its rename (a file created by a process that holds a read descriptor of another `incoming/`
+//! file), never for a blocked file (a write failed, or its bytes may be torn by a power loss)
+//! until it is rewritten from offset 0.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsStr;
+use std::fs::File;
+use std::hash::Hasher;
+use std::io::{self, BufReader, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use log::{debug, info, warn};
+
+use crate::WriteOptions;
+use crate::rows::LineCheck;
+use crate::staging::{self, ERROR_SUFFIX, SOURCE_PARAM, STAGING_ID_PARAM};
+
+use super::errno::{FsError, FsResult};
+use super::inode::Node;
+use super::view::{Attr, Caller, Handle, Kind, Opened, SetAttrs, TableView, lock};
+
+/// How long a committed name stays reachable (lookup, stat, chmod, utime, a rename onto its final
+/// name) after its commit, unless created again sooner.
+pub const GHOST_TTL: Duration = Duration::from_secs(5);
+
+/// The bytes of a staged file that has not been committed.
+#[derive(Debug)]
+pub(super) struct Bytes {
+    /// Its id in `_staging/`.
+    pub id: String,
+    /// Its data file.
+    pub file: Arc<File>,
+    /// Bytes in the data file.
+    pub len: u64,
+    /// Why the last commit failed (shown as `NAME.error`).
+    pub note: Option<String>,
+    /// Why it must not be committed until rewritten from offset 0 (a failed write, a torn file).
+    pub blocked: Option<String>,
+    /// Streaming validation of sequential writes; `None` once writes are not sequential.
+    pub check: Option<Stream>,
+}
+
+/// A staged file written sequentially so far: each complete line validated as it arrives and its
+/// canonical row kept in `_staging/<id>.canon`, so the commit only finishes the tail and links
+/// the rows into the table (no second pass over the bytes).
+#[derive(Debug)]
+pub(super) struct Stream {
+    check: LineCheck,
+    /// `_staging/<id>.canon`, from the first complete line on.
+    canon: Option<File>,
+    /// Writing the canonical rows failed: the commit canonicalises the staged bytes instead.
+    canon_failed: bool,
+    /// Hash of the bytes fed (for re-save detection).
+    hash: std::collections::hash_map::DefaultHasher,
+}
+
+impl Stream {
+    fn new(schema: crate::Schema) -> Stream {
+        Stream {
+            check: LineCheck::new(schema),
+            canon: None,
+            canon_failed: false,
+            hash: Default::default(),
+        }
+    }
+
+    /// Append canonical rows to `<id>.canon`; on failure fall back to canonicalising at commit.
+    fn keep(&mut self, staging: &staging::Staging, id: &str, rows: &[u8]) {
+        if self.canon_failed || rows.is_empty() {
+            return;
+        }
+        let written = match &mut self.canon {
+            Some(f) => f.write_all(rows).map_err(|e| e.to_string()),
+            None => match staging.create_canon(id) {
+                Ok(mut f) => {
+                    let r = f.write_all(rows).map_err(|e| e.to_string());
+                    self.canon = Some(f);
+                    r
+                }
+                Err(e) => Err(e.to_string()),
+            },
+        };
+        if let Err(e) = written {
+            debug!("_staging/{id}.canon: {e}; the commit canonicalises the staged bytes instead");
+            self.canon_failed = true;
+            self.canon = None;
+            let _ = staging.remove_canon(id);
+        }
+    }
+}
+
+/// Where a staged file is in its life.
+#[derive(Debug)]
+pub(super) enum State {
+    /// Listed under its name in `incoming/`.
+    Listed(Bytes),
+    /// Its name was created again by another writer while this one still had it open: not
+    /// listed, committed at this writer's close like a listed file.
+    Detached(Bytes),
+    /// Committed: the name stays reachable (not listed) until `until`, or until created again.
+    Committed {
+        /// Until when lookups of the name find it.
+        until: Instant,
+    },
+    /// Removed by `rm` or replaced by a rename; open descriptors keep their bytes (never
+    /// committed).
+    Removed(Option<Arc<File>>),
+}
+
+/// One file of `incoming/`.
+#[derive(Debug)]
+pub(super) struct Staged {
+    /// Its name.
+    pub name: String,
+    /// Its state.
+    pub state: State,
+    /// Logical offset of the data file's first byte (bytes before it were committed).
+    pub base: u64,
+    /// Open handles.
+    pub handles: u32,
+    /// Open handles with write access.
+    pub writers: u32,
+    /// The process of each handle with write access (one entry per handle).
+    pub writer_tgids: Vec<Option<u32>>,
+    /// Modification time shown in stat.
+    pub mtime: SystemTime,
+    /// Permission bits shown in stat (`chmod` by the owner is honoured).
+    pub perm: u16,
+    /// An in-place edit: written by a process that held a read descriptor of another
+    /// `incoming/` file; its commit point is its rename.
+    pub in_place: bool,
+    /// Serialises writes, truncates and commits of this file.
+    pub io: Arc<Mutex<()>>,
+}
+
+impl Staged {
+    fn bytes(&self) -> Option<&Bytes> {
+        match &self.state {
+            State::Listed(b) | State::Detached(b) => Some(b),
+            State::Committed { .. } | State::Removed(_) => None,
+        }
+    }
+
+    fn bytes_mut(&mut self) -> Option<&mut Bytes> {
+        match &mut self.state {
+            State::Listed(b) | State::Detached(b) => Some(b),
+            State::Committed { .. } | State::Removed(_) => None,
+        }
+    }
+
+    fn size(&self) -> u64 {
+        self.base + self.bytes().map_or(0, |b| b.len)
+    }
+
+    fn file(&self) -> Option<Arc<File>> {
+        match &self.state {
+            State::Listed(b) | State::Detached(b) => Some(b.file.clone()),
+            State::Removed(f) => f.clone(),
+            State::Committed { .. } => None,
+        }
+    }
+}
+
+/// The last whole-file commit of a name, to recognise a re-save by the same process.
+#[derive(Debug, Clone)]
+pub(super) struct Recent {
+    tgid: u32,
+    len: u64,
+    hash: u64,
+    version: u64,
+    until: Instant,
+}
+
+/// All of `incoming/`.
+#[derive(Debug, Default)]
+pub(super) struct Incoming {
+    /// Listed and reachable-committed names.
+    pub names: BTreeMap<String, u64>,
+    /// Every file, by sequence number (its inode is derived from it).
+    pub files: HashMap<u64, Staged>,
+    recent: HashMap<String, Recent>,
+    pub next_seq: u64,
+    /// The directory's modification time.
+    pub mtime: Option<SystemTime>,
+}
+
+impl Incoming {
+    pub(super) fn get(&mut self, seq: u64) -> FsResult<&mut Staged> {
+        self.files.get_mut(&seq).ok_or(FsError::NotFound)
+    }
+
+    /// Take `seq`'s name away from it (it keeps its state otherwise).
+    fn unname(&mut self, seq: u64) {
+        if let Some(e) = self.files.get(&seq)
+            && self.names.get(&e.name) == Some(&seq)
+        {
+            self.names.remove(&e.name);
+        }
+        self.mtime = Some(SystemTime::now());
+    }
+
+    /// Whether a process other than `tgid` has `seq` open for writing.
+    fn written_by_other(&self, seq: u64, tgid: Option<u32>) -> bool {
+        self.files
+            .get(&seq)
+            .is_some_and(|e| e.writer_tgids.iter().any(|t| t.is_none() || *t != tgid))
+    }
+
+    /// Give `seq`'s name to a newer file: a listed file becomes detached (its writer still
+    /// commits it at its close).
+    fn detach(&mut self, seq: u64) {
+        self.unname(seq);
+        if let Some(e) = self.files.get_mut(&seq) {
+            e.state = match std::mem::replace(&mut e.state, State::Removed(None)) {
+                State::Listed(b) => State::Detached(b),
+                other => other,
+            };
+        }
+    }
+
+    /// Forget a file nobody can reach any more.
+    fn maybe_drop(&mut self, seq: u64) {
+        let Some(e) = self.files.get(&seq) else { return };
+        let named = self.names.get(&e.name) == Some(&seq);
+        let gone = match e.state {
+            State::Listed(_) | State::Detached(_) => false,
+            State::Committed { .. } => !named,
+            State::Removed(_) => true,
+        };
+        if gone && e.handles == 0 {
+            self.files.remove(&seq);
+        }
+    }
+
+    /// Committed names whose time is up stop being reachable.
+    fn sweep(&mut self, now: Instant) {
+        let expired: Vec<u64> = self
+            .names
+            .values()
+            .copied()
+            .filter(
+                |s| matches!(self.files.get(s).map(|e| &e.state), Some(State::Committed { until }) if *until <= now),
+            )
+            .collect();
+        for seq in expired {
+            self.unname(seq);
+            self.maybe_drop(seq);
+        }
+        self.recent.retain(|_, r| r.until > now);
+    }
+
+    fn insert(&mut self, name: &str, state: State, perm: u16) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.names.insert(name.to_string(), seq);
+        self.mtime = Some(SystemTime::now());
+        self.files.insert(
+            seq,
+            Staged {
+                name: name.to_string(),
+                state,
+                base: 0,
+                handles: 0,
+                writers: 0,
+                writer_tgids: Vec::new(),
+                mtime: SystemTime::now(),
+                perm,
+                in_place: false,
+                io: Arc::new(Mutex::new(())),
+            },
+        );
+        seq
+    }
+}
+
+/// `Read` over a file by positional reads, so a commit reads a staged file through the
+/// descriptor the writer used (no reopen; works after the file was unlinked). Hashes what it
+/// reads.
+struct PreadReader {
+    file: Arc<File>,
+    pos: u64,
+    end: u64,
+    hash: std::collections::hash_map::DefaultHasher,
+}
+
+impl PreadReader {
+    fn new(file: Arc<File>, pos: u64, end: u64) -> PreadReader {
+        PreadReader {
+            file,
+            pos,
+            end,
+            hash: Default::default(),
+        }
+    }
+}
+
+impl Read for PreadReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.pos >= self.end || buf.is_empty() {
+            return Ok(0);
+        }
+        let n = buf
+            .len()
+            .min(usize::try_from(self.end - self.pos).unwrap_or(usize::MAX));
+        let got = self.file.read_at(&mut buf[..n], self.pos)?;
+        if got == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the staged file is shorter than what was written to it",
+            ));
+        }
+        self.hash.write(&buf[..got]);
+        self.pos += got as u64;
+        Ok(got)
+    }
+}
+
+/// Hash of the first `len` bytes of `file`, as [`PreadReader`] hashes them.
+fn hash_prefix(file: &Arc<File>, len: u64) -> io::Result<u64> {
+    let mut r = PreadReader::new(file.clone(), 0, len);
+    io::copy(&mut r, &mut io::sink())?;
+    Ok(r.hash.finish())
+}
+
+/// What a commit should do with the staged bytes.
+enum Plan {
+    /// Append bytes `from..len` as one commit.
+    Append { from: u64 },
+    /// Replace the data file of the same process's previous save.
+    Replace { old: String },
+}
+
+impl TableView {
+    pub(super) fn file_perm(&self) -> u16 {
+        if self.cfg.share_incoming { 0o644 } else { 0o600 }
+    }
+
+    /// Fresh bytes for `name`: validated while written sequentially unless a scratch name
+    /// (swap files hold anything).
+    fn new_bytes(&self, name: &str, id: String, file: File) -> FsResult<Bytes> {
+        Ok(Bytes {
+            id,
+            file: Arc::new(file),
+            len: 0,
+            note: None,
+            blocked: None,
+            check: self.line_check(name)?,
+        })
+    }
+
+    fn line_check(&self, name: &str) -> FsResult<Option<Stream>> {
+        if staging::is_scratch(name) {
+            return Ok(None);
+        }
+        Ok(Some(Stream::new(
+            self.versions.table().latest_snapshot()?.schema.clone(),
+        )))
+    }
+
+    /// Stop streaming `b` (writes stopped being sequential, or it is rewritten): its canonical
+    /// rows so far are discarded.
+    fn end_stream(&self, b: &mut Bytes) {
+        if b.check.take().is_some() {
+            let _ = self.staging.remove_canon(&b.id);
+        }
+    }
+
+    /// Bring back the files staged by an earlier mount (called once by `load`).
+    pub(super) fn restore_staged(
+        &self,
+        found: Vec<staging::Found>,
+        committed: &std::collections::HashSet<String>,
+    ) -> FsResult<()> {
+        let mut inc = lock(&self.incoming);
+        for f in found {
+            if committed.contains(&f.id) {
+                info!(
+                    "staged file {:?} ({}) was committed before a crash; removing it",
+                    f.name, f.id
+                );
+                self.staging.remove(&f.id)?;
+                continue;
+            }
+            let file = self.staging.open_data(&f.id)?;
+            let meta = file.metadata()?;
+            let mut name = f.name.clone();
+            if inc.names.contains_key(&name) {
+                name = format!("{}.{}", f.name, &f.id[..8]);
+                self.staging.set_name(&f.id, &name, false)?;
+            }
+            info!("staged file {name:?} is back in incoming/ ({} bytes)", meta.len());
+            let note = match (&f.torn, f.error) {
+                (Some(t), _) => Some(t.clone()),
+                (None, e) => e,
+            };
+            let bytes = Bytes {
+                id: f.id,
+                file: Arc::new(file),
+                len: meta.len(),
+                note,
+                blocked: f.torn,
+                check: None,
+            };
+            let seq = inc.insert(&name, State::Listed(bytes), self.file_perm());
+            inc.get(seq)?.mtime = meta.modified().unwrap_or_else(|_| SystemTime::now());
+        }
+        Ok(())
+    }
+
+    /// The node `name` in `incoming/` names: a listed or reachable file, or a note.
+    pub(super) fn incoming_node(&self, name: &str) -> FsResult<Node> {
+        let mut inc = lock(&self.incoming);
+        inc.sweep(Instant::now());
+        if let Some(seq) = inc.names.get(name) {
+            return Ok(Node::Staged(*seq));
+        }
+        if let Some(stem) = name.strip_suffix(ERROR_SUFFIX)
+            && let Some(seq) = inc.names.get(stem)
+            && inc
+                .files
+                .get(seq)
+                .is_some_and(|e| matches!(&e.state, State::Listed(b) if b.note.is_some()))
+        {
+            return Ok(Node::ErrorNote(*seq));
+        }
+        Err(FsError::NotFound)
+    }
+
+    /// Attributes of a staged file or its note.
+    pub(super) fn staged_attr(&self, node: Node) -> FsResult<Attr> {
+        let mut inc = lock(&self.incoming);
+        match node {
+            Node::Staged(seq) => {
+                let e = inc.get(seq)?;
+                let (size, perm, mtime) = (e.size(), e.perm, e.mtime);
+                Ok(self.attr(node.ino(), Kind::File, size, perm, 1, mtime, Duration::ZERO))
+            }
+            Node::ErrorNote(seq) => {
+                let e = inc.get(seq)?;
+                let note = e.bytes().and_then(|b| b.note.as_ref()).ok_or(FsError::NotFound)?;
+                let perm = if self.cfg.share_incoming { 0o444 } else { 0o400 };
+                let size = note.len() as u64 + 1;
+                Ok(self.attr(node.ino(), Kind::File, size, perm, 1, e.mtime, Duration::ZERO))
+            }
+            _ => Err(FsError::NotFound),
+        }
+    }
+
+    /// The listing of `incoming/`: listed files and their notes (never committed names).
+    pub(super) fn incoming_list(&self) -> Vec<(u64, Kind, String)> {
+        let inc = lock(&self.incoming);
+        let mut list = Vec::new();
+        for (name, seq) in &inc.names {
+            if let Some(State::Listed(b)) = inc.files.get(seq).map(|e| &e.state) {
+                list.push((Node::Staged(*seq).ino(), Kind::File, name.clone()));
+                if b.note.is_some() {
+                    list.push((Node::ErrorNote(*seq).ino(), Kind::File, format!("{name}{ERROR_SUFFIX}")));
+                }
+            }
+        }
+        list
+    }
+
+    /// The note text of `seq`, for opening `NAME.error`.
+    pub(super) fn note_text(&self, seq: u64) -> FsResult<String> {
+        let mut inc = lock(&self.incoming);
+        let e = inc.get(seq)?;
+        let note = e.bytes().and_then(|b| b.note.as_ref()).ok_or(FsError::NotFound)?;
+        Ok(format!("{note}\n"))
+    }
+
+    /// Whether process `tgid` holds a read-only handle of an `incoming/` file other than `seq`.
+    fn reads_other(&self, tgid: Option<u32>, seq: u64) -> bool {
+        let Some(tgid) = tgid else { return false };
+        lock(&self.handles).values().any(|h| {
+            matches!(h.as_ref(), Handle::Staged { seq: s, writable: false, opener: Some(o) } if *s != seq && *o == tgid)
+        })
+    }
+
+    /// Move the batch of `seq` that other processes than `tgid` are writing to a new number:
+    /// their handles follow it; `seq` keeps everything else (the caller then gives it fresh
+    /// bytes). Returns the new number. Call with the incoming lock held (taken before handles).
+    fn split_off_writers(&self, inc: &mut Incoming, seq: u64, tgid: Option<u32>) -> FsResult<u64> {
+        let new = inc.next_seq;
+        inc.next_seq += 1;
+        let mut movers = Vec::new();
+        for h in lock(&self.handles).values_mut() {
+            if let Handle::Staged {
+                seq: s,
+                writable: true,
+                opener,
+            } = h.as_ref()
+                && *s == seq
+                && *opener != tgid
+            {
+                let opener = *opener;
+                *h = Arc::new(Handle::Staged {
+                    seq: new,
+                    writable: true,
+                    opener,
+                });
+                movers.push(opener);
+            }
+        }
+        let e = inc.get(seq)?;
+        for t in &movers {
+            if let Some(i) = e.writer_tgids.iter().position(|w| w == t) {
+                e.writer_tgids.swap_remove(i);
+            }
+        }
+        let n = u32::try_from(movers.len()).unwrap_or(u32::MAX);
+        e.handles = e.handles.saturating_sub(n);
+        e.writers = e.writers.saturating_sub(n);
+        let state = match std::mem::replace(&mut e.state, State::Removed(None)) {
+            State::Listed(b) => State::Detached(b),
+            other => other,
+        };
+        let moved = Staged {
+            name: e.name.clone(),
+            state,
+            base: e.base,
+            handles: n,
+            writers: n,
+            writer_tgids: movers,
+            mtime: e.mtime,
+            perm: e.perm,
+            in_place: e.in_place,
+            io: std::mem::replace(&mut e.io, Arc::new(Mutex::new(()))),
+        };
+        e.in_place = false;
+        inc.files.insert(new, moved);
+        Ok(new)
+    }
+
+    /// Open a staged file. `trunc`: `O_TRUNC`. A committed name opened for writing starts a new
+    /// batch under it (from offset 0 with `trunc`, else after the committed bytes). `O_TRUNC` on a
+    /// file another process is writing (or opening a committed name another process still
+    /// writes) gives the caller a fresh batch: each racing writer its own batch.
+    pub(super) fn open_staged(&self, seq: u64, write: bool, trunc: bool, caller: Caller) -> FsResult<Opened> {
+        let in_place = write && self.reads_other(caller.tgid, seq);
+        if write {
+            let io = self.io_lock(seq)?;
+            let _g = lock(&io);
+            let mut inc = lock(&self.incoming);
+            let e = inc.get(seq)?;
+            let committed = matches!(e.state, State::Committed { .. });
+            let name = e.name.clone();
+            if (trunc || committed) && inc.written_by_other(seq, caller.tgid) {
+                // Another process still writes this file: its batch moves to a new number (its
+                // handles follow; committed at its close), and this inode, which the name
+                // leads to, starts a fresh batch for the caller.
+                let moved = self.split_off_writers(&mut inc, seq, caller.tgid)?;
+                let (id, file) = self.staging.create(&name)?;
+                let bytes = self.new_bytes(&name, id, file)?;
+                let e = inc.get(seq)?;
+                e.state = State::Listed(bytes);
+                e.base = 0;
+                e.mtime = SystemTime::now();
+                if !inc.names.contains_key(&name) {
+                    inc.names.insert(name.clone(), seq);
+                }
+                debug!(
+                    "incoming/{name:?}: opened for writing while another process writes it: its batch is #{moved}, a new batch here"
+                );
+            }
+            let e = inc.get(seq)?;
+            match &mut e.state {
+                State::Removed(_) | State::Detached(_) => return Err(FsError::Stale),
+                State::Committed { .. } => {
+                    let name = e.name.clone();
+                    let (id, file) = self.staging.create(&name)?;
+                    let bytes = self.new_bytes(&name, id, file)?;
+                    let e = inc.get(seq)?;
+                    if trunc {
+                        e.base = 0;
+                    }
+                    e.state = State::Listed(bytes);
+                    if inc.names.get(&name) != Some(&seq) {
+                        if let std::collections::btree_map::Entry::Vacant(e) = inc.names.entry(name) {
+                            e.insert(seq);
+                        } else {
+                            inc.detach(seq);
+                        }
+                    }
+                    inc.mtime = Some(SystemTime::now());
+                }
+                State::Listed(_) if trunc => {
+                    // Rewritten from offset 0: no longer blocked, and the old note is moot.
+                    e.base = 0;
+                    if let State::Listed(b) = &mut e.state {
+                        b.file.set_len(0)?;
+                        b.len = 0;
+                        b.blocked = None;
+                        let fresh = self.line_check(&e.name.clone())?;
+                        self.end_stream(b);
+                        b.check = fresh;
+                        if b.note.take().is_some() {
+                            self.staging.clear_error(&b.id)?;
+                        }
+                    }
+                    e.mtime = SystemTime::now();
+                    inc.mtime = Some(SystemTime::now());
+                }
+                State::Listed(_) => {}
+            }
+            let e = inc.get(seq)?;
+            e.in_place = in_place;
+            // Counted and registered under both locks, so a racing open that moves this
+            // file's writers sees this handle.
+            return self.register(&mut inc, seq, write, caller);
+        }
+        let mut inc = lock(&self.incoming);
+        self.register(&mut inc, seq, write, caller)
+    }
+
+    /// Count a new handle of `seq` and register it (call with the incoming lock held).
+    fn register(&self, inc: &mut Incoming, seq: u64, write: bool, caller: Caller) -> FsResult<Opened> {
+        let e = inc.get(seq)?;
+        e.handles += 1;
+        if write {
+            e.writers += 1;
+            e.writer_tgids.push(caller.tgid);
+        }
+        Ok(Opened {
+            fh: self.new_handle(Handle::Staged {
+                seq,
+                writable: write,
+                opener: caller.tgid,
+            }),
+            keep_cache: false,
+            no_flush: !write,
+        })
+    }
+
+    /// Create `name` in `incoming/` (a committed name is created again: it stops being
+    /// reachable). `excl`: `O_EXCL`. An existing listed name without `O_EXCL` is opened.
+    pub(super) fn create_staged(
+        &self,
+        name: &str,
+        write: bool,
+        trunc: bool,
+        excl: bool,
+        caller: Caller,
+    ) -> FsResult<(u64, Opened)> {
+        let mut inc = lock(&self.incoming);
+        inc.sweep(Instant::now());
+        if let Some(seq) = inc.names.get(name).copied() {
+            let committed = matches!(inc.get(seq)?.state, State::Committed { .. });
+            let busy = inc.written_by_other(seq, caller.tgid);
+            if committed || (busy && (excl || trunc)) {
+                // A committed name is created again; a name another process is writing right
+                // now is a drop slot, not a file that waits: racing `cp`s (stat said "absent",
+                // then O_EXCL; or O_TRUNC) each get their own batch.
+                inc.detach(seq);
+                inc.maybe_drop(seq);
+            } else if excl {
+                // A file that waits (refused, scratch, idle): EEXIST.
+                return Err(FsError::Exists);
+            } else {
+                drop(inc);
+                let opened = self.open_staged(seq, write, trunc, caller)?;
+                return Ok((seq, opened));
+            }
+        }
+        // Created and opened under one lock, so a racing create sees its writer.
+        let (id, file) = self.staging.create(name)?;
+        let bytes = self.new_bytes(name, id, file)?;
+        let perm = self.file_perm();
+        let seq = inc.insert(name, State::Listed(bytes), perm);
+        let in_place = write && self.reads_other(caller.tgid, seq);
+        inc.get(seq)?.in_place = in_place;
+        let opened = self.register(&mut inc, seq, write, caller)?;
+        debug!("incoming/{name:?}: created");
+        Ok((seq, opened))
+    }
+
+    /// A new, empty listed file.
+    pub(super) fn new_staged(&self, name: &str) -> FsResult<u64> {
+        let mut inc = lock(&self.incoming);
+        if let Some(&seq) = inc.names.get(name) {
+            if !matches!(inc.get(seq)?.state, State::Committed { .. }) {
+                return Err(FsError::Exists);
+            }
+            inc.unname(seq);
+            inc.maybe_drop(seq);
+        }
+        let (id, file) = self.staging.create(name)?;
+        let bytes = self.new_bytes(name, id, file)?;
+        let perm = self.file_perm();
+        let seq = inc.insert(name, State::Listed(bytes), perm);
+        debug!("incoming/{name:?}: created");
+        Ok(seq)
+    }
+
+    pub(super) fn io_lock(&self, seq: u64) -> FsResult<Arc<Mutex<()>>> {
+        Ok(lock(&self.incoming).get(seq)?.io.clone())
+    }
+
+    /// Read from a staged file.
+    pub(super) fn read_staged(&self, seq: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+        let (file, base, len) = {
+            let mut inc = lock(&self.incoming);
+            let e = inc.get(seq)?;
+            (e.file(), e.base, e.bytes().map_or(0, |b| b.len))
+        };
+        let Some(file) = file else { return Ok(Vec::new()) };
+        if offset < base {
+            return Err(FsError::AlreadyCommitted);
+        }
+        let at = offset - base;
+        if at >= len {
+            return Ok(Vec::new());
+        }
+        let n = usize::try_from((len - at).min(u64::from(size))).unwrap_or(0);
+        let mut buf = vec![0u8; n];
+        let mut done = 0;
+        while done < n {
+            match file.read_at(&mut buf[done..], at + done as u64) {
+                Ok(0) => break,
+                Ok(k) => done += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        buf.truncate(done);
+        Ok(buf)
+    }
+
+    /// Make sure `seq` has bytes to write into (a write after an fsync commit starts a new batch
+    /// after the committed bytes). Call with the file's I/O lock held.
+    fn writable_bytes(&self, seq: u64) -> FsResult<()> {
+        let mut inc = lock(&self.incoming);
+        let e = inc.get(seq)?;
+        if let State::Committed { .. } = e.state {
+            let name = e.name.clone();
+            let (id, file) = self.staging.create(&name)?;
+            let bytes = self.new_bytes(&name, id, file)?;
+            let named = inc.names.get(&name) == Some(&seq);
+            let free = !inc.names.contains_key(&name);
+            let e = inc.get(seq)?;
+            e.state = if named || free {
+                State::Listed(bytes)
+            } else {
+                State::Detached(bytes)
+            };
+            if free {
+                inc.names.insert(name, seq);
+            }
+        }
+        Ok(())
+    }
+
+    /// Record why `seq` failed (in memory, and on disk when possible).
+    fn note(&self, seq: u64, msg: &str) {
+        let mut inc = lock(&self.incoming);
+        let Ok(e) = inc.get(seq) else { return };
+        let name = e.name.clone();
+        let Some(b) = e.bytes_mut() else { return };
+        b.note = Some(msg.to_string());
+        let id = b.id.clone();
+        e.mtime = SystemTime::now();
+        inc.mtime = Some(SystemTime::now());
+        drop(inc);
+        if let Err(err) = self.staging.set_error(&id, msg) {
+            warn!("incoming/{name:?}: cannot record the error on disk (kept in memory): {err}");
+        }
+    }
+
+    /// Write `data` at `offset` into a staged file.
+    pub(super) fn write_staged(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<usize> {
+        self.locked(fh, |seq| self.write_locked(seq, offset, data))
+    }
+
+    /// Run `f` on the batch handle `fh` writes, with that batch's I/O lock held. The handle is
+    /// resolved again under the lock: another process's open may have moved this writer's batch
+    /// to a new number ([`TableView::split_off_writers`]).
+    fn locked<R>(&self, fh: u64, f: impl FnOnce(u64) -> FsResult<R>) -> FsResult<R> {
+        loop {
+            let seq = self.handle_seq(fh)?;
+            let io = self.io_lock(seq)?;
+            let _g = lock(&io);
+            if self.handle_seq(fh)? == seq && Arc::ptr_eq(&io, &self.io_lock(seq)?) {
+                return f(seq);
+            }
+        }
+    }
+
+    fn handle_seq(&self, fh: u64) -> FsResult<u64> {
+        match self.handle(fh)?.as_ref() {
+            Handle::Staged { seq, .. } => Ok(*seq),
+            _ => Err(FsError::BadHandle),
+        }
+    }
+
+    fn write_locked(&self, seq: u64, offset: u64, data: &[u8]) -> FsResult<usize> {
+        if offset < lock(&self.incoming).get(seq)?.base {
+            return Err(FsError::AlreadyCommitted);
+        }
+        self.writable_bytes(seq)?;
+        let (file, base, name) = {
+            let mut inc = lock(&self.incoming);
+            let e = inc.get(seq)?;
+            (e.file(), e.base, e.name.clone())
+        };
+        let Some(file) = file else { return Ok(data.len()) };
+        if offset < base {
+            return Err(FsError::AlreadyCommitted);
+        }
+        let at = offset - base;
+        if let Err(err) = file.write_all_at(data, at) {
+            let msg = format!(
+                "a write of {} bytes at offset {offset} failed: {err}; the file is not committed until rewritten from offset 0",
+                data.len()
+            );
+            warn!("incoming/{name:?}: {}", msg.escape_debug());
+            if let Some(b) = lock(&self.incoming).get(seq)?.bytes_mut() {
+                b.blocked = Some(msg.clone());
+            }
+            self.note(seq, &msg);
+            return Err(err.into());
+        }
+        let (stream, id) = {
+            let mut inc = lock(&self.incoming);
+            let e = inc.get(seq)?;
+            e.mtime = SystemTime::now();
+            let Some(b) = e.bytes_mut() else { return Ok(data.len()) };
+            b.len = b.len.max(at + data.len() as u64);
+            if at == 0 && b.blocked.is_some() {
+                b.blocked = None;
+            }
+            // Renamed to a scratch name while open: never committed, so never checked; and a
+            // write elsewhere than the end ends the stream (the close checks everything).
+            let sequential = b.check.as_ref().is_some_and(|s| s.check.offset() == at) && !staging::is_scratch(&name);
+            if !sequential {
+                self.end_stream(b);
+            }
+            (b.check.take(), b.id.clone())
+        };
+        let Some(mut stream) = stream else {
+            return Ok(data.len());
+        };
+        let mut rows = Vec::new();
+        match stream.check.feed(&format!("incoming/{name}"), data, &mut rows) {
+            Ok(()) => {
+                stream.hash.write(data);
+                stream.keep(&self.staging, &id, &rows);
+                if let Some(b) = lock(&self.incoming).get(seq)?.bytes_mut() {
+                    b.check = Some(stream);
+                }
+                Ok(data.len())
+            }
+            Err(bad) => {
+                let _ = self.staging.remove_canon(&id);
+                self.note(seq, &bad.to_string());
+                Err(FsError::Table(bad))
+            }
+        }
+    }
+
+    /// Change attributes of a staged file or a reachable committed name.
+    pub(super) fn setattr_staged(&self, seq: u64, fh: Option<u64>, set: SetAttrs) -> FsResult<()> {
+        match fh {
+            Some(fh) if self.handle_seq(fh).is_ok() => self.locked(fh, |seq| self.setattr_locked(seq, set)),
+            _ => {
+                let io = self.io_lock(seq)?;
+                let _g = lock(&io);
+                self.setattr_locked(seq, set)
+            }
+        }
+    }
+
+    fn setattr_locked(&self, seq: u64, set: SetAttrs) -> FsResult<()> {
+        if let Some(size) = set.size {
+            let name = lock(&self.incoming).get(seq)?.name.clone();
+            let mut check_at_zero = self.line_check(&name)?;
+            let mut inc = lock(&self.incoming);
+            let e = inc.get(seq)?;
+            if size == 0 && e.bytes().is_some_and(|b| b.len == 0) {
+                // ftruncate(fd, 0) right after opening a committed name (vim's re-save, `>`
+                // without O_TRUNC): the new batch starts at offset 0.
+                e.base = 0;
+                if let Some(b) = e.bytes_mut() {
+                    self.end_stream(b);
+                    b.check = check_at_zero.take();
+                    b.blocked = None;
+                }
+            }
+            if e.size() != size {
+                if size < e.base || e.bytes().is_none() {
+                    return Err(FsError::AlreadyCommitted);
+                }
+                let base = e.base;
+                if let Some(b) = e.bytes_mut() {
+                    b.file.set_len(size - base)?;
+                    b.len = size - base;
+                    self.end_stream(b);
+                    if size == 0 {
+                        b.blocked = None;
+                        b.check = check_at_zero;
+                    }
+                }
+                e.mtime = SystemTime::now();
+            }
+        }
+        let mut inc = lock(&self.incoming);
+        let e = inc.get(seq)?;
+        if let Some(t) = set.mtime {
+            e.mtime = t;
+        }
+        if let Some(mode) = set.mode {
+            e.perm = (mode & 0o777) as u16;
+        }
+        Ok(())
+    }
+
+    /// `close()`: the commit point of the process that opened the file for writing.
+    pub(super) fn flush_staged(&self, fh: u64, writable: bool, opener: Option<u32>, caller: Caller) -> FsResult<()> {
+        if !writable {
+            return Ok(());
+        }
+        let seq = self.handle_seq(fh)?;
+        if caller.killed {
+            info!("not committing staged file #{seq}: the writing process was killed by a signal");
+            return Ok(());
+        }
+        if opener != caller.tgid {
+            debug!(
+                "flush of staged file #{seq} by {:?}, opened by {opener:?}: not a commit point",
+                caller.tgid
+            );
+            return Ok(());
+        }
+        if caller.still_open {
+            debug!("flush of staged file #{seq}: the process still has it open on another descriptor");
+            return Ok(());
+        }
+        self.locked(fh, |seq| {
+            {
+                let mut inc = lock(&self.incoming);
+                let e = inc.get(seq)?;
+                if e.writers > 1 {
+                    debug!("flush of staged file #{seq}: other writers still have it open");
+                    return Ok(());
+                }
+                if e.in_place {
+                    debug!(
+                        "incoming/{:?}: an in-place edit; its commit point is its rename",
+                        e.name
+                    );
+                    return Ok(());
+                }
+            }
+            self.commit_locked(seq, caller.tgid)
+        })
+    }
+
+    /// `fsync()`: through a descriptor opened for writing, a commit point (except for scratch
+    /// names, in-place edits and files another writer has open: then the bytes, the name and a
+    /// durability record are synced). Through a read-only descriptor, only a sync.
+    pub(super) fn fsync_staged(&self, fh: u64, writable: bool, opener: Option<u32>) -> FsResult<()> {
+        self.locked(fh, |seq| {
+            let (sync_only, id, name, file, len) = {
+                let mut inc = lock(&self.incoming);
+                let e = inc.get(seq)?;
+                let sync_only = !writable || e.writers > 1 || e.in_place || staging::is_scratch(&e.name);
+                let Some(b) = e.bytes() else { return Ok(()) };
+                (sync_only, b.id.clone(), e.name.clone(), b.file.clone(), b.len)
+            };
+            if sync_only {
+                self.staging.sync(&id, &name, &file, len)?;
+                return Ok(());
+            }
+            self.commit_locked(seq, opener)
+        })
+    }
+
+    /// The last descriptor of an open was closed.
+    pub(super) fn release_staged(&self, seq: u64, writable: bool, opener: Option<u32>) {
+        let mut inc = lock(&self.incoming);
+        if let Some(e) = inc.files.get_mut(&seq) {
+            e.handles = e.handles.saturating_sub(1);
+            if writable {
+                e.writers = e.writers.saturating_sub(1);
+                if let Some(i) = e.writer_tgids.iter().position(|t| *t == opener) {
+                    e.writer_tgids.swap_remove(i);
+                }
+            }
+        }
+        self.drop_if_empty(&mut inc, seq);
+        inc.maybe_drop(seq);
+    }
+
+    /// An empty, plain-named, unblocked file that nobody has open leaves `incoming/` (`touch`, a
+    /// `cp` of an empty file): nothing to commit, nothing to keep.
+    fn drop_if_empty(&self, inc: &mut Incoming, seq: u64) {
+        let Some(e) = inc.files.get_mut(&seq) else { return };
+        let Some(b) = e.bytes() else { return };
+        if e.handles > 0 || e.base > 0 || b.len > 0 || b.note.is_some() || e.in_place || staging::is_scratch(&e.name) {
+            return;
+        }
+        if let Err(err) = self.staging.remove(&b.id) {
+            warn!("incoming/{:?}: cannot remove the empty staged file: {err}", e.name);
+            return;
+        }
+        debug!("incoming/{:?}: empty, nothing committed", e.name);
+        e.state = State::Removed(None);
+        inc.unname(seq);
+    }
+
+    /// Validate `seq` and commit it; on success its name stops being listed (it stays reachable
+    /// for [`GHOST_TTL`]). `tgid`: the process whose commit point this is (for re-saves). An
+    /// empty file commits nothing. On failure the bytes stay and `NAME.error` explains.
+    pub(super) fn commit(&self, seq: u64, tgid: Option<u32>) -> FsResult<()> {
+        let io = self.io_lock(seq)?;
+        let _g = lock(&io);
+        self.commit_locked(seq, tgid)
+    }
+
+    /// [`TableView::commit`] with `seq`'s I/O lock held.
+    fn commit_locked(&self, seq: u64, tgid: Option<u32>) -> FsResult<()> {
+        let (id, name, file, len, base) = {
+            let mut inc = lock(&self.incoming);
+            inc.sweep(Instant::now());
+            let e = inc.get(seq)?;
+            if staging::is_scratch(&e.name) {
+                return Ok(());
+            }
+            let Some(b) = e.bytes() else { return Ok(()) };
+            if let Some(why) = &b.blocked {
+                return Err(FsError::Blocked(why.clone()));
+            }
+            (b.id.clone(), e.name.clone(), b.file.clone(), b.len, e.base)
+        };
+        if len == 0 {
+            // Nothing to commit (a shell redirection closes a duplicate of the new, still empty
+            // file before anything is written). An empty file leaves at its last close.
+            return Ok(());
+        }
+        let recent = {
+            let inc = lock(&self.incoming);
+            inc.recent.get(&name).cloned()
+        };
+        let mut plan = Plan::Append { from: 0 };
+        if base == 0
+            && let (Some(r), Some(t)) = (&recent, tgid)
+            && r.tgid == t
+        {
+            let same_prefix = len >= r.len && hash_prefix(&file, r.len)? == r.hash;
+            plan = if same_prefix {
+                Plan::Append { from: r.len }
+            } else {
+                match self.table().added_path(r.version)? {
+                    Some(old) => Plan::Replace { old },
+                    None => Plan::Append { from: 0 },
+                }
+            };
+        }
+        let opts = WriteOptions {
+            expect_version: None,
+            extra_params: vec![
+                (STAGING_ID_PARAM.to_string(), id.clone()),
+                (SOURCE_PARAM.to_string(), name.clone()),
+            ],
+        };
+        let source = format!("incoming/{name}");
+        let prepared = match plan {
+            Plan::Append { from: 0 } => self.commit_prepared(seq, &id, &source, len, &opts)?,
+            _ => None,
+        };
+        let (result, hash) = match (&plan, prepared) {
+            (_, Some(done)) => done,
+            (Plan::Append { from }, None) => {
+                let mut reader = BufReader::with_capacity(1 << 20, PreadReader::new(file.clone(), *from, len));
+                let r = self.table().append(&source, &mut reader, &opts);
+                (r, reader.into_inner().hash.finish())
+            }
+            (Plan::Replace { old }, None) => {
+                let mut reader = BufReader::with_capacity(1 << 20, PreadReader::new(file.clone(), 0, len));
+                let r = self.table().replace_file(&source, old, &mut reader, &opts).map(Some);
+                (r, reader.into_inner().hash.finish())
+            }
+        };
+        match result {
+            Ok(version) => {
+                match (&plan, version) {
+                    (Plan::Replace { old }, Some(v)) => {
+                        info!("incoming/{name:?}: re-saved; version {v} replaces {old}")
+                    }
+                    (_, Some(v)) => info!("incoming/{name:?}: committed {len} bytes as version {v}"),
+                    (_, None) => info!("incoming/{name:?}: no new rows, nothing committed"),
+                }
+                if let Err(e) = self.staging.remove(&id) {
+                    warn!("incoming/{name:?}: committed, but removing its staged bytes failed: {e}");
+                }
+                let mut inc = lock(&self.incoming);
+                let now = Instant::now();
+                if base == 0
+                    && let Some(t) = tgid
+                {
+                    let hash = match &plan {
+                        Plan::Append { from: 0 } | Plan::Replace { .. } => Some(hash),
+                        Plan::Append { .. } => hash_prefix(&file, len).ok(),
+                    };
+                    let version = match (version, &recent) {
+                        (Some(v), _) => Some(v),
+                        (None, Some(r)) => Some(r.version),
+                        (None, None) => None,
+                    };
+                    if let (Some(hash), Some(version)) = (hash, version) {
+                        // The re-save rule needs one data file per save: a save that appended
+                        // to an earlier one is not replaceable by a later re-save.
+                        let whole = matches!(plan, Plan::Append { from: 0 } | Plan::Replace { .. });
+                        if whole {
+                            inc.recent.insert(
+                                name.clone(),
+                                Recent {
+                                    tgid: t,
+                                    len,
+                                    hash,
+                                    version,
+                                    until: now + GHOST_TTL,
+                                },
+                            );
+                        } else {
+                            inc.recent.remove(&name);
+                        }
+                    }
+                }
+                let e = inc.get(seq)?;
+                e.base += len;
+                e.state = State::Committed { until: now + GHOST_TTL };
+                e.mtime = SystemTime::now();
+                inc.mtime = Some(SystemTime::now());
+                inc.maybe_drop(seq);
+                Ok(())
+            }
+            Err(err) => {
+                let msg = err.to_string();
+                warn!("incoming/{name:?}: not committed: {}", msg.escape_debug());
+                self.note(seq, &msg);
+                Err(FsError::Table(err))
+            }
+        }
+    }
+
+    /// The commit of a file streamed from offset 0 to its end: finish the tail, fsync the
+    /// canonical rows kept while it was written and link them into the table (no second pass).
+    /// `None` when it does not qualify or the rows cannot be placed (the caller canonicalises
+    /// the staged bytes instead). Call with `seq`'s I/O lock held.
+    #[allow(clippy::type_complexity)]
+    fn commit_prepared(
+        &self,
+        seq: u64,
+        id: &str,
+        source: &str,
+        len: u64,
+        opts: &WriteOptions,
+    ) -> FsResult<Option<(crate::Result<Option<u64>>, u64)>> {
+        let stream = {
+            let mut inc = lock(&self.incoming);
+            let Some(b) = inc.get(seq)?.bytes_mut() else {
+                return Ok(None);
+            };
+            match b.check.take() {
+                Some(s) if s.check.offset() == len && !s.canon_failed => s,
+                other => {
+                    b.check = other;
+                    return Ok(None);
+                }
+            }
+        };
+        let mut stream = stream;
+        let mut rows = Vec::new();
+        let stats = match stream.check.finish(source, &mut rows) {
+            Ok(stats) => stats,
+            Err(bad) => {
+                let _ = self.staging.remove_canon(id);
+                return Ok(Some((Err(bad), 0)));
+            }
+        };
+        stream.keep(&self.staging, id, &rows);
+        let have_rows = stream.canon.is_some() || stats.num_records == 0;
+        if stream.canon_failed || !have_rows {
+            let _ = self.staging.remove_canon(id);
+            return Ok(None);
+        }
+        // The canonical rows are not fsynced here: the publish fsyncs them at the same time as
+        // the commit and the table folder (one journal commit; commit::publish_after).
+        let placed = std::cell::Cell::new(None);
+        let result = self.table().append_prepared_after(
+            stream.check.schema(),
+            &stats,
+            stream.canon.as_ref(),
+            |path| {
+                let r = self.staging.link_canon(id, path);
+                placed.set(Some(r.is_ok()));
+                r
+            },
+            opts,
+        );
+        // A conflict before anything was placed: the schema changed since the rows were
+        // checked; they are checked again against the new one.
+        let schema_changed = placed.get().is_none() && matches!(result, Err(crate::Error::ConcurrentWrite { .. }));
+        if placed.get() == Some(false) || schema_changed {
+            debug!("{source}: cannot link its canonical rows into the table; canonicalising its bytes");
+            let _ = self.staging.remove_canon(id);
+            return Ok(None);
+        }
+        Ok(Some((result, stream.hash.finish())))
+    }
+
+    /// Remove `name` from `incoming/`: discards a listed file, forgets a committed name (the
+    /// table keeps its rows), or clears a note (`rm NAME.error`).
+    pub(super) fn unlink_staged(&self, name: &str) -> FsResult<()> {
+        let mut inc = lock(&self.incoming);
+        inc.sweep(Instant::now());
+        if let Some(&seq) = inc.names.get(name) {
+            let e = inc.get(seq)?;
+            if let State::Listed(b) = &e.state {
+                self.staging.remove(&b.id)?;
+                let file = b.file.clone();
+                e.state = State::Removed(Some(file));
+            }
+            inc.unname(seq);
+            inc.maybe_drop(seq);
+            debug!("incoming/{name:?}: removed");
+            return Ok(());
+        }
+        if let Some(stem) = name.strip_suffix(ERROR_SUFFIX)
+            && let Some(&seq) = inc.names.get(stem)
+        {
+            let e = inc.get(seq)?;
+            if let Some(b) = e.bytes_mut()
+                && b.note.is_some()
+            {
+                self.staging.clear_error(&b.id)?;
+                b.note = None;
+                inc.mtime = Some(SystemTime::now());
+                return Ok(());
+            }
+        }
+        Err(FsError::NotFound)
+    }
+
+    /// Rename within `incoming/`. A rename onto an existing name replaces that file and its note
+    /// (unless `noreplace`: EEXIST, as on ext4). A committed name moves without a second commit. A
+    /// listed file renamed to a plain name while nobody has it open for writing is committed
+    /// (rsync, editors, `sed -i`, `.part` + `mv`); if that commit fails, the file keeps its new
+    /// name, `NAME.error` explains, and the rename reports the error.
+    pub(super) fn rename_staged(&self, old: &str, newname: &OsStr, noreplace: bool, caller: Caller) -> FsResult<()> {
+        let new = Self::check_name(newname)?;
+        let seq = {
+            let mut inc = lock(&self.incoming);
+            inc.sweep(Instant::now());
+            let Some(&seq) = inc.names.get(old) else {
+                if old
+                    .strip_suffix(ERROR_SUFFIX)
+                    .is_some_and(|s| inc.names.contains_key(s))
+                {
+                    return Err(FsError::NotSupported);
+                }
+                return Err(FsError::NotFound);
+            };
+            if old == new {
+                return Ok(());
+            }
+            if let Some(&dst) = inc.names.get(new) {
+                if noreplace {
+                    return Err(FsError::Exists);
+                }
+                let e = inc.get(dst)?;
+                if let State::Listed(b) = &e.state {
+                    self.staging.remove(&b.id)?;
+                    let file = b.file.clone();
+                    e.state = State::Removed(Some(file));
+                }
+                inc.unname(dst);
+                inc.maybe_drop(dst);
+            }
+            let e = inc.get(seq)?;
+            if let Some(b) = e.bytes() {
+                self.staging.set_name(&b.id, new, false)?;
+            }
+            if let State::Committed { until } = &mut e.state {
+                *until = Instant::now() + GHOST_TTL;
+            }
+            inc.names.remove(old);
+            inc.names.insert(new.to_string(), seq);
+            inc.mtime = Some(SystemTime::now());
+            if let Some(r) = inc.recent.remove(old) {
+                inc.recent.insert(new.to_string(), r);
+            }
+            let e = inc.get(seq)?;
+            e.name = new.to_string();
+            debug!("incoming/{old:?} renamed to {new:?}");
+            if e.bytes().is_none() || e.writers > 0 || staging::is_scratch(new) {
+                return Ok(());
+            }
+            e.in_place = false;
+            seq
+        };
+        self.commit(seq, caller.tgid)?;
+        let mut inc = lock(&self.incoming);
+        self.drop_if_empty(&mut inc, seq);
+        inc.maybe_drop(seq);
+        Ok(())
+    }
+
+    pub(super) fn check_name(name: &OsStr) -> FsResult<&str> {
+        let name = name
+            .to_str()
+            .ok_or_else(|| FsError::BadName("names in incoming/ must be UTF-8".into()))?;
+        if !staging::valid_name(name) {
+            return Err(FsError::BadName(format!(
+                "{name:?} (names ending in {ERROR_SUFFIX} are reserved)"
+            )));
+        }
+        Ok(name)
+    }
+}

@@ -1,0 +1,557 @@
+//! `_staging/`: the on-disk home of bytes written into the mount's `incoming/` and not yet
+//! committed (README, "incoming/"). The format lives in the core so that `vacuum` and the mount
+//! agree on it.
+//!
+//! Layout, one staged file per random id:
+//!
+//! ```text
+//! _staging/               a real directory (never a symlink), mode 0700, owned by the mounting user
+//! _staging/.lock          flock(2)ed by the one daemon that mounts the table
+//! _staging/<id>.name      the file's name in incoming/ (UTF-8), replaced atomically by rename
+//! _staging/<id>.data      the bytes, written in place at the offsets the writer used
+//! _staging/<id>.error     why the last commit attempt (or a write) failed, if one did
+//! _staging/<id>.sync      "<boot id> <durable length>": the bytes up to that length were fsynced
+//!                         in that boot (written when the writer fsyncs)
+//! ```
+//!
+//! Every file here is opened through [`Dir`] handles (`openat2` beneath the table, no symlinks,
+//! regular files only) and created 0600.
+//!
+//! A file is created name-first and removed data-first, so a crash leaves either a complete pair
+//! or a lone `.name`/`.data` that [`Staging::scan`] deletes. A commit records the id as
+//! `commitInfo.operationParameters.stagingId`; on startup, staged files whose id the log already
+//! has are deleted instead of reappearing (the crash came between publish and clean-up). Ids are
+//! random and the folder is 0700, so nobody else can learn a pending file's id to name it in a
+//! forged commit.
+//!
+//! Durability: the common path gains no fsync. Staged bytes live in the page cache until the
+//! writer fsyncs or the file is committed; then the data, its name and a `.sync` record become
+//! durable together. After a power loss (another boot id), a file whose bytes may be torn
+//! (no `.sync` record, or bytes past its durable length) comes back marked as such and is never
+//! committed by a bare close or touch ([`Found::torn`]).
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+use crate::beneath::{self, Dir};
+use crate::error::{Error, Result};
+
+/// The staging folder's name inside the table.
+pub const STAGING_DIR: &str = "_staging";
+
+/// The `commitInfo.operationParameters` key that records which staged file a commit came from.
+pub const STAGING_ID_PARAM: &str = "stagingId";
+
+/// The `commitInfo.operationParameters` key with the `incoming/` name a commit came from (the
+/// final name after a rename).
+pub const SOURCE_PARAM: &str = "source";
+
+/// Mode of every file tinydelta creates in `_staging/`.
+pub const FILE_MODE: u32 = 0o600;
+
+/// A staged file found on disk at startup.
+#[derive(Debug, Clone)]
+pub struct Found {
+    /// Its id.
+    pub id: String,
+    /// Its name in `incoming/`.
+    pub name: String,
+    /// The last commit error, if any.
+    pub error: Option<String>,
+    /// Why its bytes may be torn by a power loss, if they may (never commit it on a bare close).
+    pub torn: Option<String>,
+}
+
+/// Which boot this is, to tell a daemon crash (page cache intact) from a power loss.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Boot {
+    /// `/proc/sys/kernel/random/boot_id`.
+    pub id: String,
+    /// The boot time (`btime` of /proc/stat), seconds since the epoch.
+    pub time_s: u64,
+}
+
+impl Boot {
+    /// This boot, from /proc. Unreadable: an id no record matches and boot time 0 (so every
+    /// unrecorded file counts as written in this boot).
+    pub fn current() -> Boot {
+        let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into());
+        let time_s = std::fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("btime "))
+                    .and_then(|v| v.trim().parse().ok())
+            })
+            .unwrap_or(0);
+        Boot { id, time_s }
+    }
+}
+
+/// The `_staging/` folder of one table, locked for the life of this value.
+#[derive(Debug)]
+pub struct Staging {
+    root: Dir,
+    dir: Dir,
+    boot: Boot,
+    _lock: File,
+}
+
+fn flock_nb(f: &File) -> io::Result<bool> {
+    match rustix::fs::flock(f.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+        Err(e) => Err(io::Error::from_raw_os_error(e.raw_os_error())),
+    }
+}
+
+/// Open (creating 0700 if missing) the real directory `_staging` beneath `root`; refuses a
+/// symlink or a non-directory, and one owned by someone else.
+fn staging_dir(root: &Dir, create: bool) -> Result<Option<Dir>> {
+    let dir = if create {
+        root.create_dir(STAGING_DIR, 0o700)?
+    } else {
+        match root.try_dir(STAGING_DIR)? {
+            Some(d) => d,
+            None => return Ok(None),
+        }
+    };
+    let st = rustix::fs::fstat(dir.fd()).map_err(|e| Error::io("stat", dir.path(), io::Error::from(e)))?;
+    let me = rustix::process::geteuid().as_raw();
+    if st.st_uid != me {
+        return Err(Error::Corrupt {
+            path: dir.path().to_path_buf(),
+            reason: format!(
+                "is owned by uid {}, not by uid {me} who uses it; staged files are private to the mounting user",
+                st.st_uid
+            ),
+        });
+    }
+    if create && st.st_mode & 0o077 != 0 {
+        rustix::fs::fchmod(dir.fd(), rustix::fs::Mode::from_raw_mode(0o700))
+            .map_err(|e| Error::io("chmod", dir.path(), io::Error::from(e)))?;
+    }
+    Ok(Some(dir))
+}
+
+impl Staging {
+    /// Create `_staging/` if needed and take its lock. Errors: [`Error::Io`] with kind
+    /// `WouldBlock` and a clear message when another mount holds it; [`Error::Corrupt`] when
+    /// `_staging` or a file in it is a symlink or not what it should be.
+    pub fn open(table_root: &Path) -> Result<Staging> {
+        Self::open_in_boot(table_root, Boot::current())
+    }
+
+    /// [`Staging::open`] as if in `boot` (tests simulate a power loss with another boot id).
+    pub fn open_in_boot(table_root: &Path, boot: Boot) -> Result<Staging> {
+        let root = Dir::open(table_root)?;
+        let dir = staging_dir(&root, true)?
+            .ok_or_else(|| Error::io("open", table_root.join(STAGING_DIR), io::ErrorKind::NotFound.into()))?;
+        let mut lock = match dir.open_rw(".lock") {
+            Ok(f) => f,
+            Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                drop(dir.create_new(".lock", FILE_MODE));
+                dir.open_rw(".lock")?
+            }
+            Err(e) => return Err(e),
+        };
+        let lock_path = dir.join(".lock");
+        if !flock_nb(&lock).map_err(|e| Error::io("lock", &lock_path, e))? {
+            let mut holder = String::new();
+            let _ = lock.read_to_string(&mut holder);
+            return Err(Error::io(
+                "lock",
+                &lock_path,
+                io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!(
+                        "locked by another tinydelta-mount ({}); a table can be mounted once",
+                        holder.trim()
+                    ),
+                ),
+            ));
+        }
+        lock.set_len(0).map_err(|e| Error::io("truncate", &lock_path, e))?;
+        write!(lock, "pid {}", std::process::id()).map_err(|e| Error::io("write", &lock_path, e))?;
+        Ok(Staging {
+            root,
+            dir,
+            boot,
+            _lock: lock,
+        })
+    }
+
+    /// The folder.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn rel(id: &str, ext: &str) -> String {
+        format!("{id}.{ext}")
+    }
+
+    /// The data file of `id` (for messages).
+    pub fn data_path(&self, id: &str) -> PathBuf {
+        self.dir.join(Self::rel(id, "data"))
+    }
+
+    fn read_small(&self, id: &str, ext: &str) -> Result<Option<Vec<u8>>> {
+        let Some(mut f) = self.dir.try_open_file(&Self::rel(id, ext))? else {
+            return Ok(None);
+        };
+        let mut buf = Vec::new();
+        // Names and notes are small; never read more than 64 KiB of one.
+        (&mut f)
+            .take(64 << 10)
+            .read_to_end(&mut buf)
+            .map_err(|e| Error::io("read", self.dir.join(Self::rel(id, ext)), e))?;
+        Ok(Some(buf))
+    }
+
+    /// Every complete staged file, after deleting leftovers of interrupted creates, removes and
+    /// renames. Unreadable or non-UTF-8 names are replaced by `recovered-<id>.jsonl`.
+    pub fn scan(&self) -> Result<Vec<Found>> {
+        let mut by_id: HashMap<String, HashSet<String>> = HashMap::new();
+        for entry in self.dir.entries()? {
+            let Some(fname) = entry.name.to_str() else { continue };
+            if fname == ".lock" {
+                continue;
+            }
+            if fname.ends_with(".tmp") {
+                self.dir.try_unlink(fname)?;
+                continue;
+            }
+            let Some((id, ext)) = fname.rsplit_once('.') else {
+                continue;
+            };
+            if is_id(id) && entry.kind == beneath::Kind::File {
+                by_id.entry(id.to_string()).or_default().insert(ext.to_string());
+            }
+        }
+        let mut found = Vec::new();
+        for (id, exts) in by_id {
+            if !exts.contains("data") || !exts.contains("name") {
+                // Data without a name: an interrupted remove; a name without data: an
+                // interrupted create. Finish either.
+                self.remove(&id)?;
+                continue;
+            }
+            let name = self
+                .read_small(&id, "name")?
+                .and_then(|b| String::from_utf8(b).ok())
+                .filter(|n| valid_name(n))
+                .unwrap_or_else(|| format!("recovered-{id}.jsonl"));
+            let error = self
+                .read_small(&id, "error")?
+                .map(|t| String::from_utf8_lossy(&t).trim_end().to_string());
+            let torn = self.torn(&id)?;
+            found.push(Found { id, name, error, torn });
+        }
+        found.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
+        Ok(found)
+    }
+
+    /// Whether the bytes of `id` may be torn: written in an earlier boot and not (all) durable.
+    fn torn(&self, id: &str) -> Result<Option<String>> {
+        let data = self.dir.stat(&Self::rel(id, "data"))?;
+        let Some(data) = data else { return Ok(None) };
+        let len = u64::try_from(data.st_size).unwrap_or(0);
+        let record = self.read_small(id, "sync")?;
+        let sync_mtime = self.dir.stat(&Self::rel(id, "sync"))?.map(|s| s.st_mtime);
+        match record.as_deref().map(String::from_utf8_lossy) {
+            Some(text) => {
+                let mut it = text.split_whitespace();
+                let boot = it.next().unwrap_or("");
+                let durable: Option<u64> = it.next().and_then(|v| v.parse().ok());
+                if boot == self.boot.id {
+                    return Ok(None);
+                }
+                match durable {
+                    Some(d) if d == len && sync_mtime.is_some_and(|m| data.st_mtime <= m) => Ok(None),
+                    Some(d) => Ok(Some(format!(
+                        "written before a restart of the machine: only its first {d} bytes were durable, it has {len}; \
+                         its bytes may be torn, so it is not committed until rewritten from offset 0 (or rm it)"
+                    ))),
+                    None => Ok(Some("its durability record is unreadable".into())),
+                }
+            }
+            None if len == 0 => Ok(None),
+            None if u64::try_from(data.st_mtime).unwrap_or(0) >= self.boot.time_s => Ok(None),
+            None => Ok(Some(format!(
+                "written before a restart of the machine and never fsynced ({len} bytes); its bytes may be torn, \
+                 so it is not committed until rewritten from offset 0 (or rm it)"
+            ))),
+        }
+    }
+
+    /// A new staged file named `name`: returns its id and its data file, open for reading and
+    /// writing (mode 0600).
+    pub fn create(&self, name: &str) -> Result<(String, File)> {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        self.set_name(&id, name, false)?;
+        let made = self.dir.create_new(&Self::rel(&id, "data"), FILE_MODE).and_then(|f| {
+            drop(f);
+            self.dir.open_rw(&Self::rel(&id, "data"))
+        });
+        match made {
+            Ok(f) => Ok((id, f)),
+            Err(e) => {
+                let _ = self.dir.try_unlink(&Self::rel(&id, "name"));
+                Err(e)
+            }
+        }
+    }
+
+    /// Open the data file of an existing staged file for reading and writing.
+    pub fn open_data(&self, id: &str) -> Result<File> {
+        self.dir.open_rw(&Self::rel(id, "data"))
+    }
+
+    /// Record `name` as the staged file's name (atomically replacing the old one); `durable`
+    /// fsyncs it before the rename.
+    pub fn set_name(&self, id: &str, name: &str, durable: bool) -> Result<()> {
+        self.write_atomic(id, "name", name.as_bytes(), durable)
+    }
+
+    /// Record why the last commit failed.
+    pub fn set_error(&self, id: &str, message: &str) -> Result<()> {
+        self.write_atomic(id, "error", format!("{message}\n").as_bytes(), false)
+    }
+
+    /// Forget the last commit error.
+    pub fn clear_error(&self, id: &str) -> Result<()> {
+        self.dir.try_unlink(&Self::rel(id, "error")).map(|_| ())
+    }
+
+    /// Make the staged file durable: its first `len` bytes (`file` is its data file), its name
+    /// and a `.sync` record of this boot and `len`, then the folder.
+    pub fn sync(&self, id: &str, name: &str, file: &File, len: u64) -> Result<()> {
+        file.sync_data()
+            .map_err(|e| Error::io("fsync", self.data_path(id), e))?;
+        self.set_name(id, name, true)?;
+        self.write_atomic(id, "sync", format!("{} {len}\n", self.boot.id).as_bytes(), true)?;
+        self.dir.sync()
+    }
+
+    /// Create `<id>.canon` (0600, write-only): the canonical rows of the staged file, written
+    /// while it is written sequentially, so that its commit only links them into the table.
+    pub fn create_canon(&self, id: &str) -> Result<File> {
+        self.dir.create_new(&Self::rel(id, "canon"), FILE_MODE)
+    }
+
+    /// Remove `<id>.canon` (the file stopped being written sequentially, or was rewritten).
+    pub fn remove_canon(&self, id: &str) -> Result<()> {
+        self.dir.try_unlink(&Self::rel(id, "canon")).map(|_| ())
+    }
+
+    /// Hard-link `<id>.canon` (fsynced by the caller) to `path`, a new file name directly in the
+    /// table folder. Errors: [`Error::Io`] (`EEXIST`, `EXDEV`, `EPERM` on file systems without
+    /// hard links).
+    pub fn link_canon(&self, id: &str, path: &Path) -> Result<()> {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| Error::io("link", path, io::ErrorKind::InvalidInput.into()))?;
+        self.dir
+            .link(&Self::rel(id, "canon"), &self.root, name)
+            .map_err(|e| Error::io("link", path, e))
+    }
+
+    /// Delete a staged file: data first, so a crash in between leaves a lone name (deleted at
+    /// the next scan), never bytes under a name.
+    pub fn remove(&self, id: &str) -> Result<()> {
+        for ext in ["data", "canon", "error", "sync", "name"] {
+            self.dir.try_unlink(&Self::rel(id, ext))?;
+        }
+        Ok(())
+    }
+
+    fn write_atomic(&self, id: &str, ext: &str, bytes: &[u8], durable: bool) -> Result<()> {
+        let tmp = format!("{id}.{ext}.{}.tmp", uuid::Uuid::new_v4().simple());
+        let result = (|| {
+            let mut f = self.dir.create_new(&tmp, FILE_MODE)?;
+            f.write_all(bytes)
+                .map_err(|e| Error::io("write", self.dir.join(&tmp), e))?;
+            if durable {
+                f.sync_data().map_err(|e| Error::io("fsync", self.dir.join(&tmp), e))?;
+            }
+            self.dir
+                .rename(&tmp, &self.dir, &Self::rel(id, ext))
+                .map_err(|e| Error::io("rename", self.dir.join(&tmp), e))
+        })();
+        if result.is_err() {
+            let _ = self.dir.try_unlink(&tmp);
+        }
+        result
+    }
+}
+
+fn is_id(s: &str) -> bool {
+    s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Whether `name` can be a file in `incoming/`: non-empty, no `/` or NUL, not `.`/`..`, at most
+/// 255 bytes, and not ending in `.error` (reserved for the notes of failed commits).
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && name != "."
+        && name != ".."
+        && !name.contains('/')
+        && !name.contains('\0')
+        && !name.ends_with(ERROR_SUFFIX)
+}
+
+/// The suffix of the note that explains a failed commit.
+pub const ERROR_SUFFIX: &str = ".error";
+
+/// Whether `name` is a scratch name (editor swap files, rsync and `mktemp` temporaries): staged,
+/// but never committed. Leading `.`, trailing `~`, `.swp`, `.swx` or `.tmp`.
+pub fn is_scratch(name: &str) -> bool {
+    name.starts_with('.')
+        || name.ends_with('~')
+        || name.ends_with(".swp")
+        || name.ends_with(".swx")
+        || name.ends_with(".tmp")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::time::SystemTime;
+
+    #[test]
+    fn create_scan_remove() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Staging::open(dir.path()).unwrap();
+        let (a, mut fa) = s.create("a.jsonl").unwrap();
+        fa.write_all(b"{}\n").unwrap();
+        let (b, _) = s.create("b.jsonl").unwrap();
+        s.set_error(&b, "line 1: bad").unwrap();
+        s.set_name(&b, "c.jsonl", false).unwrap();
+        // Leftovers of interrupted operations.
+        fs::write(s.dir().join(format!("{}.name", "0".repeat(32))), "ghost").unwrap();
+        fs::write(s.dir().join(format!("{}.data", "1".repeat(32))), "orphan").unwrap();
+        fs::write(s.dir().join("x.name.123.tmp"), "t").unwrap();
+        let found = s.scan().unwrap();
+        assert_eq!(found.len(), 2);
+        assert_eq!((found[0].id.as_str(), found[0].name.as_str()), (a.as_str(), "a.jsonl"));
+        assert_eq!(found[1].name, "c.jsonl");
+        assert_eq!(found[1].error.as_deref(), Some("line 1: bad"));
+        assert!(found.iter().all(|f| f.torn.is_none()));
+        let left: Vec<_> = fs::read_dir(s.dir()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left.len(), 1 + 2 + 2 + 1, "{left:?}");
+        s.remove(&a).unwrap();
+        s.remove(&b).unwrap();
+        assert!(s.scan().unwrap().is_empty());
+    }
+
+    #[test]
+    fn files_are_private_and_symlinks_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let s = Staging::open(dir.path()).unwrap();
+        let (a, _) = s.create("a.jsonl").unwrap();
+        s.set_error(&a, "bad").unwrap();
+        for ext in ["data", "name", "error"] {
+            let m = fs::metadata(s.dir().join(format!("{a}.{ext}")))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(m & 0o777, 0o600, "{ext}");
+        }
+        assert_eq!(fs::metadata(s.dir()).unwrap().permissions().mode() & 0o777, 0o700);
+        drop(s);
+        // A planted symlink as data: refused, never followed.
+        let victim = dir.path().join("victim.txt");
+        fs::write(&victim, "secret").unwrap();
+        let st = dir.path().join(STAGING_DIR);
+        fs::remove_file(st.join(format!("{a}.data"))).unwrap();
+        std::os::unix::fs::symlink(&victim, st.join(format!("{a}.data"))).unwrap();
+        let s = Staging::open(dir.path()).unwrap();
+        assert!(
+            s.scan().unwrap().is_empty(),
+            "a symlinked data file is not a staged file"
+        );
+        assert!(s.open_data(&a).is_err());
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "secret");
+        drop(s);
+        // A symlinked lock, and a symlinked _staging: refused.
+        fs::remove_file(st.join(".lock")).unwrap();
+        std::os::unix::fs::symlink(&victim, st.join(".lock")).unwrap();
+        let e = Staging::open(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "secret");
+        let other = tempfile::tempdir().unwrap();
+        fs::remove_dir_all(&st).unwrap();
+        std::os::unix::fs::symlink(other.path(), &st).unwrap();
+        assert!(Staging::open(dir.path()).is_err());
+    }
+
+    #[test]
+    fn torn_after_a_power_loss() {
+        let dir = tempfile::tempdir().unwrap();
+        let boot = Boot {
+            id: "boot-1".into(),
+            time_s: 0,
+        };
+        let (synced, unsynced, grown) = {
+            let s = Staging::open_in_boot(dir.path(), boot.clone()).unwrap();
+            let (a, mut fa) = s.create("a.jsonl").unwrap();
+            fa.write_all(b"{}\n").unwrap();
+            s.sync(&a, "a.jsonl", &fa, 3).unwrap();
+            let (b, mut fb) = s.create("b.jsonl").unwrap();
+            fb.write_all(b"{}\n").unwrap();
+            let (c, mut fc) = s.create("c.jsonl").unwrap();
+            fc.write_all(b"{}\n").unwrap();
+            s.sync(&c, "c.jsonl", &fc, 3).unwrap();
+            fc.write_all(b"{}\n").unwrap();
+            // Same boot: nothing is torn (a daemon crash keeps the page cache).
+            assert!(s.scan().unwrap().iter().all(|f| f.torn.is_none()));
+            (a, b, c)
+        };
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let next = Boot {
+            id: "boot-2".into(),
+            time_s: now + 10,
+        };
+        let s = Staging::open_in_boot(dir.path(), next).unwrap();
+        let found = s.scan().unwrap();
+        let torn = |id: &str| found.iter().find(|f| f.id == id).unwrap().torn.clone();
+        assert_eq!(torn(&synced), None);
+        assert!(torn(&unsynced).unwrap().contains("never fsynced"));
+        assert!(torn(&grown).unwrap().contains("first 3 bytes"));
+    }
+
+    #[test]
+    fn second_lock_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let _s = Staging::open(dir.path()).unwrap();
+        let e = Staging::open(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("mounted once"), "{e}");
+        assert!(matches!(&e, Error::Io { source, .. } if source.kind() == io::ErrorKind::WouldBlock));
+    }
+
+    #[test]
+    fn names() {
+        for s in [".x.jsonl.abc123", "x.jsonl~", "x.swp", "x.tmp", ".x"] {
+            assert!(is_scratch(s), "{s}");
+        }
+        for s in ["x.jsonl", "data", "x.tmp.jsonl"] {
+            assert!(!is_scratch(s), "{s}");
+        }
+        assert!(!valid_name("x.error"));
+        assert!(!valid_name(""));
+        assert!(!valid_name("a/b"));
+        assert!(valid_name("a.jsonl"));
+    }
+}

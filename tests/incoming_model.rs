@@ -1,0 +1,544 @@
+//! Model-based test of `incoming/` (issue 8), in the style of mountpoint-s3's reference tests:
+//! random sequences of create, write, fsync, close, rename, chmod, unlink and reopen by several
+//! simulated processes run against the mount's inner layer ([`TableView`], no kernel) and against
+//! a plain-Rust model of the rules in README "incoming/". After every step the table's rows, the
+//! listing of `incoming/` and the success or failure of the step must match the model.
+//!
+//! `PROPTEST_CASES` sets the number of sequences (default 2,000).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
+
+use proptest::prelude::*;
+use tinydelta::fuse::inode::INCOMING;
+use tinydelta::fuse::process::Processes;
+use tinydelta::fuse::view::{Caller, SetAttrs, TableView, ViewConfig};
+use tinydelta::{Schema, Table};
+
+/// Simulated processes: the pid is the thread-group id; nobody is killed, nobody holds a second
+/// descriptor.
+#[derive(Debug)]
+struct Sim;
+
+impl Processes for Sim {
+    fn tgid(&self, pid: u32) -> Option<u32> {
+        Some(pid)
+    }
+    fn killed_by_signal(&self, _pid: u32) -> bool {
+        false
+    }
+    fn holds_open(&self, _tgid: u32, _ino: u64) -> bool {
+        false
+    }
+}
+
+const NAMES: [&str; 3] = ["a.jsonl", "b.jsonl", ".s.jsonl"];
+
+fn scratch(name: &str) -> bool {
+    name.starts_with('.')
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Process `p` opens `name` for writing with `O_CREAT|O_TRUNC` (as the kernel does: an
+    /// existing name is opened, a missing one created).
+    Create(u32, usize),
+    /// Write one row (good or bad) through open handle `h` (index modulo the open handles).
+    Write(usize, bool),
+    Fsync(usize),
+    /// close(): flush by the opener, then release.
+    Close(usize),
+    Rename(u32, usize, usize),
+    Chmod(usize, u16),
+    Unlink(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let p = 1u32..=3;
+    let n = 0usize..NAMES.len();
+    prop_oneof![
+        3 => (p.clone(), n.clone()).prop_map(|(p, n)| Op::Create(p, n)),
+        5 => (0usize..8, prop::bool::weighted(0.85)).prop_map(|(h, g)| Op::Write(h, g)),
+        1 => (0usize..8).prop_map(Op::Fsync),
+        3 => (0usize..8).prop_map(Op::Close),
+        2 => (p, n.clone(), n.clone()).prop_map(|(p, a, b)| Op::Rename(p, a, b)),
+        1 => (n.clone(), prop::sample::select(vec![0o600u16, 0o640, 0o644])).prop_map(|(n, m)| Op::Chmod(n, m)),
+        1 => n.prop_map(Op::Unlink),
+    ]
+}
+
+// ---- The model ----
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum St {
+    /// Listed under its name (uncommitted bytes).
+    Listed,
+    /// Its name went to a newer batch; committed at its writer's close.
+    Detached,
+    /// Committed; the name (if it still points here) is reachable, not listed.
+    Ghost,
+    /// Removed by rm or replaced.
+    Removed,
+}
+
+#[derive(Debug, Clone)]
+struct Batch {
+    name: String,
+    st: St,
+    /// Rows written since the last commit of this batch; `false` marks a bad row.
+    rows: Vec<(u64, bool)>,
+    /// A commit point already passed: the batch continues after committed rows.
+    based: bool,
+    note: bool,
+    /// Writer processes, one entry per writable handle.
+    writers: Vec<u32>,
+    perm: u16,
+    /// Its size in bytes as a writer sees it (committed bytes of this batch included): writes
+    /// go to the end, as with O_APPEND, so two handles never overwrite each other.
+    size: u64,
+    /// Not validated while written: started under a scratch name, written under one, or a bad
+    /// line was already found (the close checks everything).
+    unchecked: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Recent {
+    p: u32,
+    rows: Vec<u64>,
+    file: usize,
+}
+
+#[derive(Debug, Default)]
+struct Model {
+    batches: Vec<Batch>,
+    names: BTreeMap<String, usize>,
+    /// Data files of the table in snapshot order: (id, rows).
+    files: Vec<(usize, Vec<u64>)>,
+    next_file: usize,
+    recent: BTreeMap<String, Recent>,
+    /// Open handles: (process, batch).
+    handles: Vec<(u32, usize)>,
+}
+
+impl Model {
+    fn listing(&self) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for (n, b) in &self.names {
+            let b = &self.batches[*b];
+            if b.st == St::Listed {
+                out.insert(n.clone());
+                if b.note {
+                    out.insert(format!("{n}.error"));
+                }
+            }
+        }
+        out
+    }
+
+    fn rows(&self) -> Vec<u64> {
+        self.files.iter().flat_map(|(_, r)| r.clone()).collect()
+    }
+
+    fn others_write(&self, b: usize, p: u32) -> bool {
+        self.batches[b].writers.iter().any(|w| *w != p)
+    }
+
+    fn fresh(&mut self, name: &str) -> usize {
+        self.batches.push(Batch {
+            name: name.to_string(),
+            st: St::Listed,
+            rows: Vec::new(),
+            based: false,
+            note: false,
+            writers: Vec::new(),
+            perm: 0o600,
+            size: 0,
+            unchecked: scratch(name),
+        });
+        let b = self.batches.len() - 1;
+        self.names.insert(name.to_string(), b);
+        b
+    }
+
+    fn unname(&mut self, b: usize) {
+        let name = self.batches[b].name.clone();
+        if self.names.get(&name) == Some(&b) {
+            self.names.remove(&name);
+        }
+    }
+
+    fn detach(&mut self, b: usize) {
+        self.unname(b);
+        if self.batches[b].st == St::Listed {
+            self.batches[b].st = St::Detached;
+        }
+    }
+
+    /// Create(p, name) with O_CREAT|O_TRUNC. Returns the batch the new handle writes.
+    fn create(&mut self, p: u32, name: &str) -> usize {
+        let b = match self.names.get(name).copied() {
+            Some(b) if self.others_write(b, p) => {
+                // Racing writer: the others keep their batch; the name gets a fresh one.
+                self.detach(b);
+                self.fresh(name)
+            }
+            Some(b) => {
+                let e = &mut self.batches[b];
+                if e.st == St::Ghost {
+                    e.st = St::Listed;
+                }
+                e.rows.clear();
+                e.based = false;
+                e.note = false;
+                e.size = 0;
+                e.unchecked = scratch(name);
+                b
+            }
+            None => self.fresh(name),
+        };
+        self.batches[b].writers.push(p);
+        self.handles.push((p, b));
+        b
+    }
+
+    /// Write one row through handle `h`: Ok, or Err (a bad row completes the write: EINVAL).
+    fn write(&mut self, h: usize, id: u64, good: bool, len: u64) -> bool {
+        let (_, b) = self.handles[h];
+        self.batches[b].size += len;
+        if self.batches[b].st == St::Ghost {
+            // A write after an fsync commit: a new segment, listed if the name is free.
+            let name = self.batches[b].name.clone();
+            let named = self.names.get(&name) == Some(&b);
+            self.batches[b].unchecked = scratch(&name);
+            if named || !self.names.contains_key(&name) {
+                self.names.insert(name, b);
+                self.batches[b].st = St::Listed;
+            } else {
+                self.batches[b].st = St::Detached;
+            }
+        }
+        let e = &mut self.batches[b];
+        if e.st == St::Removed {
+            return true;
+        }
+        // Streaming validation stops at the first bad line (later writes are not checked
+        // until close), and never runs for scratch names.
+        if scratch(&e.name) {
+            e.unchecked = true;
+        }
+        e.rows.push((id, good));
+        if !good && !e.unchecked {
+            e.note = true;
+            e.unchecked = true;
+            return false;
+        }
+        true
+    }
+
+    /// Commit batch `b` for process `p`; Ok or Err (refused).
+    fn commit(&mut self, b: usize, p: u32) -> bool {
+        let e = &self.batches[b];
+        if !matches!(e.st, St::Listed | St::Detached) || scratch(&e.name) || e.rows.is_empty() {
+            return true;
+        }
+        if e.rows.iter().any(|(_, g)| !g) {
+            self.batches[b].note = true;
+            return false;
+        }
+        let rows: Vec<u64> = e.rows.iter().map(|(r, _)| *r).collect();
+        let name = e.name.clone();
+        let based = e.based;
+        let recent = self.recent.get(&name).cloned().filter(|r| r.p == p && !based);
+        let file = self.next_file;
+        self.next_file += 1;
+        match recent {
+            Some(r) if rows.starts_with(&r.rows) => {
+                // A re-save that only extends the previous one: append the tail.
+                let tail = rows[r.rows.len()..].to_vec();
+                if !tail.is_empty() {
+                    self.files.push((file, tail));
+                }
+                self.recent.remove(&name);
+            }
+            Some(r) => {
+                // A re-save that changes the previous one: replace its data file.
+                self.files.retain(|(f, _)| *f != r.file);
+                self.files.push((file, rows.clone()));
+                self.recent.insert(name.clone(), Recent { p, rows, file });
+            }
+            None => {
+                self.files.push((file, rows.clone()));
+                if !based {
+                    self.recent.insert(name.clone(), Recent { p, rows, file });
+                }
+            }
+        }
+        let e = &mut self.batches[b];
+        e.rows.clear();
+        e.based = true;
+        e.note = false;
+        e.st = St::Ghost;
+        true
+    }
+
+    fn fsync(&mut self, h: usize) -> bool {
+        let (p, b) = self.handles[h];
+        if self.batches[b].writers.len() > 1 {
+            return true;
+        }
+        self.commit(b, p)
+    }
+
+    fn close(&mut self, h: usize) -> bool {
+        let (p, b) = self.handles.remove(h);
+        let ok = if self.batches[b].writers.len() > 1 {
+            true
+        } else {
+            self.commit(b, p)
+        };
+        let e = &mut self.batches[b];
+        if let Some(i) = e.writers.iter().position(|w| *w == p) {
+            e.writers.swap_remove(i);
+        }
+        // An empty, plain-named, never-committed, note-less listed file leaves at its last close.
+        if e.st == St::Listed && e.writers.is_empty() && e.rows.is_empty() && !e.based && !e.note && !scratch(&e.name) {
+            e.st = St::Removed;
+            self.unname(b);
+        }
+        ok
+    }
+
+    /// Ok(committed-or-moved) / Err(refused) / None when the source is missing (ENOENT).
+    fn rename(&mut self, p: u32, from: &str, to: &str) -> Option<bool> {
+        let b = *self.names.get(from)?;
+        if from == to {
+            return Some(true);
+        }
+        if let Some(d) = self.names.remove(to)
+            && self.batches[d].st == St::Listed
+        {
+            self.batches[d].st = St::Removed;
+        }
+        self.names.remove(from);
+        self.names.insert(to.to_string(), b);
+        if let Some(r) = self.recent.remove(from) {
+            self.recent.insert(to.to_string(), r);
+        }
+        self.batches[b].name = to.to_string();
+        if self.batches[b].st != St::Listed || !self.batches[b].writers.is_empty() || scratch(to) {
+            return Some(true);
+        }
+        let ok = self.commit(b, p);
+        let e = &mut self.batches[b];
+        if ok && e.st == St::Listed && e.rows.is_empty() && !e.based && !e.note {
+            e.st = St::Removed;
+            self.unname(b);
+        }
+        Some(ok)
+    }
+
+    fn unlink(&mut self, name: &str) -> bool {
+        let Some(b) = self.names.remove(name) else { return false };
+        if self.batches[b].st == St::Listed {
+            self.batches[b].st = St::Removed;
+        }
+        true
+    }
+}
+
+// ---- The system under test ----
+
+struct Sut {
+    _dir: tempfile::TempDir,
+    table: Table,
+    view: TableView,
+    /// fh of each open handle, parallel to the model's handles.
+    fhs: Vec<u64>,
+}
+
+fn caller(p: u32) -> Caller {
+    Caller {
+        tgid: Some(p),
+        killed: false,
+        still_open: false,
+    }
+}
+
+impl Sut {
+    fn new() -> Sut {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Schema::parse_cli(&["id:int!".to_string()]).unwrap();
+        let table = Table::create(dir.path(), &schema).unwrap();
+        let mut view = TableView::load(dir.path(), ViewConfig::default()).unwrap();
+        view.set_processes(Box::new(Sim));
+        Sut {
+            _dir: dir,
+            table,
+            view,
+            fhs: Vec::new(),
+        }
+    }
+
+    fn rows(&self) -> Vec<u64> {
+        let snap = self.table.latest_snapshot().unwrap();
+        let mut out = Vec::new();
+        self.table.write_rows(&snap, &mut out).unwrap();
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["id"].as_u64().unwrap()
+            })
+            .collect()
+    }
+
+    fn listing(&self) -> BTreeSet<String> {
+        let fh = self.view.opendir(INCOMING).unwrap();
+        let list = self.view.readdir(INCOMING, fh, 2, 1000).unwrap();
+        self.view.releasedir(fh);
+        list.into_iter().map(|e| e.name).collect()
+    }
+}
+
+fn row(id: u64, good: bool) -> Vec<u8> {
+    if good {
+        format!("{{\"id\":{id}}}\n").into_bytes()
+    } else {
+        format!("{{\"id\":\"bad {id}\"}}\n").into_bytes()
+    }
+}
+
+fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let mut sut = Sut::new();
+    let mut model = Model::default();
+    let mut next_id = 1u64;
+    for (step, op) in ops.into_iter().enumerate() {
+        let what = format!("step {step}: {op:?}");
+        match op {
+            Op::Create(p, n) => {
+                let name = NAMES[n];
+                let got = match sut.view.lookup(INCOMING, OsStr::new(name)) {
+                    Ok(a) => sut.view.open(a.ino, true, true, caller(p)),
+                    Err(_) => sut
+                        .view
+                        .create(
+                            INCOMING,
+                            OsStr::new(name),
+                            true,
+                            libc::O_CREAT | libc::O_TRUNC,
+                            caller(p),
+                        )
+                        .map(|(_, o)| o),
+                };
+                let o = got.map_err(|e| TestCaseError::fail(format!("{what}: {e}")))?;
+                model.create(p, name);
+                sut.fhs.push(o.fh);
+            }
+            Op::Write(h, good) => {
+                if sut.fhs.is_empty() {
+                    continue;
+                }
+                let h = h % sut.fhs.len();
+                let data = row(next_id, good);
+                let at = model.batches[model.handles[h].1].size;
+                let got = sut.view.write(sut.fhs[h], at, &data);
+                let want = model.write(h, next_id, good, data.len() as u64);
+                next_id += 1;
+                prop_assert_eq!(got.is_ok(), want, "{}: {:?}", what, got);
+            }
+            Op::Fsync(h) => {
+                if sut.fhs.is_empty() {
+                    continue;
+                }
+                let h = h % sut.fhs.len();
+                let got = sut.view.fsync(sut.fhs[h]);
+                let want = model.fsync(h);
+                prop_assert_eq!(got.is_ok(), want, "{}: {:?}", what, got);
+            }
+            Op::Close(h) => {
+                if sut.fhs.is_empty() {
+                    continue;
+                }
+                let h = h % sut.fhs.len();
+                let fh = sut.fhs.remove(h);
+                let p = model.handles[h].0;
+                let got = sut.view.flush(fh, caller(p));
+                sut.view.release(fh);
+                let want = model.close(h);
+                prop_assert_eq!(got.is_ok(), want, "{}: {:?}", what, got);
+            }
+            Op::Rename(p, a, b) => {
+                let got = sut.view.rename(
+                    INCOMING,
+                    OsStr::new(NAMES[a]),
+                    INCOMING,
+                    OsStr::new(NAMES[b]),
+                    false,
+                    caller(p),
+                );
+                match model.rename(p, NAMES[a], NAMES[b]) {
+                    None => prop_assert_eq!(got.as_ref().map_err(|e| e.errno()), Err(libc::ENOENT), "{}", what),
+                    Some(want) => prop_assert_eq!(got.is_ok(), want, "{}: {:?}", what, got),
+                }
+            }
+            Op::Chmod(n, mode) => {
+                let name = NAMES[n];
+                let got = sut.view.lookup(INCOMING, OsStr::new(name)).and_then(|a| {
+                    let set = SetAttrs {
+                        mode: Some(u32::from(mode)),
+                        ..SetAttrs::default()
+                    };
+                    sut.view.setattr(a.ino, None, set)
+                });
+                match model.names.get(name) {
+                    Some(&b) => {
+                        model.batches[b].perm = mode;
+                        let a = got.map_err(|e| TestCaseError::fail(format!("{what}: {e}")))?;
+                        prop_assert_eq!(a.perm, mode, "{}", what);
+                    }
+                    None => prop_assert!(got.is_err(), "{}: chmod of an unreachable name", what),
+                }
+            }
+            Op::Unlink(n) => {
+                let got = sut.view.unlink(INCOMING, OsStr::new(NAMES[n]));
+                let want = model.unlink(NAMES[n]);
+                prop_assert_eq!(got.is_ok(), want, "{}: {:?}", what, got);
+            }
+        }
+        prop_assert_eq!(sut.rows(), model.rows(), "table rows after {}", what);
+        prop_assert_eq!(sut.listing(), model.listing(), "incoming/ after {}", what);
+    }
+    // Every handle closed: the model and the view still agree.
+    while !sut.fhs.is_empty() {
+        let fh = sut.fhs.remove(0);
+        let p = model.handles[0].0;
+        let got = sut.view.flush(fh, caller(p));
+        sut.view.release(fh);
+        let want = model.close(0);
+        prop_assert_eq!(got.is_ok(), want, "final close: {:?}", got);
+        prop_assert_eq!(sut.rows(), model.rows(), "table rows after the final closes");
+        prop_assert_eq!(sut.listing(), model.listing(), "incoming/ after the final closes");
+    }
+    Ok(())
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: cases(),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn incoming_matches_the_model(ops in prop::collection::vec(op(), 1..24)) {
+        run(ops)?;
+    }
+}

@@ -1,0 +1,117 @@
+//! Issue 9's `incoming/` and `_staging/` reproductions on real mounts, with a second,
+//! unprivileged user reading through `-o allow_other` (README, "incoming/" and "Security").
+
+#[path = "common/mount.rs"]
+mod mount;
+#[path = "common/user.rs"]
+mod user;
+
+use std::fs;
+
+use mount::*;
+use user::{open_to_others, test_user};
+
+fn shared_fixture() -> Fixture {
+    let f = Fixture::flights(&["flights-jan.jsonl"]);
+    open_to_others(f.dir.path());
+    fs::copy(fixture("flights-mar.jsonl"), f.dir.path().join("mar.jsonl")).unwrap();
+    f
+}
+
+/// Item 5: by default others can neither list `incoming/` nor read a staged file or its note.
+#[test]
+fn incoming_is_private_by_default() {
+    let f = shared_fixture();
+    let _m = f.mount_with(&["-o", "allow_other"]);
+    let out = sh(
+        f.dir.path(),
+        "cp mar.jsonl \"$M/incoming/.scratch\" && printf '[1]\\n' | cat > \"$M/incoming/bad.jsonl\"",
+        &f.mnt,
+        &f.table,
+    );
+    assert!(!out.status.success(), "the bad file is refused");
+    let u = test_user();
+    let env = [("M", f.mnt.as_os_str())];
+    for script in [
+        "ls \"$M/incoming\"",
+        "cat \"$M/incoming/.scratch\"",
+        "cat \"$M/incoming/bad.jsonl.error\"",
+    ] {
+        let out = u.sh(script, &env);
+        assert!(!out.status.success(), "`{script}` worked for another user");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+            "{out:?}"
+        );
+    }
+    // The versions stay readable.
+    assert!(u.sh("head -c 10 \"$M/v/1/data.jsonl\"", &env).status.success());
+}
+
+/// Item 4: a reader's fsync through a read-only descriptor never commits the owner's pending
+/// file; the owner's own close does, once.
+#[test]
+fn a_readers_fsync_commits_nothing() {
+    let f = shared_fixture();
+    let _m = f.mount_with(&["-o", "allow_other", "--share-incoming"]);
+    // The owner writes and keeps the file open for a while.
+    let mut writer = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("(cat mar.jsonl; sleep 3) > \"$M/incoming/p.jsonl\"")
+        .current_dir(f.dir.path())
+        .env("M", &f.mnt)
+        .spawn()
+        .unwrap();
+    assert!(wait_for(5, || f
+        .m("incoming/p.jsonl")
+        .metadata()
+        .is_ok_and(|m| m.len() > 0)));
+    let u = test_user();
+    // GNU `sync FILE` opens the file read-only and fsyncs it.
+    let out = u.run("sync", &[f.m("incoming/p.jsonl")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(f.latest(), 1, "the reader's fsync committed");
+    // Writing is still the owner's alone.
+    let out = u.sh("echo '{}' > \"$M/incoming/u.jsonl\"", &[("M", f.mnt.as_os_str())]);
+    assert!(!out.status.success());
+    assert!(writer.wait().unwrap().success());
+    assert_eq!(f.latest(), 2);
+    assert_eq!(lines(&f.read_v(2)).len(), 1800 + 600);
+}
+
+/// Item 2: `_staging/` entries planted as symlinks are never followed: no secret shows in
+/// `incoming/`, the lock's target is untouched.
+#[test]
+fn planted_staging_symlinks_are_refused() {
+    let f = shared_fixture();
+    let secret = f.dir.path().join("secret.txt");
+    fs::write(&secret, "root:SECRET").unwrap();
+    let staging = f.table.join("_staging");
+    fs::create_dir_all(&staging).unwrap();
+    let id = "0123456789abcdef0123456789abcdef";
+    std::os::unix::fs::symlink(&secret, staging.join(format!("{id}.data"))).unwrap();
+    fs::write(staging.join(format!("{id}.name")), "leak.jsonl").unwrap();
+    let _m = f.mount_with(&["-o", "allow_other", "--share-incoming"]);
+    let names: Vec<_> = fs::read_dir(f.m("incoming"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+    assert_eq!(fs::read_to_string(&secret).unwrap(), "root:SECRET");
+    drop(_m);
+    // A symlinked lock: the mount refuses to start and the target keeps its bytes.
+    let lock = staging.join(".lock");
+    fs::remove_file(&lock).unwrap();
+    std::os::unix::fs::symlink(&secret, &lock).unwrap();
+    let out = std::process::Command::new(MOUNT_BIN)
+        .arg(&f.table)
+        .arg(&f.mnt)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("symbolic link"),
+        "{out:?}"
+    );
+    assert_eq!(fs::read_to_string(&secret).unwrap(), "root:SECRET");
+}
