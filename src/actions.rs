@@ -113,6 +113,20 @@ pub struct Remove {
     pub size: Option<u64>,
 }
 
+/// `txn`: the newest version of an application's idempotent writes (Delta PROTOCOL "Transaction
+/// Identifiers"). tinydelta writes one with `append --txn APP_ID:VERSION`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Txn {
+    /// The application's id.
+    pub app_id: String,
+    /// The application's version of this write.
+    pub version: i64,
+    /// ms since epoch, when written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_updated: Option<i64>,
+}
+
 /// `commitInfo`: provenance of a commit (PROTOCOL "Commit Provenance Information"). tinydelta
 /// writes one, first, in every commit. Other writers' commitInfo is optional and free-form: on
 /// read every field may be missing or of any JSON type (delta-rs writes integer metrics), so
@@ -346,6 +360,9 @@ pub struct Action {
     /// `remove`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remove: Option<Remove>,
+    /// `txn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub txn: Option<Txn>,
 }
 
 impl Action {
@@ -374,6 +391,13 @@ impl Action {
     pub fn add(a: Add) -> Self {
         Action {
             add: Some(a),
+            ..Default::default()
+        }
+    }
+    /// A line holding `txn`.
+    pub fn txn(t: Txn) -> Self {
+        Action {
+            txn: Some(t),
             ..Default::default()
         }
     }
@@ -439,8 +463,10 @@ mod tests {
 
     #[test]
     fn unknown_actions_and_fields_are_ignored() {
-        let a: Action = serde_json::from_str(r#"{"txn":{"appId":"x","version":1}}"#).unwrap();
-        assert!(a.add.is_none() && a.commit_info.is_none());
+        let a: Action = serde_json::from_str(r#"{"cdc":{"path":"x","size":1}}"#).unwrap();
+        assert!(a.add.is_none() && a.commit_info.is_none() && a.txn.is_none());
+        let a: Action = serde_json::from_str(r#"{"txn":{"appId":"x","version":1,"future":2}}"#).unwrap();
+        assert_eq!(a.txn.map(|t| (t.app_id, t.version)), Some(("x".into(), 1)));
         let a: Action = serde_json::from_str(
             r#"{"add":{"path":"p.jsonl","partitionValues":{},"size":3,"modificationTime":1,"dataChange":true,"tags":{"a":"b"},"future":1}}"#,
         )

@@ -1,7 +1,7 @@
 //! `tinydelta check`: prove a table whole, in the spirit of `git fsck` (docs/FORMAT.md,
 //! "Checking a table"). Every commit complete and contiguous; every data file that a readable
 //! version names present with its recorded size (a file only older versions name and that is
-//! gone was vacuumed: a warning); checkpoints and version checksums consistent with log replay
+//! deleted by a recorded `VACUUM START` is a warning, any other missing file damage); checkpoints and version checksums consistent with log replay
 //! (warnings: readers never need them); with `deep`, every live file re-read and its rows
 //! counted against its stats. `repair` moves a damaged *newest* commit into
 //! `_delta_log/_corrupt/` (never deletes it), so the table is whole at the version before.
@@ -209,14 +209,27 @@ fn check_versions(table: &Table, first: u64, end: u64, deep: bool, report: &mut 
                     }
                 }
             }
-            Err(e) if !live && e.to_string().contains("missing") => report.warn(
-                Some(*last),
-                format!(
-                    "{} (named by versions up to {last}) is gone: vacuumed",
-                    table.root().join(path).display()
-                ),
-                "nothing to do unless you need to read those old versions",
-            ),
+            Err(e) if !live && crate::table::is_missing_data_file(&e) => {
+                match crate::vacuum::vacuum_that_deleted(table, *last, path)? {
+                    Some((v, ts)) => report.warn(
+                        Some(*last),
+                        format!(
+                            "{} (named by versions up to {last}) was deleted by the vacuum of {} (version {v}): those versions are no longer readable",
+                            table.root().join(path).display(),
+                            crate::table::rfc3339_ms(ts)
+                        ),
+                        "nothing to do unless you need to read those old versions",
+                    ),
+                    None => report.damage(
+                        Some(*last),
+                        format!(
+                            "{} (named by versions up to {last}) is missing, and no vacuum deleted it",
+                            table.root().join(path).display()
+                        ),
+                        RESTORE_HINT,
+                    ),
+                }
+            }
             Err(e) if crate::table::is_unsupported_format(&e) => report.warn(
                 Some(*last),
                 e.to_string(),

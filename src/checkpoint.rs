@@ -43,6 +43,10 @@ struct Header {
     protocol: Protocol,
     meta_data: Metadata,
     commit_info: CommitInfo,
+    /// The snapshot's `txn` versions; absent in checkpoints written before tinydelta tracked
+    /// them, which [`read`] then ignores (replay is the truth).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    txns: Option<std::collections::BTreeMap<String, i64>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -165,6 +169,9 @@ pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
     if header.version != version {
         return Err(corrupt(format!("header says version {}", header.version)));
     }
+    let Some(txns) = header.txns else {
+        return Err(corrupt("written before txn versions were recorded".into()));
+    };
     let schema = Schema::from_schema_string(&header.meta_data.schema_string).map_err(corrupt)?;
     let mut files = Vec::with_capacity(header.num_files as usize);
     for (i, line) in lines.enumerate() {
@@ -198,6 +205,7 @@ pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
         metadata: header.meta_data,
         protocol: header.protocol,
         files,
+        txns,
     })
 }
 
@@ -222,6 +230,7 @@ pub fn write(root: &Dir, snap: &Snapshot) -> Result<()> {
             protocol: snap.protocol.clone(),
             meta_data: snap.metadata.clone(),
             commit_info: snap.commit_info.clone(),
+            txns: Some(snap.txns.clone()),
         };
         write_line(&mut w, &header, &tmp_path)?;
         for f in &snap.files {

@@ -256,6 +256,31 @@ pub fn encode(actions: &[Action]) -> Vec<u8> {
     out
 }
 
+/// Commit as `read_version + 1` under Delta's default isolation level, WriteSerializable (README,
+/// "How a write becomes visible": Concurrency): a commit that landed after `read_version` is a
+/// conflict only when it removed (or re-added) one of `read_files` (the files this operation read,
+/// paths decoded) or changed the metadata or protocol; otherwise (blind appends, vacuum commits)
+/// this commit is serialized after it and `build` is called again for the next version. With
+/// `expect_version` set, any commit after it is a conflict.
+///
+/// Errors: as [`commit_loop`].
+pub fn commit_loop_serializable(
+    table: &Table,
+    read_version: u64,
+    read_files: &std::collections::HashSet<String>,
+    expect_version: Option<u64>,
+    build: impl FnMut(u64, i64) -> Vec<Action>,
+) -> Result<u64> {
+    commit_loop_with(table, read_version, expect_version, &[], build, |version| {
+        Ok(table.read_commit(version)?.actions.iter().any(|a| {
+            a.metadata.is_some()
+                || a.protocol.is_some()
+                || a.remove.as_ref().is_some_and(|r| read_files.contains(&r.path))
+                || a.add.as_ref().is_some_and(|r| read_files.contains(&r.path))
+        }))
+    })
+}
+
 /// Commit as `read_version + 1`, rebasing blind appends as README, "How a write becomes visible" says.
 ///
 /// `build(version, previous_timestamp)` returns the actions to commit at `version` (called again
@@ -282,7 +307,41 @@ pub fn commit_loop_after(
     isolation: Isolation,
     expect_version: Option<u64>,
     data: &[(&File, &Path)],
+    build: impl FnMut(u64, i64) -> Vec<Action>,
+) -> Result<u64> {
+    if isolation == Isolation::ReadDependent {
+        return commit_loop_with(table, read_version, expect_version, data, build, |_| Ok(true));
+    }
+    commit_loop_with(table, read_version, expect_version, data, build, |version| {
+        Ok(table
+            .read_commit(version)?
+            .actions
+            .iter()
+            .any(|a| a.metadata.is_some() || a.protocol.is_some()))
+    })
+}
+
+/// The commit loop: publish `build`'s actions at the next version (fsyncing the unsynced data
+/// files `data` with it, see [`publish_after`]); on a lost race, rebase unless
+/// `conflicts(winner's version)` (or `expect_version` is set). Errors: as [`commit_loop`].
+pub fn commit_loop_checked(
+    table: &Table,
+    read_version: u64,
+    expect_version: Option<u64>,
+    data: &[(&File, &Path)],
+    build: impl FnMut(u64, i64) -> Vec<Action>,
+    conflicts: impl Fn(u64) -> Result<bool>,
+) -> Result<u64> {
+    commit_loop_with(table, read_version, expect_version, data, build, conflicts)
+}
+
+fn commit_loop_with(
+    table: &Table,
+    read_version: u64,
+    expect_version: Option<u64>,
+    data: &[(&File, &Path)],
     mut build: impl FnMut(u64, i64) -> Vec<Action>,
+    conflicts: impl Fn(u64) -> Result<bool>,
 ) -> Result<u64> {
     let root = table.root();
     if let Some(exp) = expect_version
@@ -307,15 +366,10 @@ pub fn commit_loop_after(
                     read_version,
                     version,
                 };
-                if isolation == Isolation::ReadDependent || expect_version.is_some() {
+                if expect_version.is_some() {
                     return Err(conflict);
                 }
-                let commit = table.read_commit(version)?;
-                if commit
-                    .actions
-                    .iter()
-                    .any(|a| a.metadata.is_some() || a.protocol.is_some())
-                {
+                if conflicts(version)? {
                     return Err(conflict);
                 }
                 prev_ts = table.commit_info(version)?.timestamp;

@@ -123,6 +123,22 @@ pub enum Error {
     /// Bad command-line usage (an unknown type, a malformed duration...).
     #[error("{0}")]
     Usage(String),
+
+    /// A version whose data files a retention vacuum deleted (README, "Vacuum"): its commit and
+    /// schema stay, its rows are gone.
+    #[error("table {}: version {version}'s data was removed by the vacuum of {time} (version {vacuum_version}); {} is gone", table.display(), path.display())]
+    Vacuumed {
+        /// Table root.
+        table: PathBuf,
+        /// The version that was asked for.
+        version: u64,
+        /// The `VACUUM START` commit of the vacuum that deleted the file.
+        vacuum_version: u64,
+        /// That commit's time, RFC 3339.
+        time: String,
+        /// A data file of `version` that the vacuum deleted.
+        path: PathBuf,
+    },
 }
 
 impl Error {
@@ -137,7 +153,10 @@ impl Error {
             | Error::NotDurable { .. } => 1,
             Error::Usage(_) => 2,
             Error::ConcurrentWrite { .. } => 3,
-            Error::TableNotFound(_) | Error::VersionNotFound { .. } | Error::NoVersionAsOf { .. } => 4,
+            Error::TableNotFound(_)
+            | Error::VersionNotFound { .. }
+            | Error::NoVersionAsOf { .. }
+            | Error::Vacuumed { .. } => 4,
             Error::BadInput { .. } => 5,
         }
     }

@@ -6,6 +6,7 @@
 //! overwrites and restores with the link-publish protocol of [`commit`].
 
 pub mod actions;
+pub mod alter;
 pub mod beneath;
 pub mod changes;
 pub mod check;
@@ -16,6 +17,7 @@ pub mod error;
 pub mod failpoint;
 pub mod fuse;
 pub mod log;
+pub mod optimize;
 pub mod rows;
 pub mod schema;
 pub mod segment;

@@ -199,9 +199,15 @@ fn check_counts(ci: &CommitInfo, actions: &[Action]) -> std::result::Result<(), 
                 return Err(format!("an append holds {removes} remove actions"));
             }
         }
-        "UPDATE" | "DELETE" | "MERGE" => {
+        "UPDATE" | "DELETE" | "MERGE" | "OPTIMIZE" => {
             expect("numAddedFiles", "numAddedFiles", adds)?;
             expect("numRemovedFiles", "numRemovedFiles", removes)?;
+        }
+        "VACUUM START" | "VACUUM END" if adds + removes + meta + proto != 0 => {
+            return Err(format!(
+                "a {} commit must hold only commitInfo; it holds {adds} add, {removes} remove, {meta} metaData, {proto} protocol",
+                ci.operation
+            ));
         }
         "RESTORE" => {
             // tinydelta before 0.2 wrote numRestoredFile / numRemovedFile.

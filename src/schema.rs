@@ -84,6 +84,10 @@ pub struct Column {
     pub nullable: bool,
 }
 
+/// Column names reserved for the change data feed (Delta CDF's metadata columns), refused at
+/// `create` and `alter`, regardless of case.
+pub const RESERVED_NAMES: [&str; 3] = ["_change_type", "_commit_version", "_commit_timestamp"];
+
 /// An ordered list of columns; the order is the key order of canonical rows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schema {
@@ -156,8 +160,15 @@ impl Schema {
 
     /// Refuse column names equal regardless of case (Delta column names are case-insensitive,
     /// PROTOCOL "Schema Serialization Format"). Errors: [`Error::Usage`] naming both.
+    /// Also refuses the change feed's reserved names ([`RESERVED_NAMES`]).
     pub fn check_unique_names(&self) -> Result<()> {
         for (i, c) in self.columns.iter().enumerate() {
+            if let Some(r) = RESERVED_NAMES.iter().find(|r| r.eq_ignore_ascii_case(&c.name)) {
+                return Err(Error::Usage(format!(
+                    "column name {:?} is reserved for the change feed ({r}); choose another name",
+                    c.name
+                )));
+            }
             if let Some(d) = self.columns[..i]
                 .iter()
                 .find(|d| d.name.to_lowercase() == c.name.to_lowercase())

@@ -1,7 +1,7 @@
 //! Snapshots: the state of a table at one version, rebuilt by log replay of add/remove actions
 //! from version 0 (Delta PROTOCOL "Action Reconciliation").
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use crate::actions::{CommitInfo, Metadata, Protocol};
@@ -53,6 +53,9 @@ pub struct Snapshot {
     pub protocol: Protocol,
     /// Live files; their concatenation is the version's rows.
     pub files: Vec<FileEntry>,
+    /// The newest `txn` version of each application id (Delta PROTOCOL "Transaction
+    /// Identifiers"): never rolled back by a restore.
+    pub txns: BTreeMap<String, i64>,
 }
 
 impl Snapshot {
@@ -76,6 +79,7 @@ pub struct Replay {
     rows: u64,
     metadata: Option<Metadata>,
     protocol: Option<Protocol>,
+    txns: BTreeMap<String, i64>,
     /// Every path any `add` named so far.
     pub ever_added: Option<std::collections::HashSet<String>>,
 }
@@ -98,6 +102,9 @@ impl Replay {
             }
             if let Some(m) = &a.metadata {
                 self.metadata = Some(m.clone());
+            }
+            if let Some(t) = &a.txn {
+                self.txns.insert(t.app_id.clone(), t.version);
             }
             if let Some(add) = &a.add {
                 if let Some(set) = &mut self.ever_added {
@@ -143,6 +150,7 @@ impl Replay {
             rows: snap.num_records(),
             metadata: Some(snap.metadata.clone()),
             protocol: Some(snap.protocol.clone()),
+            txns: snap.txns.clone(),
             ever_added: None,
         }
     }
@@ -153,6 +161,11 @@ impl Replay {
             ever_added: Some(Default::default()),
             ..Default::default()
         }
+    }
+
+    /// Whether `path` is live so far.
+    pub fn is_live(&self, path: &str) -> bool {
+        self.live.contains_key(path)
     }
 
     /// (rows, files) live so far.
@@ -186,6 +199,7 @@ impl Replay {
             metadata,
             protocol,
             files,
+            txns: self.txns.clone(),
         })
     }
 }

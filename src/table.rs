@@ -67,6 +67,20 @@ pub struct Table {
     tip: Arc<Mutex<Option<Arc<Snapshot>>>>,
 }
 
+/// What an append did ([`Table::append_txn`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnOutcome {
+    /// Committed as this version.
+    Committed(u64),
+    /// The table already records this version or a later one for the app id: nothing committed.
+    AlreadyApplied {
+        /// The version the table records for the app id.
+        recorded: i64,
+    },
+    /// No rows and no txn: nothing committed.
+    NoRows,
+}
+
 /// One line of `history`.
 #[derive(Debug, Clone)]
 pub struct HistoryEntry {
@@ -716,6 +730,35 @@ impl Table {
             })
     }
 
+    /// The `add` actions of `files` (as [`Table::add_action`]), reading each commit that added
+    /// one of them once: O(files + their commits' bytes), not O(files x commit size).
+    /// Errors: as [`Table::add_action`].
+    pub fn add_actions(&self, files: &[&crate::snapshot::FileEntry]) -> Result<Vec<Add>> {
+        let mut by_version: BTreeMap<u64, std::collections::HashMap<String, Add>> = BTreeMap::new();
+        for f in files {
+            by_version.entry(f.added_in).or_default();
+        }
+        for (v, adds) in by_version.iter_mut() {
+            for a in self.read_commit(*v)?.actions.into_iter().filter_map(|a| a.add) {
+                // The last add of a path in a commit wins, as in replay.
+                adds.insert(a.path.clone(), a);
+            }
+        }
+        files
+            .iter()
+            .map(|f| {
+                by_version
+                    .get(&f.added_in)
+                    .and_then(|m| m.get(&f.path))
+                    .cloned()
+                    .ok_or_else(|| Error::Corrupt {
+                        path: self.commit_path(f.added_in),
+                        reason: format!("no add action for {}", f.path),
+                    })
+            })
+            .collect()
+    }
+
     /// Open the data file `rel` (a decoded path relative to the table root, as in
     /// [`crate::snapshot::FileEntry::path`]) for reading, beneath the table folder with
     /// `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` ([`crate::beneath::Dir`]), and check that
@@ -731,11 +774,15 @@ impl Table {
 
     /// Open every data file of `snapshot` (checked as [`Table::open_data_file`] does), in order,
     /// before any byte is read: a version is read whole or not at all.
+    /// A file a retention vacuum deleted is [`Error::Vacuumed`] (exit 4).
     pub fn open_data_files(&self, snapshot: &Snapshot) -> Result<Vec<File>> {
         snapshot
             .files
             .iter()
-            .map(|f| self.open_data_file(&f.path, f.size))
+            .map(|f| {
+                self.open_data_file(&f.path, f.size)
+                    .map_err(|e| crate::vacuum::explain_missing(self, snapshot.version, &f.path, e))
+            })
             .collect()
     }
 
@@ -999,17 +1046,89 @@ impl Table {
             operation: operation.into(),
             operation_parameters: params.clone(),
             read_version: Some(v as i64 - 1),
-            isolation_level: Some("Serializable".into()),
+            isolation_level: Some("WriteSerializable".into()),
             is_blind_append: blind,
             operation_metrics: metrics.clone(),
             engine_info: Some(ENGINE_INFO.into()),
         })
     }
 
+    /// An idempotent append (Delta PROTOCOL "Transaction Identifiers"; README, "Idempotent
+    /// appends"): commits the rows of `input` with a `txn` action (`app_id`, `version`) only if
+    /// the table's recorded version for `app_id` is lower than `version`; else commits nothing
+    /// and returns [`TxnOutcome::AlreadyApplied`]. The check is repeated against every commit it
+    /// rebases over, so of racing writers with one `txn` exactly one commits. An input with no
+    /// rows still commits the `txn` action. Errors: as [`Table::append`].
+    pub fn append_txn(
+        &self,
+        source: &str,
+        input: impl BufRead,
+        opts: &WriteOptions,
+        app_id: &str,
+        txn_version: i64,
+    ) -> Result<TxnOutcome> {
+        let read_version = self.latest_version()?;
+        let snap = self.snapshot(read_version)?;
+        self.check_writable(&snap)?;
+        if let Some(&recorded) = snap.txns.get(app_id)
+            && recorded >= txn_version
+        {
+            return Ok(TxnOutcome::AlreadyApplied { recorded });
+        }
+        let created = self.create_data_file(&snap.schema, source, input)?;
+        let add = created.as_ref().map(|(a, _)| a.clone());
+        let path = add.as_ref().map(|a| self.root.join(&a.path));
+        let data: Vec<(&File, &Path)> = match (&created, &path) {
+            (Some((_, f)), Some(p)) => vec![(f, p.as_path())],
+            _ => vec![],
+        };
+        let rows = add.as_ref().and_then(Add::num_records).unwrap_or(0);
+        let mut params = BTreeMap::from([("mode".to_string(), "Append".to_string())]);
+        params.extend(opts.extra_params.iter().cloned());
+        let metrics = BTreeMap::from([
+            ("numFiles".into(), usize::from(add.is_some()).to_string()),
+            ("numOutputRows".into(), rows.to_string()),
+            ("numOutputBytes".into(), add.as_ref().map_or(0, |a| a.size).to_string()),
+        ]);
+        // A rebase over a commit recording this app id at `txn_version` or later: already applied.
+        let applied = std::cell::Cell::new(None);
+        let build = |v: u64, ts: i64| {
+            let mut actions = vec![
+                Self::write_info("WRITE", &params, &metrics, v, ts, true),
+                Action::txn(crate::actions::Txn {
+                    app_id: app_id.to_string(),
+                    version: txn_version,
+                    last_updated: Some(ts),
+                }),
+            ];
+            actions.extend(add.iter().cloned().map(Action::add));
+            actions
+        };
+        let res = commit::commit_loop_checked(self, read_version, opts.expect_version, &data, build, |winner| {
+            let c = self.read_commit(winner)?;
+            if let Some(t) = c
+                .actions
+                .iter()
+                .filter_map(|a| a.txn.as_ref())
+                .find(|t| t.app_id == app_id)
+                && t.version >= txn_version
+            {
+                applied.set(Some(t.version));
+                return Ok(true);
+            }
+            Ok(c.actions.iter().any(|a| a.metadata.is_some() || a.protocol.is_some()))
+        });
+        let files: Vec<&str> = add.iter().map(|a| a.path.as_str()).collect();
+        match (self.finish(res, &files, &snap), applied.get()) {
+            (Err(Error::ConcurrentWrite { .. }), Some(recorded)) => Ok(TxnOutcome::AlreadyApplied { recorded }),
+            (r, _) => r.map(TxnOutcome::Committed),
+        }
+    }
+
     /// After a commit attempt: on an error that left nothing published, remove the data files
     /// written for it; after a publish (even one whose durability is unknown), keep them and
     /// write the version checksum from `base` (the snapshot the write read).
-    fn finish(&self, res: Result<u64>, files: &[&str], base: &Snapshot) -> Result<u64> {
+    pub(crate) fn finish(&self, res: Result<u64>, files: &[&str], base: &Snapshot) -> Result<u64> {
         match &res {
             Ok(v) => self.write_crc_after(*v, Some(base)),
             Err(Error::NotDurable { .. }) => {}
@@ -1025,7 +1144,7 @@ impl Table {
     /// Write `_delta_log/{version:020}.crc` (Delta PROTOCOL "Version Checksum File": table size,
     /// file count, metadata, protocol) for a version just committed, replaying it from `base`.
     /// Best effort: readers never need it, so a failure is a warning.
-    fn write_crc_after(&self, version: u64, base: Option<&Snapshot>) {
+    pub(crate) fn write_crc_after(&self, version: u64, base: Option<&Snapshot>) {
         // This handle just linked `version` on top of `base` (plus any versions it rebased
         // over, which it read): replayed from the commits themselves, with no listing of the
         // log (a listing costs O(versions) per commit; readers never need the .crc).
@@ -1039,7 +1158,7 @@ impl Table {
         }
     }
 
-    fn check_writable(&self, snap: &Snapshot) -> Result<()> {
+    pub(crate) fn check_writable(&self, snap: &Snapshot) -> Result<()> {
         if snap.protocol.min_writer_version > WRITER_VERSION {
             return Err(Error::UnsupportedProtocol {
                 table: self.root.clone(),
@@ -1086,18 +1205,13 @@ impl Table {
             ("numRemovedFiles".into(), snap.files.len().to_string()),
         ]);
         let live: Vec<_> = snap.files.iter().collect();
-        let res = commit::commit_loop(
-            self,
-            read_version,
-            Isolation::ReadDependent,
-            opts.expect_version,
-            |v, ts| {
-                let mut actions = vec![Self::write_info("WRITE", &params, &metrics, v, ts, false)];
-                actions.extend(Self::removes(&live, ts));
-                actions.extend(add.iter().cloned().map(Action::add));
-                actions
-            },
-        );
+        let read_files: HashSet<String> = snap.files.iter().map(|f| f.path.clone()).collect();
+        let res = commit::commit_loop_serializable(self, read_version, &read_files, opts.expect_version, |_, ts| {
+            let mut actions = vec![serializable_info("WRITE", &params, &metrics, read_version, ts)];
+            actions.extend(Self::removes(&live, ts));
+            actions.extend(add.iter().cloned().map(Action::add));
+            actions
+        });
         let files: Vec<&str> = add.iter().map(|a| a.path.as_str()).collect();
         self.finish(res, &files, &snap)
     }
@@ -1122,10 +1236,8 @@ impl Table {
         // the rest so that replay yields exactly the target's order.
         let prefix = kept.iter().zip(&old.files).take_while(|(a, b)| **a == b.path).count();
         let kept_prefix: HashSet<&str> = kept[..prefix].iter().copied().collect();
-        let to_add: Vec<Add> = old.files[prefix..]
-            .iter()
-            .map(|f| self.add_action(f))
-            .collect::<Result<_>>()?;
+        let to_add: Vec<Add> = self.add_actions(&old.files[prefix..].iter().collect::<Vec<_>>())?;
+        self.check_restorable(target, &cur, &to_add)?;
         // A live file the restore re-adds is not also removed: re-adding a live path is how
         // Delta updates it (PROTOCOL "Add File and Remove File"; one path in both an add and a
         // remove of one commit is not allowed), and replay moves it to the end all the same.
@@ -1153,37 +1265,58 @@ impl Table {
         ]);
         let mut params = BTreeMap::from([("version".to_string(), target.to_string())]);
         params.extend(opts.extra_params.iter().cloned());
-        let res = commit::commit_loop(
-            self,
-            read_version,
-            Isolation::ReadDependent,
-            opts.expect_version,
-            |v, ts| {
-                let mut actions = vec![Action::commit_info(CommitInfo {
-                    timestamp: ts,
-                    timestamp_recorded: true,
-                    operation: "RESTORE".into(),
-                    operation_parameters: params.clone(),
-                    read_version: Some(v as i64 - 1),
-                    isolation_level: Some("Serializable".into()),
-                    is_blind_append: false,
-                    operation_metrics: metrics.clone(),
-                    engine_info: Some(ENGINE_INFO.into()),
-                })];
-                if schema_changed {
-                    actions.push(Action::metadata(old.metadata.clone()));
-                }
-                actions.extend(Self::removes(&to_remove, ts));
-                actions.extend(to_add.iter().cloned().map(|mut a| {
-                    a.data_change = true;
-                    a.path = crate::actions::encode_path(&a.path);
-                    Action::add(a)
-                }));
-                actions
-            },
-        );
+        let read_files: HashSet<String> = cur.files.iter().map(|f| f.path.clone()).collect();
+        let res = commit::commit_loop_serializable(self, read_version, &read_files, opts.expect_version, |_, ts| {
+            let mut actions = vec![serializable_info("RESTORE", &params, &metrics, read_version, ts)];
+            if schema_changed {
+                actions.push(Action::metadata(old.metadata.clone()));
+            }
+            actions.extend(Self::removes(&to_remove, ts));
+            actions.extend(to_add.iter().cloned().map(|mut a| {
+                a.data_change = true;
+                a.path = crate::actions::encode_path(&a.path);
+                Action::add(a)
+            }));
+            actions
+        });
         self.finish(res, &[], &cur)
     }
+}
+
+impl Table {
+    /// Before a restore to `target` re-adds `to_add`: each file not live in `cur` is still on
+    /// disk (opened and size-checked), else the error names the vacuum that deleted it
+    /// ([`Error::Vacuumed`]). Errors: as [`Table::open_data_file`].
+    fn check_restorable(&self, target: u64, cur: &Snapshot, to_add: &[Add]) -> Result<()> {
+        let live: HashSet<&str> = cur.files.iter().map(|f| f.path.as_str()).collect();
+        for a in to_add.iter().filter(|a| !live.contains(a.path.as_str())) {
+            self.open_data_file(&a.path, a.size)
+                .map_err(|e| crate::vacuum::explain_missing(self, target, &a.path, e))?;
+        }
+        Ok(())
+    }
+}
+
+/// The `commitInfo` of a WriteSerializable operation that read `read_version` and is not a
+/// blind append (overwrite, restore, optimize), committed at `ts` (ms since epoch).
+pub(crate) fn serializable_info(
+    operation: &str,
+    params: &BTreeMap<String, String>,
+    metrics: &BTreeMap<String, String>,
+    read_version: u64,
+    ts: i64,
+) -> Action {
+    Action::commit_info(CommitInfo {
+        timestamp: ts,
+        timestamp_recorded: true,
+        operation: operation.into(),
+        operation_parameters: params.clone(),
+        read_version: Some(read_version as i64),
+        isolation_level: Some("WriteSerializable".into()),
+        is_blind_append: false,
+        operation_metrics: metrics.clone(),
+        engine_info: Some(ENGINE_INFO.into()),
+    })
 }
 
 /// [`Table::open_data_file`] beneath the table folder `root` (a directory handle): the one
@@ -1199,7 +1332,7 @@ pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File>
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             return Err(Error::Corrupt {
                 path,
-                reason: "data file is missing, but a version names it".into(),
+                reason: MISSING.into(),
             });
         }
         Err(e) => return Err(e),
@@ -1219,6 +1352,20 @@ pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File>
         }
     }
     Ok(file)
+}
+
+const MISSING: &str = "data file is missing, but a version names it";
+
+/// Whether `e` is [`open_data_file`]'s error for a missing data file.
+pub fn is_missing_data_file(e: &Error) -> bool {
+    matches!(e, Error::Corrupt { reason, .. } if reason == MISSING)
+}
+
+/// ms since the epoch as RFC 3339 UTC with milliseconds (`2026-11-30T22:10:00.000Z`).
+pub fn rfc3339_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        .unwrap_or_else(|| ms.to_string())
 }
 
 /// Whether a data file's name says Parquet (delta-rs and Spark write `*.parquet`).
@@ -1283,6 +1430,36 @@ mod tests {
             t.snapshot_after(&mid, 9),
             Err(Error::VersionNotFound { version: 9, .. })
         ));
+    }
+
+    #[test]
+    fn txns_survive_restore_and_private_checkpoints() {
+        let (_d, t) = table();
+        let o = WriteOptions::default();
+        let r = t.append_txn("t", "{\"id\":1}\n".as_bytes(), &o, "a", 3).expect("txn");
+        assert_eq!(r, TxnOutcome::Committed(1));
+        t.restore(0, &o).expect("restore"); // 2
+        let s2 = t.snapshot(2).expect("snapshot");
+        assert_eq!(s2.txns.get("a"), Some(&3));
+        checkpoint::write(t.dir(), &s2).expect("checkpoint");
+        assert_eq!(checkpoint::read(t.dir(), 2).expect("read").txns, s2.txns);
+        let fresh = Table::open(t.root()).expect("open");
+        append(&fresh, "{\"id\":2}\n"); // 3
+        assert_eq!(fresh.snapshot(3).expect("snapshot").txns.get("a"), Some(&3));
+        let r = fresh
+            .append_txn("t", "{\"id\":1}\n".as_bytes(), &o, "a", 3)
+            .expect("txn");
+        assert_eq!(r, TxnOutcome::AlreadyApplied { recorded: 3 });
+        // A checkpoint from before txns were recorded is ignored (replay is the truth).
+        let cp = t.root().join(checkpoint::CHECKPOINT_DIR).join(checkpoint::file_name(2));
+        let text = std::fs::read_to_string(&cp).expect("cp");
+        let (head, rest) = text.split_once('\n').expect("header");
+        let mut h: serde_json::Value = serde_json::from_str(head).expect("json");
+        h.as_object_mut().expect("object").remove("txns");
+        std::fs::write(&cp, format!("{h}\n{rest}")).expect("write");
+        assert!(checkpoint::read(t.dir(), 2).is_err());
+        let fresh = Table::open(t.root()).expect("open");
+        assert_eq!(fresh.snapshot(3).expect("snapshot").txns.get("a"), Some(&3));
     }
 
     #[test]

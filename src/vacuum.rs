@@ -1,4 +1,11 @@
-//! Vacuum (README, "Usage"; docs/FORMAT.md, "Vacuum"): delete what no version names, never what one does.
+//! Vacuum (README, "Vacuum"; docs/FORMAT.md, "Vacuum"): delete orphans, and data files whose
+//! last `remove` is older than the retention (Delta `VACUUM ... RETAIN n HOURS`).
+//!
+//! Retention vacuum: a data file not live in the latest version whose newest `remove` has a
+//! `deletionTimestamp` older than the retention (`--retain`, else the table property
+//! `delta.deletedFileRetentionDuration`, default 7 days) is deleted; the run is recorded as a
+//! `VACUUM START` and a `VACUUM END` commit (commitInfo only, Delta's parameters and metrics).
+//! Versions naming a deleted file are no longer readable ([`Error::Vacuumed`]).
 //!
 //! Vacuum first replays the whole log, from version 0 to the newest commit present
 //! ([`Table::inventory_with_param`]); any damage (a hole, an empty or cut commit, a commit that
@@ -14,16 +21,99 @@
 //! the mount's lock (`_staging/.lock`, `flock`), held until the last deletion, so a mount
 //! starting meanwhile cannot race it; while a mount holds it `_staging/` is left alone.
 
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::actions::{Action, CommitInfo, Metadata};
 use crate::beneath::{Dir, Kind};
+use crate::commit::{self, Isolation};
 use crate::error::{Error, Result};
 use crate::log::LogFile;
-use crate::table::Table;
+use crate::snapshot::Replay;
+use crate::table::{ENGINE_INFO, Table};
 
-/// The default retention: one hour.
+/// The default minimum age of orphans and leftovers (`--older-than`): one hour.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(3600);
+
+/// The table property that sets how long removed data files are kept (Delta's name).
+pub const RETENTION_PROPERTY: &str = "delta.deletedFileRetentionDuration";
+
+/// Delta's default for [`RETENTION_PROPERTY`]: 7 days.
+pub const DEFAULT_DELETED_FILE_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// `commitInfo.operation` of the commit that starts a retention vacuum (Delta's name).
+pub const VACUUM_START: &str = "VACUUM START";
+/// `commitInfo.operation` of the commit that ends it.
+pub const VACUUM_END: &str = "VACUUM END";
+
+/// What a vacuum deletes, and how old things must be.
+#[derive(Debug, Clone)]
+pub struct VacuumOptions {
+    /// The retention of removed data files (`--retain`); `None`: the table's
+    /// [`RETENTION_PROPERTY`].
+    pub retain: Option<Duration>,
+    /// Allow a `retain` below the table's retention (Delta's retention-duration check).
+    pub force: bool,
+    /// Minimum age (mtime) of orphans and leftovers (`--older-than`).
+    pub older_than: Duration,
+    /// Only report.
+    pub dry_run: bool,
+}
+
+impl Default for VacuumOptions {
+    fn default() -> Self {
+        VacuumOptions {
+            retain: None,
+            force: false,
+            older_than: DEFAULT_RETENTION,
+            dry_run: false,
+        }
+    }
+}
+
+/// Parse a Delta interval (`interval 7 days`, `interval 1 week`, `168 hours`) or a plain
+/// duration (`7d`, `1h`). `None` when it is neither.
+pub fn parse_interval(s: &str) -> Option<Duration> {
+    let t = s.trim().to_ascii_lowercase();
+    let body = t.strip_prefix("interval").map(str::trim).unwrap_or(&t);
+    let words: Vec<&str> = body.split_whitespace().collect();
+    if words.len() >= 2 && words.len().is_multiple_of(2) {
+        let mut total = Duration::ZERO;
+        for pair in words.chunks(2) {
+            let n: u64 = pair[0].parse().ok()?;
+            let unit = pair[1].trim_end_matches('s');
+            let secs = match unit {
+                "millisecond" => {
+                    total = total.checked_add(Duration::from_millis(n))?;
+                    continue;
+                }
+                "second" => 1,
+                "minute" => 60,
+                "hour" => 3600,
+                "day" => 86_400,
+                "week" => 604_800,
+                _ => return None,
+            };
+            total = total.checked_add(Duration::from_secs(n.checked_mul(secs)?))?;
+        }
+        return Some(total);
+    }
+    humantime::parse_duration(body).ok()
+}
+
+/// The table's retention of removed data files: [`RETENTION_PROPERTY`] from `metaData.configuration`,
+/// else 7 days. Errors: [`Error::Usage`] when the property is set but not an interval.
+pub fn table_retention(metadata: &Metadata) -> Result<Duration> {
+    match metadata.configuration.get(RETENTION_PROPERTY) {
+        None => Ok(DEFAULT_DELETED_FILE_RETENTION),
+        Some(v) => parse_interval(v).ok_or_else(|| {
+            Error::Usage(format!(
+                "table property {RETENTION_PROPERTY} = {v:?} is not an interval like \"interval 7 days\""
+            ))
+        }),
+    }
+}
 
 /// The staging folder of the mount's `incoming/`.
 pub const STAGING_DIR: &str = crate::staging::STAGING_DIR;
@@ -31,10 +121,18 @@ pub const STAGING_DIR: &str = crate::staging::STAGING_DIR;
 /// What a vacuum found (and deleted, unless it was a dry run).
 #[derive(Debug, Default)]
 pub struct VacuumReport {
-    /// Paths deleted (or that would be).
-    pub deleted: Vec<PathBuf>,
+    /// Paths deleted (or that would be), each with its size in bytes: orphans, leftovers and
+    /// expired data files.
+    pub deleted: Vec<(PathBuf, u64)>,
     /// Their total size, bytes.
     pub bytes: u64,
+    /// How many of `deleted` were data files some version named (retention vacuum).
+    pub expired: usize,
+    /// The retention used for removed data files.
+    pub retention: Duration,
+    /// The `VACUUM START` and `VACUUM END` versions, when data files some version named were
+    /// deleted.
+    pub commits: Option<(u64, u64)>,
     /// Whether `_staging/` was skipped because a mount holds the table.
     pub staging_skipped: bool,
 }
@@ -62,7 +160,7 @@ impl Sweep {
             return Ok(());
         }
         self.report.bytes = self.report.bytes.saturating_add(st.st_size as u64);
-        self.report.deleted.push(dir.join(name));
+        self.report.deleted.push((dir.join(name), st.st_size as u64));
         Ok(())
     }
 }
@@ -76,22 +174,117 @@ fn names(dir: &Dir) -> Result<Vec<String>> {
         .collect())
 }
 
-/// Vacuum `table`, deleting candidates whose mtime is at least `retention` old; with `dry_run`
-/// only report them. Errors: [`crate::Error::Corrupt`] if the log cannot be replayed whole (then
-/// nothing is deleted) or a folder vacuum works in is a symlink; [`crate::Error::Io`] naming the
-/// path.
-pub fn vacuum(table: &Table, retention: Duration, dry_run: bool) -> Result<VacuumReport> {
-    let (referenced, _staged_ids) = table.inventory_with_param(crate::staging::STAGING_ID_PARAM)?;
-    let cutoff = SystemTime::now().checked_sub(retention).unwrap_or(UNIX_EPOCH);
+/// What one replay of the whole log says about data files.
+struct Inventory {
+    /// Every path any `add` named (decoded).
+    ever_added: HashSet<String>,
+    /// Paths not live in the latest version, with their newest `remove`'s time (ms since epoch:
+    /// `deletionTimestamp`, else the commit's time).
+    removed: HashMap<String, i64>,
+    /// The latest version.
+    latest: u64,
+    /// Its `metaData`.
+    metadata: Metadata,
+}
+
+/// Replay the whole log, version 0 to the latest. Errors: [`Error::Corrupt`] unless the whole
+/// log replays cleanly (vacuum deletes nothing on a log it could not read whole).
+fn inventory(table: &Table) -> Result<Inventory> {
+    let latest = table.latest_version()?;
+    let seg = table.segment()?;
+    if seg.first > 0 {
+        return Err(Error::Corrupt {
+            path: table.commit_path(0),
+            reason: format!(
+                "versions before {} are not available, so the files they named are unknown; vacuum needs the whole log",
+                seg.first
+            ),
+        });
+    }
+    let mut replay = Replay::default();
+    let mut inv = Inventory {
+        ever_added: HashSet::new(),
+        removed: HashMap::new(),
+        latest,
+        metadata: table.snapshot(0)?.metadata,
+    };
+    for v in 0..=latest {
+        let c = table.read_commit(v)?;
+        replay.apply(table.root(), &c)?;
+        for a in &c.actions {
+            if let Some(m) = &a.metadata {
+                inv.metadata = m.clone();
+            }
+            if let Some(add) = &a.add {
+                inv.ever_added.insert(add.path.clone());
+            }
+            if let Some(r) = &a.remove {
+                let ts = match r.deletion_timestamp {
+                    Some(t) => t,
+                    None => table.commit_info(v)?.timestamp,
+                };
+                inv.removed.insert(r.path.clone(), ts);
+            }
+        }
+    }
+    inv.removed.retain(|p, _| !replay.is_live(p));
+    Ok(inv)
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Vacuum `table` (README, "Vacuum"): orphans and leftovers older than `opts.older_than`, and
+/// data files whose newest `remove` is older than the retention. With `dry_run` only report.
+///
+/// Errors: [`Error::Usage`] when `opts.retain` is below the table's retention without
+/// `opts.force`; [`Error::Corrupt`] if the log cannot be replayed whole (then nothing is
+/// deleted) or a folder vacuum works in is a symlink; [`Error::ConcurrentWrite`] when a
+/// concurrent commit changed the metadata before `VACUUM START` (nothing deleted);
+/// [`Error::Io`] naming the path.
+pub fn vacuum(table: &Table, opts: &VacuumOptions) -> Result<VacuumReport> {
+    let inv = inventory(table)?;
+    let default_retention = table_retention(&inv.metadata)?;
+    let retention = opts.retain.unwrap_or(default_retention);
+    if retention < default_retention && !opts.force {
+        return Err(Error::Usage(format!(
+            "--retain {} is below the table's retention of removed files ({}, {RETENTION_PROPERTY}): \
+             versions older than it could no longer be read and a reader still reading one would fail; \
+             pass --force if that is what you want",
+            humantime::format_duration(retention),
+            humantime::format_duration(default_retention)
+        )));
+    }
+    let now = commit::now_ms();
+    let cutoff_ms = now.saturating_sub(ms(retention));
+    let root = table.dir();
+    // Expired: removed before the cutoff, not live now, still on disk as a regular file.
+    let mut expired: Vec<(String, u64)> = Vec::new();
+    for (path, ts) in &inv.removed {
+        if *ts > cutoff_ms {
+            continue;
+        }
+        if let Some(st) = root.stat(path)?
+            && rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
+        {
+            expired.push((path.clone(), st.st_size as u64));
+        }
+    }
+    expired.sort();
+
+    let cutoff = SystemTime::now().checked_sub(opts.older_than).unwrap_or(UNIX_EPOCH);
     let cutoff_s = cutoff.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
     let mut sweep = Sweep {
         cutoff_s,
-        dry_run,
-        report: VacuumReport::default(),
+        dry_run: opts.dry_run,
+        report: VacuumReport {
+            retention,
+            ..Default::default()
+        },
     };
-    let root = table.dir();
     for name in names(root)? {
-        if name.starts_with("part-") && name.ends_with(".jsonl") && !referenced.contains(&name) {
+        if name.starts_with("part-") && name.ends_with(".jsonl") && !inv.ever_added.contains(&name) {
             sweep.consider(root, &name)?;
         }
     }
@@ -111,8 +304,194 @@ pub fn vacuum(table: &Table, retention: Duration, dry_run: bool) -> Result<Vacuu
         }
     }
     sweep_staging(root, &mut sweep)?;
-    sweep.report.deleted.sort();
-    Ok(sweep.report)
+    let mut report = sweep.report;
+    if !expired.is_empty() {
+        let deleted = if opts.dry_run {
+            expired
+        } else {
+            delete_expired(table, &inv, expired, retention, default_retention, &mut report)?
+        };
+        report.expired = deleted.len();
+        for (p, size) in deleted {
+            report.bytes = report.bytes.saturating_add(size);
+            report.deleted.push((table.root().join(p), size));
+        }
+    }
+    report.deleted.sort();
+    Ok(report)
+}
+
+fn vacuum_info(
+    ts: i64,
+    read: u64,
+    op: &str,
+    params: &BTreeMap<String, String>,
+    metrics: BTreeMap<String, String>,
+) -> Action {
+    Action::commit_info(CommitInfo {
+        timestamp: ts,
+        timestamp_recorded: true,
+        operation: op.into(),
+        operation_parameters: params.clone(),
+        read_version: Some(read as i64),
+        isolation_level: Some("SnapshotIsolation".into()),
+        is_blind_append: true,
+        operation_metrics: metrics,
+        engine_info: Some(ENGINE_INFO.into()),
+    })
+}
+
+/// Commit `VACUUM START`, delete the expired files (those no commit since the inventory
+/// re-added), commit `VACUUM END`. Returns what was deleted.
+fn delete_expired(
+    table: &Table,
+    inv: &Inventory,
+    mut expired: Vec<(String, u64)>,
+    retention: Duration,
+    default_retention: Duration,
+    report: &mut VacuumReport,
+) -> Result<Vec<(String, u64)>> {
+    let params = BTreeMap::from([
+        ("retentionCheckEnabled".to_string(), "true".to_string()),
+        ("specifiedRetentionMillis".to_string(), ms(retention).to_string()),
+        ("defaultRetentionMillis".to_string(), ms(default_retention).to_string()),
+    ]);
+    let metrics = BTreeMap::from([
+        ("numFilesToDelete".to_string(), expired.len().to_string()),
+        (
+            "sizeOfDataToDelete".to_string(),
+            expired.iter().map(|e| e.1).sum::<u64>().to_string(),
+        ),
+    ]);
+    let start = commit::commit_loop(table, inv.latest, Isolation::BlindAppend, None, |v, ts| {
+        vec![vacuum_info(ts, v - 1, VACUUM_START, &params, metrics.clone())]
+    })?;
+    table.write_crc_after(start, None);
+    // A commit that landed between the inventory and VACUUM START may have made a file live
+    // again (a restore): keep those.
+    let mut readded = HashSet::new();
+    for v in inv.latest + 1..start {
+        for a in table.read_commit(v)?.actions {
+            if let Some(add) = a.add {
+                readded.insert(add.path);
+            }
+        }
+    }
+    expired.retain(|(p, _)| !readded.contains(p));
+    let mut deleted = Vec::new();
+    for (path, size) in expired {
+        if table.dir().try_unlink(&path)? {
+            deleted.push((path, size));
+        }
+    }
+    let end_params = BTreeMap::from([("status".to_string(), "COMPLETED".to_string())]);
+    let end_metrics = BTreeMap::from([
+        ("numDeletedFiles".to_string(), deleted.len().to_string()),
+        ("numVacuumedDirectories".to_string(), "1".to_string()),
+    ]);
+    let end = commit::commit_loop(table, start, Isolation::BlindAppend, None, |v, ts| {
+        vec![vacuum_info(ts, v - 1, VACUUM_END, &end_params, end_metrics.clone())]
+    })?;
+    table.write_crc_after(end, None);
+    report.commits = Some((start, end));
+    Ok(deleted)
+}
+
+/// The `VACUUM START` commit after `version` that deleted `path` (a data file of `version`
+/// that is gone): the first one at which `path` was not live. `(vacuum version, its time)`.
+/// Errors: as [`Table::read_commit`] and [`Table::snapshot`].
+pub fn vacuum_that_deleted(table: &Table, version: u64, path: &str) -> Result<Option<(u64, i64)>> {
+    let latest = table.latest_version()?;
+    for v in version.saturating_add(1)..=latest {
+        let c = table.read_commit(v)?;
+        if c.info.as_ref().is_some_and(|i| i.operation == VACUUM_START)
+            && !table.snapshot(v)?.files.iter().any(|f| f.path == path)
+        {
+            return Ok(Some((v, table.commit_info(v)?.timestamp)));
+        }
+    }
+    Ok(None)
+}
+
+/// `e` as [`Error::Vacuumed`] when it says a data file of `version` is missing and a retention
+/// vacuum deleted it; else `e` unchanged.
+pub fn explain_missing(table: &Table, version: u64, path: &str, e: Error) -> Error {
+    if !crate::table::is_missing_data_file(&e) {
+        return e;
+    }
+    match vacuum_that_deleted(table, version, path) {
+        Ok(Some((vacuum_version, ts))) => Error::Vacuumed {
+            table: table.root().to_path_buf(),
+            version,
+            vacuum_version,
+            time: crate::table::rfc3339_ms(ts),
+            path: table.root().join(path),
+        },
+        _ => e,
+    }
+}
+
+/// Which versions can be read, as inclusive ranges `(from, to)`, oldest first: a version is
+/// readable when the log up to it is whole and every data file it names is on disk. One replay of the log (from the
+/// segment's start) and one stat per distinct path. Errors: as [`Table::snapshot`].
+pub fn readable_versions(table: &Table) -> Result<Vec<(u64, u64)>> {
+    // Up to the newest version before any damage in the log (damaged versions are not readable).
+    let Some(latest) = table.readable_through()? else {
+        return Ok(Vec::new());
+    };
+    let seg = table.segment()?;
+    let base = table.snapshot(seg.first)?;
+    let mut exists: HashMap<String, bool> = HashMap::new();
+    let mut present = |p: &str| -> Result<bool> {
+        if let Some(b) = exists.get(p) {
+            return Ok(*b);
+        }
+        let b = table.dir().stat(p)?.is_some();
+        exists.insert(p.to_string(), b);
+        Ok(b)
+    };
+    let mut missing_live: HashSet<String> = HashSet::new();
+    for f in &base.files {
+        if !present(&f.path)? {
+            missing_live.insert(f.path.clone());
+        }
+    }
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    let mark = |v: u64, ok: bool, ranges: &mut Vec<(u64, u64)>| {
+        if !ok {
+            return;
+        }
+        match ranges.last_mut() {
+            Some(r) if r.1 + 1 == v => r.1 = v,
+            _ => ranges.push((v, v)),
+        }
+    };
+    mark(seg.first, missing_live.is_empty(), &mut ranges);
+    for v in seg.first + 1..=latest {
+        for a in table.read_commit(v)?.actions {
+            if let Some(r) = a.remove {
+                missing_live.remove(&r.path);
+            }
+            if let Some(add) = a.add {
+                if present(&add.path)? {
+                    missing_live.remove(&add.path);
+                } else {
+                    missing_live.insert(add.path);
+                }
+            }
+        }
+        mark(v, missing_live.is_empty(), &mut ranges);
+    }
+    Ok(ranges)
+}
+
+/// Ranges as text: `0-12, 14, 16-20`.
+pub fn format_ranges(ranges: &[(u64, u64)]) -> String {
+    ranges
+        .iter()
+        .map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `_staging/` leftovers under the mount's lock: `*.tmp` files and orphan halves (a `.data`
@@ -166,4 +545,24 @@ fn sweep_staging(root: &Dir, sweep: &mut Sweep) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delta_intervals() {
+        let d = |s: &str| parse_interval(s);
+        assert_eq!(d("interval 7 days"), Some(Duration::from_secs(7 * 86_400)));
+        assert_eq!(d("interval 1 week"), Some(Duration::from_secs(604_800)));
+        assert_eq!(d("INTERVAL 2 hours 30 minutes"), Some(Duration::from_secs(9000)));
+        assert_eq!(d("168 hours"), Some(Duration::from_secs(604_800)));
+        assert_eq!(d("12h"), Some(Duration::from_secs(43_200)));
+        assert_eq!(d("interval 500 milliseconds"), Some(Duration::from_millis(500)));
+        for bad in ["", "interval", "interval seven days", "interval 7 fortnights", "soon"] {
+            assert_eq!(d(bad), None, "{bad}");
+        }
+        assert_eq!(format_ranges(&[(0, 2), (4, 4), (6, 9)]), "0-2, 4, 6-9");
+    }
 }

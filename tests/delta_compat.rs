@@ -198,6 +198,12 @@ fn assert_agrees(table: &Path, expected_ops: &[(&str, Option<&str>)]) -> usize {
             panic!("deltalake {} cannot open {ctx}: {err}", dl["deltalake"]);
         }
         let ours = td_json(&["describe", t, "--version", &n.to_string(), "--json"]);
+        // A version a retention vacuum made unreadable: the log still agrees, its files are gone.
+        let readable = ours["readableVersions"]
+            .as_array()
+            .expect("describe readableVersions")
+            .iter()
+            .any(|r| r[0].as_u64() <= Some(n as u64) && Some(n as u64) <= r[1].as_u64());
 
         // Version.
         assert_eq!(theirs["version"], n as u64, "{ctx}: deltalake version()");
@@ -296,17 +302,33 @@ fn assert_agrees(table: &Path, expected_ops: &[(&str, Option<&str>)]) -> usize {
             .as_object()
             .unwrap_or_else(|| panic!("{ctx}: no DuckDB row counts"));
         assert_eq!(duck.len(), our_files.len(), "{ctx}: DuckDB row counts {duck:?}");
+        let mut gone = 0;
         for (p, (size, rows)) in &our_files {
-            assert_eq!(
-                std::fs::metadata(root.join(p)).unwrap().len(),
-                *size,
-                "{ctx}: size of {p} on disk"
-            );
-            assert_eq!(duck[p], *rows, "{ctx}: rows DuckDB reads from {p}");
+            match std::fs::metadata(root.join(p)) {
+                Ok(m) => {
+                    assert_eq!(m.len(), *size, "{ctx}: size of {p} on disk");
+                    assert_eq!(duck[p], *rows, "{ctx}: rows DuckDB reads from {p}");
+                }
+                Err(e) => {
+                    assert!(
+                        !readable,
+                        "{ctx}: {p} is gone ({e}) but describe lists the version readable"
+                    );
+                    assert!(duck[p].is_null(), "{ctx}: DuckDB read a gone file {p}");
+                    gone += 1;
+                }
+            }
         }
-        let read = td(&["read", t, "--version", &n.to_string()]);
-        let lines = read.iter().filter(|&&b| b == b'\n').count() as u64;
-        assert_eq!(lines, ours["numRecords"].as_u64().unwrap(), "{ctx}: lines of `read`");
+        if readable {
+            let read = td(&["read", t, "--version", &n.to_string()]);
+            let lines = read.iter().filter(|&&b| b == b'\n').count() as u64;
+            assert_eq!(lines, ours["numRecords"].as_u64().unwrap(), "{ctx}: lines of `read`");
+        } else {
+            assert!(gone > 0, "{ctx}: not readable, yet every file is there");
+            let (code, _, err) = td_any(&["read", t, "--version", &n.to_string()]);
+            assert_eq!(code, 4, "{ctx}: read of a vacuumed version: {err}");
+            assert!(err.contains("was removed by the vacuum of"), "{ctx}: {err}");
+        }
 
         // Stats: delta-rs parses every nullCount/minValues/maxValues tinydelta wrote, to the same
         // value, and has none that the log does not have.
@@ -333,11 +355,24 @@ fn assert_agrees(table: &Path, expected_ops: &[(&str, Option<&str>)]) -> usize {
                     }
                 }
             }
-            // Every column has a null count (a data skipping reader needs it).
-            assert_eq!(
-                raw["nullCount"].as_object().unwrap().len(),
-                our_schema_len(&ours),
-                "{ctx}: {p}"
+            // Every column has a null count (a data skipping reader needs it): every column of
+            // the schema the file was written under (a column added later has none in older files).
+            let counted = raw["nullCount"].as_object().unwrap();
+            let names: BTreeSet<&str> = ours["schema"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|c| c["name"].as_str())
+                .collect();
+            assert!(
+                counted.keys().all(|k| names.contains(k.as_str())),
+                "{ctx}: {p}: {counted:?}"
+            );
+            assert!(counted.len() <= our_schema_len(&ours), "{ctx}: {p}");
+            assert!(
+                counted.len() == our_schema_len(&ours) || counted.len() == FLIGHTS_SCHEMA.split_whitespace().count(),
+                "{ctx}: {p}: {} null counts",
+                counted.len()
             );
         }
     }
@@ -401,9 +436,72 @@ fn deltalake_agrees_on_flights_at_every_version() {
     let v8 = td_json(&["describe", &t, "--version", "8", "--json"]);
     assert_eq!(v8["numFiles"], 0);
 
-    // Vacuum deletes nothing any version names: delta-rs still agrees everywhere.
+    // Vacuum with the default retention deletes nothing any version names: delta-rs still
+    // agrees everywhere.
     td(&["vacuum", &t, "--older-than", "0s"]);
     assert_eq!(assert_agrees(&table, &ops), 9);
+
+    // A retention vacuum: version 8 restored the empty version 0, so every data file is
+    // removed and goes; VACUUM START / END commits; delta-rs agrees at every version, including
+    // the ones whose files are gone.
+    td(&["vacuum", &t, "--retain", "0s", "--force"]); // 9, 10
+    let mut ops = ops.to_vec();
+    ops.push(("VACUUM START", None));
+    ops.push(("VACUUM END", None));
+    assert_eq!(assert_agrees(&table, &ops), 11);
+    let d = td_json(&["describe", &t, "--json"]);
+    assert_eq!(d["readableVersions"], serde_json::json!([[0, 0], [8, 10]]));
+}
+
+#[test]
+fn deltalake_agrees_after_optimize_a_txn_restore_and_a_retention_vacuum() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, t) = tmp_table(&dir, "flights");
+    let jan = fixture("flights-jan.jsonl");
+    let feb = fixture("flights-feb.jsonl");
+    let mar = fixture("flights-mar.jsonl");
+    let (jan, feb, mar) = (jan.to_str().unwrap(), feb.to_str().unwrap(), mar.to_str().unwrap());
+    let mut create = vec!["create", &t];
+    create.extend(FLIGHTS_SCHEMA.split_whitespace());
+    td(&create); // 0
+    td(&["append", &t, "--file", jan]); // 1
+    td(&["append", &t, "--file", feb]); // 2
+    td(&["append", &t, "--file", mar]); // 3
+    let v3 = td(&["read", &t]);
+    td(&["optimize", &t]); // 4: one file, dataChange false
+    assert_eq!(td(&["read", &t]), v3, "optimize changed the rows");
+    td(&["append", &t, "--file", jan, "--txn", "etl:1"]); // 5, with a txn action
+    td(&["restore", &t, "--version", "3"]); // 6: the three files again
+    td(&["vacuum", &t, "--retain", "0s", "--force"]); // 7, 8: the optimized file and 5's go
+    let append = ("WRITE", Some("Append"));
+    let ops = [
+        ("CREATE TABLE", Some("ErrorIfExists")),
+        append,
+        append,
+        append,
+        ("OPTIMIZE", None),
+        append,
+        ("RESTORE", None),
+        ("VACUUM START", None),
+        ("VACUUM END", None),
+    ];
+    assert_eq!(assert_agrees(&table, &ops), 9);
+    let d = td_json(&["describe", &t, "--json"]);
+    assert_eq!(d["readableVersions"], serde_json::json!([[0, 3], [6, 8]]));
+    let v4 = td_json(&["describe", &t, "--version", "4", "--json"]);
+    assert_eq!(v4["numFiles"], 1);
+    assert_eq!(v4["numRecords"], 2500);
+    assert_eq!(d["txns"], serde_json::json!({"etl": 1}));
+
+    // Schema evolution: delta-rs reads the new metaData at 9 and the old one before.
+    td(&["alter", &t, "add-column", "note:str"]); // 9
+    td(&["append", &t, "--file", mar]); // 10: rows without the new column
+    let mut ops = ops.to_vec();
+    ops.push(("ADD COLUMNS", None));
+    ops.push(append);
+    assert_eq!(assert_agrees(&table, &ops), 11);
+    let v10 = td_json(&["describe", &t, "--json"]);
+    assert_eq!(our_schema_len(&v10), 20);
 }
 
 #[test]

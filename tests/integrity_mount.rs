@@ -161,3 +161,65 @@ fn a_parquet_data_file_is_eio_never_its_bytes_and_earlier_versions_read() {
     // The symlink `latest` still names version 2: the log is whole, only its data is not JSONL.
     assert_eq!(f.latest_link(), "v/2");
 }
+
+#[test]
+fn a_vacuumed_version_keeps_commit_and_schema_but_its_data_is_enoent() {
+    let f = Fixture::flights(FILES); // versions 1..=3
+    let t = f.t();
+    let feb = fixture("flights-feb.jsonl").display().to_string();
+    f.td(&["overwrite", &t, "--file", &feb]); // 4
+    f.td(&["restore", &t, "--version", "3"]); // 5
+    let good: Vec<Vec<u8>> = (0..=5).map(|v| f.read_v(v)).collect();
+    let m = f.mount();
+    // Read (and so cache) version 4 before the vacuum.
+    assert_eq!(fs::read(f.m("v/4/data.jsonl")).unwrap(), good[4]);
+    let schema4 = fs::read(f.m("v/4/schema.json")).unwrap();
+    f.td(&["vacuum", &t, "--retain", "0s", "--force"]); // 6, 7
+    assert_eq!(f.latest_link(), "v/7");
+    assert_eq!(errno_of(fs::read(f.m("v/4/data.jsonl"))), Some(libc::ENOENT));
+    assert_eq!(errno_of(fs::metadata(f.m("v/4/data.jsonl"))), Some(libc::ENOENT));
+    assert_eq!(fs::read(f.m("v/4/schema.json")).unwrap(), schema4);
+    let commit4 = fs::read(f.m("v/4/commit.json")).unwrap();
+    assert_eq!(commit4, fs::read(commit(&f, 4)).unwrap());
+    let mut names: Vec<String> = fs::read_dir(f.m("v/4"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["commit.json", "schema.json"]);
+    for v in [0u64, 1, 2, 3, 5, 6, 7] {
+        let want = &good[v.min(5) as usize];
+        assert_eq!(&fs::read(f.m(&format!("v/{v}/data.jsonl"))).unwrap(), want, "v/{v}");
+    }
+    drop(m);
+}
+
+#[test]
+fn after_optimize_latest_is_one_file_with_the_same_bytes() {
+    let f = Fixture::flights(FILES); // versions 1..=3, three files
+    let _m = f.mount();
+    let before = fs::read(f.m("latest/data.jsonl")).unwrap();
+    assert_eq!(before, f.read_v(3));
+    f.td(&["optimize", &f.t()]); // 4
+    assert_eq!(f.latest_link(), "v/4");
+    assert_eq!(fs::read(f.m("latest/data.jsonl")).unwrap(), before);
+    assert_eq!(fs::read(f.m("v/3/data.jsonl")).unwrap(), before);
+    let d: serde_json::Value = serde_json::from_slice(&f.td(&["describe", &f.t(), "--json"])).unwrap();
+    assert_eq!(d["numFiles"], 1);
+}
+
+#[test]
+fn each_version_shows_its_own_schema_after_add_column() {
+    let f = Fixture::flights(&FILES[..1]); // 1
+    f.td(&["alter", &f.t(), "add-column", "note:str"]); // 2
+    let _m = f.mount();
+    let s1 = String::from_utf8(fs::read(f.m("v/1/schema.json")).unwrap()).unwrap();
+    let s2 = String::from_utf8(fs::read(f.m("v/2/schema.json")).unwrap()).unwrap();
+    assert!(!s1.contains("\"note\""), "{s1}");
+    assert!(s2.contains("\"note\""), "{s2}");
+    assert_eq!(
+        fs::read(f.m("v/2/data.jsonl")).unwrap(),
+        f.read_v(1),
+        "old rows keep their bytes"
+    );
+}

@@ -3,7 +3,7 @@
 
 mod support;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Write;
 use std::process::Stdio;
@@ -375,7 +375,7 @@ fn the_log_is_a_valid_delta_log() {
         assert!(ci["operation"].is_string());
         if v > 0 {
             assert_eq!(ci["readVersion"].as_i64(), Some(v as i64 - 1), "version {v}");
-            assert_eq!(ci["isolationLevel"], "Serializable");
+            assert_eq!(ci["isolationLevel"], "WriteSerializable", "version {v}");
             assert!(ci["isBlindAppend"].is_boolean());
             assert!(
                 ci["operationMetrics"]["numOutputRows"].is_string(),
@@ -551,7 +551,330 @@ fn restore_is_byte_identical_and_keeps_history() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// idempotent appends (txn)
+
+#[test]
+fn append_with_a_txn_commits_once_and_restore_keeps_the_txn() {
+    let t = TempTable::new(SMALL);
+    let out = t.td_in("append", &["--txn", "etl:5"], &small_rows(0, 2)).ok().text();
+    assert!(out.contains("as version 1 (txn etl:5)"), "{out}");
+    let parts = t.part_files();
+    // A retry after a crash: exit 0, nothing committed, no file left.
+    let out = t.td_in("append", &["--txn", "etl:5"], &small_rows(0, 2)).ok().text();
+    assert!(
+        out.contains("already applied") && out.contains("records version 5"),
+        "{out}"
+    );
+    t.td_in("append", &["--txn", "etl:3"], &small_rows(0, 2)).ok();
+    assert_eq!(t.latest(), 1);
+    assert_eq!(t.part_files(), parts, "a skipped append left a data file");
+    assert_eq!(ids(&t.read()), vec![0, 1]);
+    let txn = &t.commit(1)[1]["txn"];
+    assert_eq!(txn["appId"], "etl");
+    assert_eq!(txn["version"], 5);
+    assert!(txn["lastUpdated"].is_i64());
+    // Zero rows still commit the txn; another app id is independent.
+    let out = t.td_in("append", &["--txn", "etl:6"], b"").ok().text();
+    assert!(out.contains("as version 2"), "{out}");
+    assert_eq!(t.commit(2).len(), 2, "commitInfo and txn only");
+    t.td_in("append", &["--txn", "other:1"], &small_rows(5, 1)).ok(); // 3
+    assert_eq!(t.describe()["txns"], json!({"etl": 6, "other": 1}));
+    // Restore does not roll the txn back (as Delta).
+    t.td("restore", &["--version", "0"]).ok(); // 4
+    assert_eq!(t.describe()["txns"], json!({"etl": 6, "other": 1}));
+    assert!(
+        t.td_in("append", &["--txn", "etl:6"], &small_rows(9, 1))
+            .ok()
+            .text()
+            .contains("already applied")
+    );
+    assert_eq!(t.latest(), 4);
+    // Older versions show the txns as they were.
+    let d1 = t.td("describe", &["--version", "1", "--json"]).ok().json();
+    assert_eq!(d1["txns"], json!({"etl": 5}));
+    for bad in ["etl", ":5", "etl:x", "etl:-1"] {
+        t.td_in("append", &["--txn", bad], &small_rows(0, 1))
+            .code(2)
+            .stderr_has(&["APP_ID:VERSION"]);
+    }
+    assert_eq!(t.latest(), 4);
+    t.td("check", &[]).ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// schema evolution (alter add-column)
+
+#[test]
+fn alter_adds_a_nullable_column_old_rows_keep_their_bytes_and_restore_brings_back_the_schema() {
+    let t = TempTable::new(&["id:int!", "s:str"]);
+    t.append(b"{\"id\":1,\"s\":\"a\"}\n"); // 1
+    let v1 = t.read();
+    let out = t.td("alter", &["add-column", "note:str"]).ok().text();
+    assert!(
+        out.contains("as version 2") && out.contains("id:int! s:str note:str"),
+        "{out}"
+    );
+    let c = t.commit(2);
+    assert_eq!(c[0]["commitInfo"]["operation"], "ADD COLUMNS");
+    let md = &c[1]["metaData"];
+    assert!(
+        md["schemaString"]
+            .as_str()
+            .unwrap()
+            .contains("\"name\":\"note\",\"type\":\"string\",\"nullable\":true")
+    );
+    assert_eq!(md["id"], t.commit(0)[2]["metaData"]["id"], "same table id");
+    // Old rows keep their bytes; new rows carry the new column.
+    assert_eq!(t.read(), v1);
+    t.td_in("append", &[], b"{\"id\":2,\"note\":\"hi\"}\n").ok(); // 3
+    assert_eq!(
+        String::from_utf8(t.read()).unwrap(),
+        "{\"id\":1,\"s\":\"a\"}\n{\"id\":2,\"s\":null,\"note\":\"hi\"}\n"
+    );
+    assert_eq!(t.read_v(1), v1);
+    // Refused: NOT NULL, an existing name regardless of case, a type change, reserved names,
+    // drops. Nothing committed.
+    t.td("alter", &["add-column", "x:int!"])
+        .code(2)
+        .stderr_has(&["nullable"]);
+    t.td("alter", &["add-column", "NOTE:str"])
+        .code(2)
+        .stderr_has(&["already exists"]);
+    t.td("alter", &["add-column", "note:int"]).code(2).stderr_has(&["type"]);
+    for r in ["_change_type", "_Commit_Version", "_commit_timestamp"] {
+        t.td("alter", &["add-column", &format!("{r}:str")])
+            .code(2)
+            .stderr_has(&["reserved"]);
+        td(&[
+            "create",
+            &t.path.with_extension("r").display().to_string(),
+            &format!("{r}:int"),
+        ])
+        .code(2)
+        .stderr_has(&["reserved"]);
+    }
+    t.td("alter", &["drop-column", "s"])
+        .code(2)
+        .stderr_has(&["cannot drop"]);
+    assert_eq!(t.latest(), 3);
+    // Restore to before the change restores that version's metaData.
+    t.td("restore", &["--version", "1"]).ok(); // 4
+    assert!(t.commit(4).iter().any(|a| a.get("metaData").is_some()));
+    let d = t.describe();
+    assert_eq!(d["schema"].as_array().unwrap().len(), 2);
+    assert_eq!(t.read(), v1);
+    t.td_in("append", &[], b"{\"id\":3,\"note\":\"x\"}\n").code(5);
+    t.td("check", &["--deep"]).ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// optimize
+
+#[test]
+fn optimize_compacts_in_order_with_data_change_false_and_every_version_reads_as_before() {
+    let t = TempTable::new(SMALL);
+    for i in 0..6 {
+        t.append(&small_rows(i * 10, 3)); // 1..=6
+    }
+    let before = t.all_reads();
+    let live: BTreeSet<String> = t.referenced();
+    // 200-byte bins: several new files, each under the target unless one row is larger.
+    let out = t.td("optimize", &["--target-size", "1MiB"]).ok().text();
+    assert!(out.contains("6 files") && out.contains("into 1 as version 7"), "{out}");
+    assert_eq!(t.read(), before[6], "read after optimize differs");
+    assert_eq!(t.all_reads()[..7], before[..], "an older version changed");
+    assert_eq!(t.describe()["numFiles"], 1);
+    let c = t.commit(7);
+    let ci = &c[0]["commitInfo"];
+    assert_eq!(ci["operation"], "OPTIMIZE");
+    assert_eq!(ci["isolationLevel"], "WriteSerializable");
+    assert_eq!(ci["operationMetrics"]["numRemovedFiles"], "6");
+    assert_eq!(ci["operationMetrics"]["numAddedFiles"], "1");
+    let mut added = BTreeSet::new();
+    let mut removed = BTreeSet::new();
+    for a in &c[1..] {
+        if let Some(r) = a.get("remove") {
+            assert_eq!(r["dataChange"], false, "{a}");
+            removed.insert(r["path"].as_str().unwrap().to_string());
+        } else {
+            let add = &a["add"];
+            assert_eq!(add["dataChange"], false, "{a}");
+            let stats: Value = serde_json::from_str(add["stats"].as_str().unwrap()).unwrap();
+            assert_eq!(stats["numRecords"], 18);
+            assert_eq!(stats["minValues"]["id"], 0);
+            assert_eq!(stats["maxValues"]["id"], 52);
+            added.insert(add["path"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(removed, live);
+    assert!(added.is_disjoint(&removed), "one path in both add and remove");
+    let h = t.td("history", &[]).ok().text();
+    assert!(h.lines().last().unwrap().contains("OPTIMIZE"), "{h}");
+    // Nothing left to do: nothing committed.
+    let out = t.td("optimize", &[]).ok().text();
+    assert!(out.contains("nothing to optimize"), "{out}");
+    assert_eq!(t.latest(), 7);
+    t.td("check", &["--deep"]).ok();
+    t.td("optimize", &["--target-size", "huge"])
+        .code(2)
+        .stderr_has(&["huge"]);
+    t.td("optimize", &["--expect-version", "3"]).code(3);
+
+    // A small target: bins in order, large files re-added in place (never removed).
+    for i in 0..4 {
+        t.append(&small_rows(100 + i * 10, 2)); // 8..=11
+    }
+    let want = t.read();
+    let size = |p: &str| fs::metadata(t.path.join(p)).unwrap().len();
+    let small: u64 = t.commit(8)[1]["add"]["size"].as_u64().unwrap();
+    assert!(size(added.iter().next().unwrap()) > 2 * small + 1);
+    t.td("optimize", &["--target-size", &(2 * small + 1).to_string()]).ok();
+    assert_eq!(t.read(), want, "order changed");
+    let c = t.commit(12);
+    let removes = c.iter().filter(|a| a.get("remove").is_some()).count();
+    let adds: Vec<&Value> = c.iter().filter_map(|a| a.get("add")).collect();
+    assert_eq!(removes, 4);
+    assert_eq!(adds.len(), 2, "{c:?}");
+    assert_eq!(t.describe()["numFiles"], 3);
+}
+
+#[test]
+fn optimize_of_a_vacuumed_file_fails_and_restore_to_before_optimize_reads_the_same() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(0, 2)); // 1
+    t.append(&small_rows(10, 2)); // 2
+    let v2 = t.read();
+    t.td("optimize", &[]).ok(); // 3
+    t.td("restore", &["--version", "2"]).ok(); // 4
+    assert_eq!(t.read(), v2);
+    // Vacuum the optimized file (removed by the restore): versions 3 is gone, the rest reads.
+    t.td("vacuum", &["--retain", "0s", "--force"]).ok(); // 5, 6
+    t.td("read", &["--version", "3"]).code(4);
+    assert_eq!(t.read_v(2), v2);
+    assert_eq!(t.read(), v2);
+}
+
+// ---------------------------------------------------------------------------------------------
 // vacuum
+
+#[test]
+fn retention_vacuum_deletes_removed_files_records_the_run_and_old_versions_fail_clearly() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(0, 3)); // 1
+    t.append(&small_rows(3, 3)); // 2
+    t.overwrite(&small_rows(100, 2)); // 3: a mistake
+    assert_eq!(version_in(&t.td("restore", &["--version", "2"]).ok().text()), 4);
+    let reads = t.all_reads();
+    let mistake: Vec<String> = t
+        .commit(3)
+        .iter()
+        .filter_map(|a| a["add"]["path"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(mistake.len(), 1);
+    let mistake_file = t.path.join(&mistake[0]);
+    let size = fs::metadata(&mistake_file).unwrap().len();
+
+    // The default retention (7 days) keeps everything; below it needs --force.
+    let out = t.td("vacuum", &[]).ok();
+    assert!(out.text().contains("deleted 0 files"), "{}", out.text());
+    t.td("vacuum", &["--retain", "0s"])
+        .code(2)
+        .stderr_has(&["--force", "7days", "delta.deletedFileRetentionDuration"]);
+    t.td("vacuum", &["--retain", "soon", "--force"])
+        .code(2)
+        .stderr_has(&["soon"]);
+    assert_eq!(t.latest(), 4, "a refused vacuum committed");
+
+    // Dry run: the one file no longer live, with its bytes; nothing deleted, nothing committed.
+    let out = t.td("vacuum", &["--retain", "0s", "--force", "--dry-run"]).ok().text();
+    assert!(
+        out.contains(&format!("would delete {} ({size} bytes)", mistake_file.display())),
+        "{out}"
+    );
+    assert!(out.contains(&format!("would delete 1 files ({size} bytes)")), "{out}");
+    assert!(mistake_file.exists());
+    assert_eq!(t.latest(), 4);
+
+    let out = t.td("vacuum", &["--retain", "0s", "--force"]).ok().text();
+    assert!(
+        out.contains("deleted 1 files") && out.contains("VACUUM START version 5"),
+        "{out}"
+    );
+    assert!(!mistake_file.exists());
+    assert_eq!(t.latest(), 6);
+    for (v, op, params, metrics) in [
+        (
+            5,
+            "VACUUM START",
+            json!({"retentionCheckEnabled": "true", "specifiedRetentionMillis": "0", "defaultRetentionMillis": "604800000"}),
+            json!({"numFilesToDelete": "1", "sizeOfDataToDelete": size.to_string()}),
+        ),
+        (
+            6,
+            "VACUUM END",
+            json!({"status": "COMPLETED"}),
+            json!({"numDeletedFiles": "1", "numVacuumedDirectories": "1"}),
+        ),
+    ] {
+        let c = t.commit(v);
+        assert_eq!(c.len(), 1, "version {v} holds only commitInfo: {c:?}");
+        let ci = &c[0]["commitInfo"];
+        assert_eq!(ci["operation"], op);
+        assert_eq!(ci["operationParameters"], params, "version {v}");
+        assert_eq!(ci["operationMetrics"], metrics, "version {v}");
+    }
+
+    // Every version but 3 reads as before; 3 fails naming the vacuum, exit 4.
+    for v in [0u64, 1, 2, 4, 5, 6] {
+        let want = &reads[v.min(4) as usize];
+        assert_eq!(&t.read_v(v), want, "version {v}");
+    }
+    t.td("read", &["--version", "3"]).code(4).stderr_has(&[
+        "version 3's data was removed by the vacuum of",
+        "(version 5)",
+        &mistake[0],
+    ]);
+    t.td("restore", &["--version", "3"])
+        .code(4)
+        .stderr_has(&["version 3's data was removed by the vacuum of"]);
+    assert_eq!(t.latest(), 6, "a refused restore committed");
+    // describe lists the readable versions (not a suffix); history shows the run.
+    let d = t.describe();
+    assert_eq!(d["readableVersions"], json!([[0, 2], [4, 6]]));
+    let text = t.td("describe", &[]).ok().text();
+    assert!(text.contains("readable versions: 0-2, 4-6"), "{text}");
+    let h = t.td("history", &["--json"]).ok().json();
+    assert_eq!(h[5]["operation"], "VACUUM START");
+    assert_eq!(h[6]["operation"], "VACUUM END");
+    // check: a vacuumed file is a warning naming the vacuum, the table is whole.
+    let out = t.td("check", &[]).ok().text();
+    assert!(
+        out.contains("was deleted by the vacuum of") && out.contains("whole"),
+        "{out}"
+    );
+    // Vacuum again: nothing left to delete, no new commits.
+    let out = t.td("vacuum", &["--retain", "0s", "--force"]).ok().text();
+    assert!(out.contains("deleted 0 files"), "{out}");
+    assert_eq!(t.latest(), 6);
+    // Appends and restores of readable versions go on.
+    t.append(&small_rows(50, 1));
+    t.td("restore", &["--version", "1"]).ok();
+    assert_eq!(t.read(), reads[1]);
+}
+
+#[test]
+fn a_missing_file_no_vacuum_deleted_is_damage() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(0, 2)); // 1
+    t.overwrite(&small_rows(10, 2)); // 2
+    let gone = t.commit(1)[1]["add"]["path"].as_str().unwrap().to_string();
+    fs::remove_file(t.path.join(&gone)).unwrap();
+    let out = t.td("check", &[]).code(1);
+    assert!(out.text().contains("no vacuum deleted it"), "{}", out.text());
+    t.td("read", &["--version", "1"])
+        .code(1)
+        .stderr_has(&["missing", &gone]);
+}
 
 #[test]
 fn vacuum_deletes_only_unreferenced_files_older_than_the_retention() {

@@ -42,6 +42,10 @@ enum Cmd {
         /// Commit only if the latest version is still N.
         #[arg(long, value_name = "N")]
         expect_version: Option<u64>,
+        /// Idempotent append (Delta txn action): commit only if the table records a lower
+        /// version for APP_ID, else exit 0 saying it was already applied.
+        #[arg(long, value_name = "APP_ID:VERSION")]
+        txn: Option<String>,
     },
     /// Replace all rows with the input as one WRITE/Overwrite commit.
     Overwrite {
@@ -112,6 +116,25 @@ enum Cmd {
         #[arg(long, value_name = "N")]
         expect_version: Option<u64>,
     },
+    /// Change the schema: add a nullable column (Delta ADD COLUMNS).
+    Alter {
+        /// Table folder.
+        table: PathBuf,
+        #[command(subcommand)]
+        change: AlterCmd,
+    },
+    /// Compact the latest version's small data files into files near the target size (Delta
+    /// OPTIMIZE, bin-packing): one commit with dataChange false; every version reads as before.
+    Optimize {
+        /// Table folder.
+        table: PathBuf,
+        /// Target file size (e.g. 128MiB, 1GiB, 65536; default 128MiB).
+        #[arg(long, value_name = "SIZE")]
+        target_size: Option<String>,
+        /// Commit only if the latest version is still N.
+        #[arg(long, value_name = "N")]
+        expect_version: Option<u64>,
+    },
     /// Check that the table is whole (git fsck style): every commit complete and contiguous,
     /// every data file present with its recorded size, checkpoints and checksums consistent.
     /// Exit 0 only when whole (warnings allowed); otherwise one line per problem.
@@ -128,16 +151,41 @@ enum Cmd {
         #[arg(long)]
         repair: bool,
     },
-    /// Delete data files no version names, stale commit temporaries and staging leftovers.
+    /// Delete data files removed longer ago than the retention (Delta VACUUM ... RETAIN), data
+    /// files no version names, stale commit temporaries and staging leftovers.
     Vacuum {
         /// Table folder.
         table: PathBuf,
-        /// Only delete files older than this (e.g. 0s, 30m, 1h; default 1h).
+        /// Retention of removed data files (e.g. 0s, 12h, 7d; default: the table property
+        /// delta.deletedFileRetentionDuration, else 7 days).
+        #[arg(long, value_name = "DUR")]
+        retain: Option<String>,
+        /// Allow --retain below the table's retention.
+        #[arg(long)]
+        force: bool,
+        /// Only delete orphans and leftovers older than this (e.g. 0s, 30m, 1h; default 1h).
         #[arg(long, value_name = "DUR")]
         older_than: Option<String>,
         /// List what would be deleted, delete nothing.
         #[arg(long)]
         dry_run: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum AlterCmd {
+    /// Add a nullable column NAME:TYPE (rows written before read it as null).
+    AddColumn {
+        /// NAME:TYPE, e.g. note:str.
+        column: String,
+        /// Commit only if the latest version is still N.
+        #[arg(long, value_name = "N")]
+        expect_version: Option<u64>,
+    },
+    /// Refused: Delta needs column mapping to drop a column.
+    DropColumn {
+        /// The column.
+        name: String,
     },
 }
 
@@ -170,11 +218,7 @@ fn input(file: &Option<PathBuf>) -> Result<(String, Box<dyn BufRead>)> {
     })
 }
 
-fn rfc3339_ms(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
-        .unwrap_or_else(|| ms.to_string())
-}
+use tinydelta::table::rfc3339_ms;
 
 /// Whether the reader of stdout has gone (a pipe whose read end is closed reports POLLERR).
 fn stdout_closed() -> bool {
@@ -208,6 +252,46 @@ fn run(cmd: Cmd) -> Result<()> {
             table,
             file,
             expect_version,
+            txn: Some(txn),
+        } => {
+            let (app, version) = txn
+                .rsplit_once(':')
+                .and_then(|(a, v)| Some((a, v.parse::<i64>().ok()?)))
+                .filter(|(a, v)| !a.is_empty() && *v >= 0)
+                .ok_or_else(|| {
+                    Error::Usage(format!(
+                        "--txn {txn:?} is not APP_ID:VERSION (a non-empty id and a version from 0), e.g. etl:5"
+                    ))
+                })?;
+            let t = Table::open(&table)?;
+            let (name, reader) = input(&file)?;
+            let opts = WriteOptions {
+                expect_version,
+                ..Default::default()
+            };
+            match t.append_txn(&name, reader, &opts, app, version)? {
+                tinydelta::table::TxnOutcome::Committed(v) => {
+                    let rows = t.snapshot_rows_added(v)?;
+                    writeln!(
+                        out,
+                        "appended {rows} rows to {} as version {v} (txn {app}:{version})",
+                        table.display()
+                    )
+                }
+                tinydelta::table::TxnOutcome::AlreadyApplied { recorded } => writeln!(
+                    out,
+                    "txn {app}:{version} was already applied to {} (it records version {recorded} for {app}); nothing committed",
+                    table.display()
+                ),
+                tinydelta::table::TxnOutcome::NoRows => writeln!(out, "nothing committed to {}", table.display()),
+            }
+            .map_err(stdout_err)?;
+        }
+        Cmd::Append {
+            table,
+            file,
+            expect_version,
+            txn: None,
         } => {
             let t = Table::open(&table)?;
             let (name, reader) = input(&file)?;
@@ -300,6 +384,7 @@ fn run(cmd: Cmd) -> Result<()> {
                 Some(v) => v,
                 None => t.latest_version()?,
             };
+            let readable = tinydelta::vacuum::readable_versions(&t)?;
             if json {
                 let s = t.snapshot(v)?;
                 let (counted, unstated) = counted_rows(&t, &s)?;
@@ -324,6 +409,8 @@ fn run(cmd: Cmd) -> Result<()> {
                     "filesWithoutStats": unstated,
                     "sizeBytes": s.size_bytes(),
                     "files": files,
+                    "readableVersions": readable.iter().map(|(a, b)| json!([a, b])).collect::<Vec<_>>(),
+                    "txns": s.txns,
                 });
                 writeln!(out, "{doc}").map_err(stdout_err)?;
             } else {
@@ -347,14 +434,15 @@ fn run(cmd: Cmd) -> Result<()> {
                     })?;
                 writeln!(
                     out,
-                    "table:   {}\nversion: {}\ntime:    {}\nschema:  {}\nfiles:   {}\nrows:    {}\nbytes:   {}",
+                    "table:   {}\nversion: {}\ntime:    {}\nschema:  {}\nfiles:   {}\nrows:    {}\nbytes:   {}\nreadable versions: {}",
                     table.display(),
                     s.version,
                     rfc3339_ms(s.commit_info.timestamp),
                     schema.to_cli_string(),
                     s.num_files,
                     rows,
-                    s.size_bytes
+                    s.size_bytes,
+                    tinydelta::vacuum::format_ranges(&readable)
                 )
                 .map_err(stdout_err)?;
             }
@@ -420,6 +508,64 @@ fn run(cmd: Cmd) -> Result<()> {
             let v = t.restore(version, &opts)?;
             writeln!(out, "restored {} to version {version} as version {v}", table.display()).map_err(stdout_err)?;
         }
+        Cmd::Alter { table, change } => match change {
+            AlterCmd::AddColumn { column, expect_version } => {
+                let t = Table::open(&table)?;
+                let opts = WriteOptions {
+                    expect_version,
+                    ..Default::default()
+                };
+                let v = tinydelta::alter::add_column(&t, &column, &opts)?;
+                let schema = t.snapshot(v)?.schema.to_cli_string();
+                writeln!(
+                    out,
+                    "added column {column} to {} as version {v}: {schema}",
+                    table.display()
+                )
+                .map_err(stdout_err)?;
+            }
+            AlterCmd::DropColumn { name } => {
+                return Err(Error::Usage(format!(
+                    "cannot drop column {name:?}: tinydelta only adds nullable columns (dropping needs Delta column mapping)"
+                )));
+            }
+        },
+        Cmd::Optimize {
+            table,
+            target_size,
+            expect_version,
+        } => {
+            let t = Table::open(&table)?;
+            let target = match target_size {
+                Some(s) => tinydelta::optimize::parse_size(&s).ok_or_else(|| {
+                    Error::Usage(format!("--target-size {s:?} is not a size like 128MiB, 1GiB or 65536"))
+                })?,
+                None => tinydelta::optimize::DEFAULT_TARGET_SIZE,
+            };
+            let opts = WriteOptions {
+                expect_version,
+                ..Default::default()
+            };
+            let r = tinydelta::optimize::optimize(&t, target, &opts)?;
+            match r.version {
+                Some(v) => writeln!(
+                    out,
+                    "optimized {}: {} files ({} bytes) into {} as version {v}; {} files live",
+                    table.display(),
+                    r.removed_files,
+                    r.removed_bytes,
+                    r.added_files,
+                    r.files_after
+                ),
+                None => writeln!(
+                    out,
+                    "nothing to optimize in {}: no two files smaller than {target} bytes fit one file ({} files live)",
+                    table.display(),
+                    r.files_after
+                ),
+            }
+            .map_err(stdout_err)?;
+        }
         Cmd::Check {
             table,
             json,
@@ -461,29 +607,48 @@ fn run(cmd: Cmd) -> Result<()> {
         }
         Cmd::Vacuum {
             table,
+            retain,
+            force,
             older_than,
             dry_run,
         } => {
             let t = Table::open(&table)?;
-            let retention = match older_than {
-                Some(d) => humantime::parse_duration(&d).map_err(|e| {
-                    Error::Usage(format!("--older-than {d:?} is not a duration like 0s, 30m or 1h: {e}"))
-                })?,
-                None => tinydelta::vacuum::DEFAULT_RETENTION,
+            let duration = |flag: &str, d: Option<String>| -> Result<Option<std::time::Duration>> {
+                d.map(|d| {
+                    humantime::parse_duration(&d).map_err(|e| {
+                        Error::Usage(format!("{flag} {d:?} is not a duration like 0s, 30m, 1h or 7d: {e}"))
+                    })
+                })
+                .transpose()
             };
-            let report = tinydelta::vacuum::vacuum(&t, retention, dry_run)?;
+            let opts = tinydelta::vacuum::VacuumOptions {
+                retain: duration("--retain", retain)?,
+                force,
+                older_than: duration("--older-than", older_than)?.unwrap_or(tinydelta::vacuum::DEFAULT_RETENTION),
+                dry_run,
+            };
+            let report = tinydelta::vacuum::vacuum(&t, &opts)?;
             let verb = if dry_run { "would delete" } else { "deleted" };
-            for p in &report.deleted {
-                writeln!(out, "{verb} {}", p.display()).map_err(stdout_err)?;
+            for (p, size) in &report.deleted {
+                writeln!(out, "{verb} {} ({size} bytes)", p.display()).map_err(stdout_err)?;
             }
             writeln!(
                 out,
-                "{verb} {} files ({} bytes) from {}",
+                "{verb} {} files ({} bytes) from {}; {} of them data files removed more than {} ago",
                 report.deleted.len(),
                 report.bytes,
-                table.display()
+                table.display(),
+                report.expired,
+                humantime::format_duration(report.retention),
             )
             .map_err(stdout_err)?;
+            if let Some((start, end)) = report.commits {
+                writeln!(
+                    out,
+                    "recorded as VACUUM START version {start} and VACUUM END version {end}"
+                )
+                .map_err(stdout_err)?;
+            }
         }
     }
     Ok(())

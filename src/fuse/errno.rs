@@ -108,7 +108,11 @@ fn table_errno(e: &crate::Error) -> i32 {
         // Only an append across a schema change can conflict: retry later.
         Error::ConcurrentWrite { .. } => libc::EBUSY,
         Error::Io { source, .. } => io_errno(source),
-        Error::TableNotFound(_) | Error::VersionNotFound { .. } | Error::NoVersionAsOf { .. } => libc::ENOENT,
+        // A version whose data a retention vacuum deleted: its data.jsonl is gone.
+        Error::TableNotFound(_)
+        | Error::VersionNotFound { .. }
+        | Error::NoVersionAsOf { .. }
+        | Error::Vacuumed { .. } => libc::ENOENT,
         Error::TableExists(_) => libc::EEXIST,
         Error::Corrupt { .. } | Error::UnsupportedProtocol { .. } | Error::NotDurable { .. } => libc::EIO,
         Error::LinkUnsupported { .. } => libc::EOPNOTSUPP,

@@ -380,6 +380,21 @@ impl Versions {
         Ok(head)
     }
 
+    /// Whether a retention vacuum deleted data files of `version` (README, "Vacuum"): then its
+    /// `data.jsonl` is ENOENT while `commit.json` and `schema.json` stay. One stat per data
+    /// file, beneath the table folder, asked now (never cached: a vacuum may run at any time).
+    /// A missing file no recorded `VACUUM START` explains is damage: `false` here, and reading
+    /// the file is EIO naming it, as before.
+    pub fn data_gone(&self, version: u64) -> FsResult<bool> {
+        let body = self.body(version)?;
+        for p in &body.data.parts {
+            if self.table.dir().stat(&p.rel)?.is_none() {
+                return Ok(crate::vacuum::vacuum_that_deleted(&self.table, version, &p.rel)?.is_some());
+            }
+        }
+        Ok(false)
+    }
+
     /// The body of `version` (log replay on a cache miss).
     pub fn body(&self, version: u64) -> FsResult<Arc<VersionBody>> {
         if let Some(b) = lock(&self.bodies).get(&version) {

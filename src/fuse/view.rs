@@ -322,6 +322,9 @@ impl TableView {
             Node::VersionFile(v, f) => {
                 self.check_version(v)?;
                 let head = self.versions.head(v)?;
+                if f == VersionFile::Data && self.versions.data_gone(v)? {
+                    return Err(FsError::NotFound);
+                }
                 let size = match f {
                     VersionFile::Data => self.versions.body(v)?.data.len,
                     VersionFile::Commit => head.commit_size,
@@ -486,7 +489,11 @@ impl TableView {
                     (Node::VersionDir(v).ino(), Kind::Dir, ".".to_string()),
                     (inode::V_DIR, Kind::Dir, "..".to_string()),
                 ];
-                for f in VersionFile::ALL {
+                let gone = self.versions.data_gone(v)?;
+                for f in VersionFile::ALL
+                    .into_iter()
+                    .filter(|f| !(gone && *f == VersionFile::Data))
+                {
                     list.push((Node::VersionFile(v, f).ino(), Kind::File, f.name().to_string()));
                 }
                 Ok(fixed(list))
@@ -569,6 +576,9 @@ impl TableView {
                     return Err(FsError::ReadOnly);
                 }
                 self.check_version(v)?;
+                if f == VersionFile::Data && self.versions.data_gone(v)? {
+                    return Err(FsError::NotFound);
+                }
                 let handle = match f {
                     VersionFile::Data => Handle::Concat(ConcatReader::new(
                         self.versions.body(v)?.data.clone(),
