@@ -1,4 +1,4 @@
-//! Input validation and canonical rows (SPEC section 1, "Canonical rows").
+//! Input validation and canonical rows (README "Input rules", docs/FORMAT.md).
 //!
 //! [`canonicalize`] streams JSONL from a reader to a writer one line at a time, so memory is
 //! bounded by the longest line, never by the file. Each accepted line is rewritten as one compact
@@ -765,7 +765,7 @@ fn read_chunk<R: BufRead>(input: &mut R, chunk: &mut Vec<u8>, source: &str) -> R
     }
 }
 
-/// Stream JSONL from `input` to `output` as canonical rows (SPEC section 1), returning the
+/// Stream JSONL from `input` to `output` as canonical rows (README "Input rules"), returning the
 /// statistics of what was written.
 ///
 /// `source` names the input in errors (a path, `<stdin>`, an `incoming/` name). Accepts CRLF, a

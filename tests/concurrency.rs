@@ -1,4 +1,4 @@
-//! SPEC section 2, "Concurrency", with racing writers as separate `tinydelta` processes.
+//! docs/FORMAT.md, concurrency, with racing writers as separate `tinydelta` processes.
 //!
 //! Races are made deterministic with the `before-link` freeze failpoint: every writer is stopped
 //! with its commit fully written but not linked, then all are released at once, so they really

@@ -1,4 +1,4 @@
-//! SPEC section 2, "How a write becomes visible", and section 5: a reader never sees a commit
+//! README "How a write becomes visible" and docs/FORMAT.md: a reader never sees a commit
 //! half-written, and a kill -9 at any step of a commit leaves a readable table with no partial
 //! version, whose leftovers vacuum then removes. Writers are separate `tinydelta` processes
 //! stopped or killed by the `TINYDELTA_FAILPOINT` failpoints.

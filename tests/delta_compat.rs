@@ -1,4 +1,4 @@
-//! Interop with a real Delta implementation (SPEC section 5, last item): the `deltalake` Python
+//! Interop with a real Delta implementation (README, docs/FORMAT.md): the `deltalake` Python
 //! package (delta-rs) opens tables built by the real `tinydelta` binary and must agree with
 //! `tinydelta describe --json` and `tinydelta history --json` at every version on version,
 //! protocol, metadata, schema, live files (paths and sizes), per-file row counts and the parsed

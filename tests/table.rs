@@ -1,4 +1,4 @@
-//! SPEC sections 1 and 3 through the real `tinydelta` binary: every command, the log's shape,
+//! README "Usage" and docs/FORMAT.md through the real `tinydelta` binary: every command, the log's shape,
 //! canonical rows, every rejected input, path safety, exit codes and streaming memory.
 
 mod support;
@@ -288,7 +288,7 @@ fn history_shows_short_names_while_the_log_keeps_delta_names() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// the log's shape (SPEC section 1)
+// the log's shape (docs/FORMAT.md)
 
 fn stats_of(rows: &[Value], col: &str) -> (Option<Value>, Option<Value>, u64) {
     let mut nulls = 0;

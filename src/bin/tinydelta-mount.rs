@@ -1,4 +1,4 @@
-//! `tinydelta-mount TABLE MOUNTPOINT`: every version of a table as a directory (SPEC section 4).
+//! `tinydelta-mount TABLE MOUNTPOINT`: every version of a table as a directory (README, "The mount").
 
 use std::path::PathBuf;
 

@@ -1,4 +1,4 @@
-//! `tinydelta-mount`: a table as a directory tree (SPEC section 4).
+//! `tinydelta-mount`: a table as a directory tree (README, "The mount").
 //!
 //! ```text
 //! MOUNTPOINT/

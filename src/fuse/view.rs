@@ -1,4 +1,4 @@
-//! The mount's inner file system: every operation of SPEC section 4, with no `fuser` types, so
+//! The mount's inner file system: every operation of README "The mount", with no `fuser` types, so
 //! it can be tested without a kernel. The `fuser` wrapper in [`super::fs`] only converts
 //! arguments and replies.
 //!
