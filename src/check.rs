@@ -193,10 +193,16 @@ fn check_versions(table: &Table, first: u64, end: u64, deep: bool, report: &mut 
                 if deep
                     && *live
                     && let Some(entry) = latest.files.iter().find(|f| &f.path == path)
-                    && entry.has_stats
                 {
-                    let rows = count_rows(file, &table.root().join(path))?;
-                    if rows != entry.num_records {
+                    let full = table.root().join(path);
+                    let rows = match canonical_rows(file, &full, &latest.schema)? {
+                        Ok(rows) => rows,
+                        Err(why) => {
+                            report.damage(Some(entry.added_in), format!("{}: {why}", full.display()), RESTORE_HINT);
+                            continue;
+                        }
+                    };
+                    if entry.has_stats && rows != entry.num_records {
                         report.damage(
                             Some(entry.added_in),
                             format!(
@@ -239,6 +245,42 @@ pub fn count_rows(file: std::fs::File, path: &std::path::Path) -> Result<u64> {
         }
     }
     Ok(n)
+}
+
+/// Rows of a data file that must be canonical JSONL (docs/FORMAT.md, "Data files"): every line
+/// is re-canonicalised against `schema` and must come out byte for byte the same, and the last
+/// line must end with `\n`. Returns `Ok(Ok(rows))`, or `Ok(Err(reason))` naming the first line
+/// that is not canonical. Errors: [`Error::Io`] naming `path`.
+pub fn canonical_rows(
+    file: std::fs::File,
+    path: &std::path::Path,
+    schema: &crate::schema::Schema,
+) -> Result<std::result::Result<u64, String>> {
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut line = Vec::new();
+    let mut out = Vec::new();
+    let mut n = 0u64;
+    let mut c = crate::rows::LineCheck::new(schema.clone());
+    loop {
+        line.clear();
+        let k = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| Error::io("read", path, e))?;
+        if k == 0 {
+            return Ok(Ok(n));
+        }
+        n += 1;
+        if line.last() != Some(&b'\n') {
+            return Ok(Err(format!("line {n} has no final newline")));
+        }
+        out.clear();
+        if let Err(e) = c.feed("data file", &line, &mut out) {
+            return Ok(Err(format!("line {n} is not a valid row: {e}")));
+        }
+        if out != line {
+            return Ok(Err(format!("line {n} is not canonical JSONL (as tinydelta writes it)")));
+        }
+    }
 }
 
 /// Version checksum and checkpoint of one version (warnings only).

@@ -1218,7 +1218,40 @@ pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File>
             return Err(parquet_error(path));
         }
     }
+    check_jsonl_ends(&file, &path, len)?;
     Ok(file)
+}
+
+/// A non-empty canonical JSONL data file starts with `{` and ends with `\n` (docs/FORMAT.md,
+/// "Data files"): two 1-byte preads on the open descriptor, so a file of other bytes with the
+/// right size (Parquet named `part-*.jsonl`, garbage) is never served as rows.
+/// Errors: [`Error::Corrupt`] naming `path` (Parquet's `PAR1` magic is named as such).
+fn check_jsonl_ends(file: &File, path: &Path, len: u64) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    if len == 0 {
+        return Ok(());
+    }
+    let (mut first, mut last) = ([0u8; 1], [0u8; 1]);
+    file.read_exact_at(&mut first, 0).ctx("read", path)?;
+    file.read_exact_at(&mut last, len - 1).ctx("read", path)?;
+    if first == *b"{" && last == *b"\n" {
+        return Ok(());
+    }
+    let mut magic = [0u8; 4];
+    let reason = if len >= 4 && file.read_exact_at(&mut magic, 0).is_ok() && &magic == b"PAR1" {
+        "data file holds Parquet bytes (PAR1 magic), not JSONL rows".to_string()
+    } else if first != *b"{" {
+        format!(
+            "data file is not canonical JSONL: it starts with byte 0x{:02x}, not `{{`",
+            first[0]
+        )
+    } else {
+        "data file is not canonical JSONL: its last line has no newline".to_string()
+    };
+    Err(Error::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    })
 }
 
 /// Whether a data file's name says Parquet (delta-rs and Spark write `*.parquet`).

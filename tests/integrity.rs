@@ -277,7 +277,7 @@ fn data_files_are_checked_against_their_recorded_size() {
     fs::write(&p1, &same).unwrap();
     t.td("check", &[]).ok();
     let out = t.td("check", &["--deep"]).code(1);
-    assert!(out.text().contains("rows"), "{}", out.text());
+    assert!(out.text().contains("line 2 is not canonical"), "{}", out.text());
 }
 
 #[test]
@@ -610,4 +610,50 @@ fn a_hole_after_a_checkpoint_is_damage_not_the_end_and_is_never_filled() {
     t.td("read", &["--version", "4"])
         .code(1)
         .stderr_has(&["version 3 is damaged"]);
+}
+
+/// The paths of the live data files of the newest version, in order.
+fn live_paths(t: &TempTable) -> Vec<String> {
+    t.describe()["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_jsonl_data_file_holding_other_bytes_is_damage_not_rows() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(1, 2));
+    let p = t.path.join(&live_paths(&t)[0]);
+    let good = fs::read(&p).unwrap();
+    // Parquet bytes of the same size under the .jsonl name.
+    let mut pq = b"PAR1".to_vec();
+    pq.resize(good.len() - 4, b'x');
+    pq.extend_from_slice(b"PAR1");
+    fs::write(&p, &pq).unwrap();
+    let out = t.td("read", &[]).code(1).stderr_has(&["Parquet", "part-"]);
+    assert!(out.stdout.is_empty(), "{}", out.text());
+    t.td("check", &[]).code(1);
+    // Any other bytes that do not start with `{` or do not end with a newline.
+    let mut junk = good.clone();
+    junk[0] = b'[';
+    fs::write(&p, &junk).unwrap();
+    assert!(t.td("read", &[]).code(1).stderr_has(&["canonical"]).stdout.is_empty());
+    let mut cut = good.clone();
+    *cut.last_mut().unwrap() = b' ';
+    fs::write(&p, &cut).unwrap();
+    assert!(t.td("read", &[]).code(1).stderr_has(&["newline"]).stdout.is_empty());
+    // Right ends, wrong middle: --deep re-canonicalises every line.
+    let mut mid = good.clone();
+    let nl = mid.iter().position(|b| *b == b'\n').unwrap();
+    mid[nl] = b' ';
+    mid[nl + 1] = b'\n';
+    fs::write(&p, &mid).unwrap();
+    t.td("check", &[]).ok();
+    let out = t.td("check", &["--deep"]).code(1);
+    assert!(out.text().contains("line 1"), "{}", out.text());
+    fs::write(&p, &good).unwrap();
+    t.td("check", &["--deep"]).ok();
 }

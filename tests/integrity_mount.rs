@@ -161,3 +161,23 @@ fn a_parquet_data_file_is_eio_never_its_bytes_and_earlier_versions_read() {
     // The symlink `latest` still names version 2: the log is whole, only its data is not JSONL.
     assert_eq!(f.latest_link(), "v/2");
 }
+
+#[test]
+fn a_jsonl_data_file_holding_parquet_bytes_is_eio_in_the_mount() {
+    let f = Fixture::flights(FILES);
+    let v1 = f.read_v(1);
+    let log = fs::read_to_string(commit(&f, 3)).unwrap();
+    let add: serde_json::Value = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|a| a.get("add").is_some())
+        .unwrap();
+    let p = f.table.join(add["add"]["path"].as_str().unwrap());
+    let size = fs::metadata(&p).unwrap().len() as usize;
+    let mut pq = b"PAR1".to_vec();
+    pq.resize(size, b'x');
+    fs::write(&p, &pq).unwrap();
+    let _m = f.mount();
+    assert_eio(&f.m("v/3/data.jsonl"), "Parquet bytes named .jsonl");
+    assert_eq!(fs::read(f.m("v/1/data.jsonl")).unwrap(), v1);
+}
