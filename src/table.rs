@@ -765,15 +765,22 @@ impl Table {
     /// Validate and canonicalise `input` into a new `part-<uuid>.jsonl`, fsynced (its folder entry
     /// is fsynced by [`commit::publish`] before the commit is linked).
     /// Returns the `add` action, or `None` (and no file) when the input has no rows.
-    fn write_data_file(&self, schema: &Schema, source: &str, input: impl BufRead) -> Result<Option<Add>> {
+    /// The file is returned open and locked ([`hold_data_file`]): keep it until the commit is
+    /// linked, so vacuum cannot delete it meanwhile.
+    fn write_data_file(
+        &self,
+        schema: &Schema,
+        source: &str,
+        input: impl BufRead,
+    ) -> Result<(Option<Add>, Option<File>)> {
         let Some((add, file)) = self.create_data_file(schema, source, input)? else {
-            return Ok(None);
+            return Ok((None, None));
         };
         if let Err(e) = file.sync_all() {
             let _ = self.dir.try_unlink(&add.path);
             return Err(Error::io("fsync", self.root.join(&add.path), e));
         }
-        Ok(Some(add))
+        Ok((Some(add), Some(file)))
     }
 
     /// [`Table::write_data_file`] without the fsync: the file is returned open, for
@@ -781,7 +788,12 @@ impl Table {
     fn create_data_file(&self, schema: &Schema, source: &str, input: impl BufRead) -> Result<Option<(Add, File)>> {
         let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
         let path = self.root.join(&name);
-        let mut w = BufWriter::with_capacity(1 << 20, self.dir.create_new(&name, 0o644)?);
+        let created = self.dir.create_new(&name, 0o644)?;
+        if let Err(e) = hold_data_file(&self.dir, &name, &created) {
+            let _ = self.dir.try_unlink(&name);
+            return Err(e);
+        }
+        let mut w = BufWriter::with_capacity(1 << 20, created);
         let result = rows::canonicalize(schema, source, input, &mut w, &path).and_then(|stats| {
             let file = w.into_inner().map_err(|e| Error::io("write", &path, e.into_error()))?;
             Ok((stats, file))
@@ -814,6 +826,7 @@ impl Table {
             return Ok(None);
         };
         let path = self.root.join(&add.path);
+        still_linked(&file, &path)?;
         self.commit_append_after(&snap, read_version, add, opts, &[(&file, &path)])
             .map(Some)
     }
@@ -869,6 +882,18 @@ impl Table {
         let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
         let path = self.root.join(&name);
         place(&path)?;
+        // Held until the commit is linked: vacuum skips a data file a writer holds.
+        let _held = self.dir.open_file(&name).and_then(|f| {
+            hold_data_file(&self.dir, &name, &f)?;
+            Ok(f)
+        });
+        let _held = match _held {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = self.dir.try_unlink(&name);
+                return Err(e);
+            }
+        };
         let add = Self::new_add(name, schema, stats);
         let data: Vec<(&File, &Path)> = canon.map(|f| (f, path.as_path())).into_iter().collect();
         self.commit_append_after(&snap, read_version, add, opts, &data)
@@ -935,7 +960,10 @@ impl Table {
         let mut read_version = self.latest_version()?;
         let mut snap = self.snapshot(read_version)?;
         self.check_writable(&snap)?;
-        let add = self.write_data_file(&snap.schema, source, input)?;
+        let (add, held) = self.write_data_file(&snap.schema, source, input)?;
+        if let (Some(a), Some(f)) = (&add, &held) {
+            still_linked(f, &self.root.join(&a.path))?;
+        }
         let rows = add.as_ref().and_then(Add::num_records).unwrap_or(0);
         let mut params = BTreeMap::from([("replaces".to_string(), old.to_string())]);
         params.extend(opts.extra_params.iter().cloned());
@@ -1075,7 +1103,10 @@ impl Table {
         let read_version = self.latest_version()?;
         let snap = self.snapshot(read_version)?;
         self.check_writable(&snap)?;
-        let add = self.write_data_file(&snap.schema, source, input)?;
+        let (add, held) = self.write_data_file(&snap.schema, source, input)?;
+        if let (Some(a), Some(f)) = (&add, &held) {
+            still_linked(f, &self.root.join(&a.path))?;
+        }
         let rows = add.as_ref().and_then(Add::num_records).unwrap_or(0);
         let mut params = BTreeMap::from([("mode".to_string(), "Overwrite".to_string())]);
         params.extend(opts.extra_params.iter().cloned());
@@ -1220,6 +1251,42 @@ pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File>
     }
     check_jsonl_ends(&file, &path, len)?;
     Ok(file)
+}
+
+/// Take a shared `flock` on `file`, a data file just created (or placed) as `name` beneath `dir`,
+/// and prove the name still refers to it (docs/FORMAT.md, "Vacuum and writers in flight"):
+/// vacuum deletes an orphan only under `LOCK_EX` after the same proof, so once this returns the
+/// name survives until `file` is closed. Errors: [`Error::Corrupt`] naming the file when it was
+/// deleted or replaced before the lock was taken (nothing may be published).
+pub(crate) fn hold_data_file(dir: &Dir, name: &str, file: &File) -> Result<()> {
+    let path = dir.join(name);
+    rustix::fs::flock(file, rustix::fs::FlockOperation::LockShared)
+        .map_err(|e| Error::io("lock", &path, std::io::Error::from_raw_os_error(e.raw_os_error())))?;
+    let mine = rustix::fs::fstat(file)
+        .map_err(|e| Error::io("stat", &path, std::io::Error::from_raw_os_error(e.raw_os_error())))?;
+    match dir.stat(name)? {
+        Some(st) if st.st_ino == mine.st_ino && st.st_dev == mine.st_dev && mine.st_nlink > 0 => Ok(()),
+        _ => Err(deleted_in_flight(path)),
+    }
+}
+
+/// Before a commit naming `file` (at `path`) is linked: it must still have a name (vacuum
+/// never deletes a file [`hold_data_file`] holds; this is the last line of defence).
+fn still_linked(file: &File, path: &Path) -> Result<()> {
+    let st = rustix::fs::fstat(file)
+        .map_err(|e| Error::io("stat", path, std::io::Error::from_raw_os_error(e.raw_os_error())))?;
+    if st.st_nlink == 0 {
+        return Err(deleted_in_flight(path.to_path_buf()));
+    }
+    Ok(())
+}
+
+fn deleted_in_flight(path: PathBuf) -> Error {
+    Error::Corrupt {
+        path,
+        reason: "the new data file was deleted before its commit was published (a vacuum?); nothing was committed"
+            .into(),
+    }
 }
 
 /// A non-empty canonical JSONL data file starts with `{` and ends with `\n` (docs/FORMAT.md,

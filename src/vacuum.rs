@@ -67,6 +67,35 @@ impl Sweep {
     }
 }
 
+/// Open the orphan candidate `name` beneath `dir` and take `LOCK_EX | LOCK_NB` on it
+/// (docs/FORMAT.md, "Vacuum and writers in flight"): `None` when it is gone, not a regular
+/// file, newer than `cutoff_s`, or held by a writer (whose `LOCK_SH` lasts until its commit is
+/// linked); otherwise the locked descriptor, after proving the name still refers to it.
+fn lock_orphan(dir: &Dir, name: &str, cutoff_s: i64) -> Result<Option<std::fs::File>> {
+    let file = match dir.try_open_file(name) {
+        Ok(Some(f)) => f,
+        Ok(None) | Err(Error::Corrupt { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let errno = |e: rustix::io::Errno| {
+        Error::io(
+            "lock",
+            dir.join(name),
+            std::io::Error::from_raw_os_error(e.raw_os_error()),
+        )
+    };
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::WOULDBLOCK) => return Ok(None),
+        Err(e) => return Err(errno(e)),
+    }
+    let mine = rustix::fs::fstat(&file).map_err(errno)?;
+    match dir.stat(name)? {
+        Some(st) if st.st_ino == mine.st_ino && st.st_dev == mine.st_dev && mine.st_mtime <= cutoff_s => Ok(Some(file)),
+        _ => Ok(None),
+    }
+}
+
 fn names(dir: &Dir) -> Result<Vec<String>> {
     Ok(dir
         .entries()?
@@ -81,6 +110,7 @@ fn names(dir: &Dir) -> Result<Vec<String>> {
 /// nothing is deleted) or a folder vacuum works in is a symlink; [`crate::Error::Io`] naming the
 /// path.
 pub fn vacuum(table: &Table, retention: Duration, dry_run: bool) -> Result<VacuumReport> {
+    let seen = table.latest_version()?;
     let (referenced, _staged_ids) = table.inventory_with_param(crate::staging::STAGING_ID_PARAM)?;
     let cutoff = SystemTime::now().checked_sub(retention).unwrap_or(UNIX_EPOCH);
     let cutoff_s = cutoff.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
@@ -90,11 +120,24 @@ pub fn vacuum(table: &Table, retention: Duration, dry_run: bool) -> Result<Vacuu
         report: VacuumReport::default(),
     };
     let root = table.dir();
+    let mut held = Vec::new();
     for name in names(root)? {
         if name.starts_with("part-") && name.ends_with(".jsonl") && !referenced.contains(&name) {
-            sweep.consider(root, &name)?;
+            if let Some(lock) = lock_orphan(root, &name, cutoff_s)? {
+                held.push((name, lock));
+            }
         }
     }
+    // A writer that published after the replay above released its lock: re-derive what the
+    // newest version names before deleting anything.
+    if !held.is_empty() && table.latest_version()? != seen {
+        let (now, _) = table.inventory_with_param(crate::staging::STAGING_ID_PARAM)?;
+        held.retain(|(name, _)| !now.contains(name));
+    }
+    for (name, _lock) in &held {
+        sweep.consider(root, name)?;
+    }
+    drop(held);
     let log = table.log_dir_handle();
     for name in names(log)? {
         if matches!(LogFile::parse(&name), LogFile::Temp(_))
