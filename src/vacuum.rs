@@ -122,10 +122,12 @@ pub fn vacuum(table: &Table, retention: Duration, dry_run: bool) -> Result<Vacuu
     let root = table.dir();
     let mut held = Vec::new();
     for name in names(root)? {
-        if name.starts_with("part-") && name.ends_with(".jsonl") && !referenced.contains(&name) {
-            if let Some(lock) = lock_orphan(root, &name, cutoff_s)? {
-                held.push((name, lock));
-            }
+        if name.starts_with("part-")
+            && name.ends_with(".jsonl")
+            && !referenced.contains(&name)
+            && let Some(lock) = lock_orphan(root, &name, cutoff_s)?
+        {
+            held.push((name, lock));
         }
     }
     // A writer that published after the replay above released its lock: re-derive what the
