@@ -353,7 +353,7 @@ fn repair_newest(
     log.sync()?;
     corrupt.sync()?;
     report.repaired.push(format!(
-        "moved {} to {}; the table is whole at version {}",
+        "moved {} to {}; the table is whole at version {} (the moved commit's data files are kept by vacuum; recover its rows with `tinydelta append` from those files if you need them, then delete the file from `_delta_log/_corrupt/`)",
         log.join(&name).display(),
         corrupt.join(&to).display(),
         bad - 1

@@ -14,6 +14,7 @@
 //! the mount's lock (`_staging/.lock`, `flock`), held until the last deletion, so a mount
 //! starting meanwhile cannot race it; while a mount holds it `_staging/` is left alone.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -37,6 +38,9 @@ pub struct VacuumReport {
     pub bytes: u64,
     /// Whether `_staging/` was skipped because a mount holds the table.
     pub staging_skipped: bool,
+    /// Why no data file was deleted at all, when that was decided (a file in
+    /// `_delta_log/_corrupt/` could not be read, so the rows it names are unknown).
+    pub data_kept: Option<String>,
 }
 
 struct Sweep {
@@ -65,6 +69,71 @@ impl Sweep {
         self.report.deleted.push(dir.join(name));
         Ok(())
     }
+}
+
+/// Every data file path (percent-decoded) that a file in `_delta_log/_corrupt/` names, parsed
+/// leniently: any line that yields an `add.path` (a JSON object, or failing that the text after
+/// `"path":"` on a line mentioning `"add"`). Those commits were moved aside by `check --repair`
+/// and may be the only record of their rows, so vacuum keeps their files (docs/FORMAT.md,
+/// "Vacuum"). `Ok(Err(why))` when some file there cannot be read at all: then vacuum deletes no
+/// data file. Errors: [`Error::Io`] listing the folder.
+fn named_aside(log: &Dir) -> Result<std::result::Result<HashSet<String>, String>> {
+    let mut out = HashSet::new();
+    let Some(corrupt) = (match log.try_dir(crate::log::CORRUPT_DIR) {
+        Ok(d) => d,
+        Err(e) => return Ok(Err(format!("{e}; no data file was deleted"))),
+    }) else {
+        return Ok(Ok(out));
+    };
+    for e in corrupt.entries()? {
+        let name = e.name.to_string_lossy().into_owned();
+        let bytes = match corrupt
+            .open_file(&name)
+            .and_then(|f| read_bounded(f, &corrupt.join(&name)))
+        {
+            Ok(b) => b,
+            Err(err) => {
+                return Ok(Err(format!(
+                    "{err}; a commit moved aside by `check --repair` could not be read, so no data file was deleted (move `_delta_log/_corrupt/` away once its rows are recovered)"
+                )));
+            }
+        };
+        for line in String::from_utf8_lossy(&bytes).lines() {
+            if let Some(p) = aside_path(line) {
+                out.insert(crate::actions::decode_path(&p).unwrap_or(p));
+            }
+        }
+    }
+    Ok(Ok(out))
+}
+
+/// Read a file of `_delta_log/_corrupt/` whole, up to [`crate::log::MAX_COMMIT_BYTES`].
+fn read_bounded(f: std::fs::File, path: &std::path::Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let limit = crate::log::MAX_COMMIT_BYTES;
+    f.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io("read", path, e))?;
+    if bytes.len() as u64 > limit {
+        return Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            reason: format!("the file is larger than {limit} bytes"),
+        });
+    }
+    Ok(bytes)
+}
+
+/// The `add.path` of one line of a damaged commit, if it yields one.
+fn aside_path(line: &str) -> Option<String> {
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
+        return v.get("add")?.get("path")?.as_str().map(str::to_string);
+    }
+    if !line.contains("\"add\"") {
+        return None;
+    }
+    let rest = &line[line.find("\"path\":\"")? + 8..];
+    Some(rest[..rest.find('"')?].to_string())
 }
 
 /// Open the orphan candidate `name` beneath `dir` and take `LOCK_EX | LOCK_NB` on it
@@ -121,10 +190,23 @@ pub fn vacuum(table: &Table, retention: Duration, dry_run: bool) -> Result<Vacuu
     };
     let root = table.dir();
     let mut held = Vec::new();
-    for name in names(root)? {
+    let aside = match named_aside(table.log_dir_handle())? {
+        Ok(names) => names,
+        Err(why) => {
+            sweep.report.data_kept = Some(why);
+            HashSet::new()
+        }
+    };
+    let data_names = if sweep.report.data_kept.is_some() {
+        Vec::new()
+    } else {
+        names(root)?
+    };
+    for name in data_names {
         if name.starts_with("part-")
             && name.ends_with(".jsonl")
             && !referenced.contains(&name)
+            && !aside.contains(&name)
             && let Some(lock) = lock_orphan(root, &name, cutoff_s)?
         {
             held.push((name, lock));

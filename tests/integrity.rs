@@ -657,3 +657,38 @@ fn a_jsonl_data_file_holding_other_bytes_is_damage_not_rows() {
     fs::write(&p, &good).unwrap();
     t.td("check", &["--deep"]).ok();
 }
+
+/// Vacuum after `check --repair` keeps the data files that the commit moved into
+/// `_delta_log/_corrupt/` names (perhaps the only copy of those rows), even when the damage cut
+/// its `add` line; when a file there cannot be read, vacuum deletes no data file and says why.
+#[test]
+fn vacuum_keeps_the_data_files_of_commits_moved_aside() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(1, 2));
+    let before = t.part_files();
+    t.append(&small_rows(10, 2));
+    let named: Vec<String> = t.part_files().difference(&before).cloned().collect();
+    let p = t.log_dir().join(format!("{:020}.json", 2));
+    let bytes = fs::read(&p).unwrap();
+    fs::write(&p, &bytes[..bytes.len() - 10]).unwrap();
+    t.td("check", &["--repair"]).ok();
+    let out = t.td("vacuum", &["--older-than", "0s"]).ok();
+    assert!(
+        t.path.join(&named[0]).exists(),
+        "vacuum deleted a file _corrupt/ names: {}",
+        out.text()
+    );
+    // An unreadable file in _corrupt/: no data file is deleted, and vacuum says why.
+    fs::write(t.path.join("part-stray.jsonl"), small_row(5) + "\n").unwrap();
+    let st = std::process::Command::new("mkfifo")
+        .arg(t.log_dir().join("_corrupt").join("fifo"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = t.td("vacuum", &["--older-than", "0s"]).ok();
+    assert!(out.text().contains("kept every data file"), "{}", out.text());
+    assert!(t.path.join("part-stray.jsonl").exists() && t.path.join(&named[0]).exists());
+    fs::remove_file(t.log_dir().join("_corrupt").join("fifo")).unwrap();
+    t.td("vacuum", &["--older-than", "0s"]).ok();
+    assert!(!t.path.join("part-stray.jsonl").exists() && t.path.join(&named[0]).exists());
+}

@@ -473,6 +473,9 @@ fn run(cmd: Cmd) -> Result<()> {
             };
             let report = tinydelta::vacuum::vacuum(&t, retention, dry_run)?;
             let verb = if dry_run { "would delete" } else { "deleted" };
+            if let Some(why) = &report.data_kept {
+                writeln!(out, "kept every data file: {why}").map_err(stdout_err)?;
+            }
             for p in &report.deleted {
                 writeln!(out, "{verb} {}", p.display()).map_err(stdout_err)?;
             }
