@@ -283,6 +283,8 @@ pub fn canonical_rows(
     }
 }
 
+const CHECKPOINT_HINT: &str = "delete it from _tinydelta/checkpoints/ (readers replay the commits instead while they exist); it is rewritten when needed";
+
 /// Version checksum and checkpoint of one version (warnings only).
 fn check_side_files(table: &Table, s: &Snapshot, report: &mut Report) {
     match crate::crc::read(table.log_dir_handle(), s.version) {
@@ -305,16 +307,20 @@ fn check_side_files(table: &Table, s: &Snapshot, report: &mut Report) {
     if crate::checkpoint::newest_at_or_before(table.dir(), s.version) == Some(s.version) {
         match crate::checkpoint::read(table.dir(), s.version) {
             Ok(cp) if cp.files == s.files => {}
-            Ok(_) => report.warn(
+            Ok(_) => report.damage(
                 Some(s.version),
-                format!("checkpoint of version {} disagrees with log replay", s.version),
-                "delete it from _tinydelta/checkpoints/; it is rewritten when needed",
+                format!(
+                    "{}: the checkpoint of version {} disagrees with the replay of the commits it covers",
+                    table
+                        .root()
+                        .join(crate::checkpoint::CHECKPOINT_DIR)
+                        .join(crate::checkpoint::file_name(s.version))
+                        .display(),
+                    s.version
+                ),
+                CHECKPOINT_HINT,
             ),
-            Err(e) => report.warn(
-                Some(s.version),
-                e.to_string(),
-                "delete it from _tinydelta/checkpoints/; it is rewritten when needed",
-            ),
+            Err(e) => report.damage(Some(s.version), e.to_string(), CHECKPOINT_HINT),
         }
     }
 }

@@ -692,3 +692,52 @@ fn vacuum_keeps_the_data_files_of_commits_moved_aside() {
     t.td("vacuum", &["--older-than", "0s"]).ok();
     assert!(!t.path.join("part-stray.jsonl").exists() && t.path.join(&named[0]).exists());
 }
+
+/// A private checkpoint with a file line deleted and its header totals fixed to match: readers
+/// skip it (its body checksum fails) and replay the commits, appends build on the truth, and
+/// `check` names it. Forged with a matching checksum too, `check` still finds it against replay.
+#[test]
+fn a_damaged_checkpoint_is_skipped_by_readers_and_named_by_check() {
+    use std::hash::Hasher;
+    let t = TempTable::new(SMALL);
+    for i in 0..3 {
+        t.append(&small_rows(i * 10, 1));
+    }
+    let table = tinydelta::Table::open(&t.path).unwrap();
+    tinydelta::checkpoint::write(table.dir(), &table.snapshot(3).unwrap()).unwrap();
+    let name = format!("{:020}.jsonl", 3);
+    let cp = t.path.join("_tinydelta/checkpoints").join(&name);
+    let text = fs::read_to_string(&cp).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let gone: Value = serde_json::from_str(lines.remove(1)).unwrap();
+    let mut header: Value = serde_json::from_str(lines[0]).unwrap();
+    header["numFiles"] = json!(2);
+    header["numRecords"] = json!(2);
+    header["sizeBytes"] = json!(header["sizeBytes"].as_u64().unwrap() - gone["size"].as_u64().unwrap());
+    let body: String = lines[1..].iter().map(|l| format!("{l}\n")).collect();
+    fs::write(&cp, format!("{header}\n{body}")).unwrap();
+    assert_eq!(ids(&t.read()), vec![0, 10, 20]);
+    assert_eq!(t.describe()["numRecords"], 3);
+    let out = t.td("check", &[]).code(1);
+    assert!(
+        out.text().contains(&name) && out.text().contains("checksum"),
+        "{}",
+        out.text()
+    );
+    // Forged with a matching checksum: readers cannot tell, but check compares with replay.
+    let mut h = fnv::FnvHasher::default();
+    h.write(body.as_bytes());
+    header["bodyFnv1a64"] = json!(format!("{:016x}", h.finish()));
+    fs::write(&cp, format!("{header}\n{body}")).unwrap();
+    let out = t.td("check", &["--deep"]).code(1);
+    assert!(
+        out.text().contains(&name) && out.text().contains("replay"),
+        "{}",
+        out.text()
+    );
+    fs::remove_file(&cp).unwrap();
+    // The next append builds on the truth.
+    assert_eq!(t.append(&small_rows(30, 1)), 4);
+    assert_eq!(ids(&t.read()), vec![0, 10, 20, 30]);
+    t.td("check", &[]).ok();
+}
