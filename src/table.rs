@@ -739,6 +739,17 @@ impl Table {
             .collect()
     }
 
+    /// Prove every data file of `snapshot` present beneath the table, a regular file (no
+    /// symlink) of its recorded size, with one `fstatat` each and no read (`describe`: its
+    /// numbers must be backed by the files; README, "Usage"). Errors: [`Error::Corrupt`] naming
+    /// the first file that is missing, not a regular file, or of another size, as `read` says it.
+    pub fn stat_data_files(&self, snapshot: &Snapshot) -> Result<()> {
+        for f in &snapshot.files {
+            stat_data_file(&self.dir, &f.path, f.size)?;
+        }
+        Ok(())
+    }
+
     /// Write the rows of `snapshot` (its data files concatenated) to `out`.
     pub fn write_rows(&self, snapshot: &Snapshot, out: &mut impl Write) -> Result<u64> {
         // 256 KiB reads and writes: std::io::copy's 8 KiB buffer costs 4x the syscalls of cat.
@@ -1319,6 +1330,34 @@ fn check_jsonl_ends(file: &File, path: &Path, len: u64) -> Result<()> {
         path: path.to_path_buf(),
         reason,
     })
+}
+
+/// [`open_data_file`]'s presence, type and size checks by `fstatat` beneath `root`, no open.
+fn stat_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<()> {
+    let path = root.join(rel);
+    let st = match root.stat(rel)? {
+        Some(st) => st,
+        None => {
+            return Err(Error::Corrupt {
+                path,
+                reason: "data file is missing, but a version names it".into(),
+            });
+        }
+    };
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        return Err(Error::Corrupt {
+            path,
+            reason: "data file is not a regular file (a symlink, folder or device is never followed)".into(),
+        });
+    }
+    let len = st.st_size as u64;
+    if len != expected_size {
+        return Err(Error::Corrupt {
+            path,
+            reason: format!("data file is {len} bytes, but its add action says {expected_size} bytes"),
+        });
+    }
+    Ok(())
 }
 
 /// Whether a data file's name says Parquet (delta-rs and Spark write `*.parquet`).

@@ -741,3 +741,37 @@ fn a_damaged_checkpoint_is_skipped_by_readers_and_named_by_check() {
     assert_eq!(ids(&t.read()), vec![0, 10, 20, 30]);
     t.td("check", &[]).ok();
 }
+
+/// `describe` prints the log's numbers only when the files back them: a live data file missing,
+/// cut, grown or a symlink fails it like `read` (exit 1, naming the file); older versions that do
+/// not name the file still describe.
+#[test]
+fn describe_fails_like_read_when_a_live_data_file_is_not_as_recorded() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(1, 2));
+    let before = t.part_files();
+    t.append(&small_rows(10, 2));
+    let name = t.part_files().difference(&before).next().unwrap().clone();
+    let p = t.path.join(&name);
+    let good = fs::read(&p).unwrap();
+    let other = t.path.join("elsewhere.jsonl");
+    fs::write(&other, &good).unwrap();
+    for how in ["missing", "cut", "grown", "symlink"] {
+        match how {
+            "missing" => fs::remove_file(&p).unwrap(),
+            "cut" => fs::write(&p, &good[..good.len() - 2]).unwrap(),
+            "grown" => fs::write(&p, [&good[..], b"{}\n"].concat()).unwrap(),
+            _ => {
+                fs::remove_file(&p).unwrap();
+                std::os::unix::fs::symlink(&other, &p).unwrap();
+            }
+        }
+        t.td("read", &[]).code(1).stderr_has(&[&name]);
+        t.td("describe", &[]).code(1).stderr_has(&[&name]);
+        t.td("describe", &["--json"]).code(1).stderr_has(&[&name]);
+        t.td("describe", &["--version", "1"]).ok();
+        let _ = fs::remove_file(&p);
+        fs::write(&p, &good).unwrap();
+        t.td("describe", &[]).ok();
+    }
+}

@@ -300,6 +300,8 @@ fn run(cmd: Cmd) -> Result<()> {
                 Some(v) => v,
                 None => t.latest_version()?,
             };
+            // The numbers come from the log: only print them when the files back them.
+            t.stat_data_files(&t.snapshot(v)?)?;
             if json {
                 let s = t.snapshot(v)?;
                 let (counted, unstated) = counted_rows(&t, &s)?;
