@@ -114,6 +114,19 @@ pub fn damaged(path: &Path, version: u64, what: impl std::fmt::Display) -> Error
     }
 }
 
+/// A commit of `len` bytes larger than [`MAX_COMMIT_BYTES`] is damage naming `version`
+/// (checked on the open descriptor's size before any byte is read).
+pub fn check_commit_size(path: &Path, version: u64, len: u64) -> Result<()> {
+    if len > MAX_COMMIT_BYTES {
+        return Err(damaged(
+            path,
+            version,
+            &format!("the commit file is {len} bytes, more than the {MAX_COMMIT_BYTES} bytes tinydelta reads"),
+        ));
+    }
+    Ok(())
+}
+
 /// Parse the bytes of commit `version` and check them complete (docs/FORMAT.md, "Commit
 /// completeness"): not empty, every non-blank line a JSON object with well-formed known actions,
 /// safe paths; for tinydelta's own commits also a final newline and actions that agree with

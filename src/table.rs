@@ -367,10 +367,15 @@ impl Table {
             .st_mtime
             .saturating_mul(1000)
             .saturating_add(st.st_mtime_nsec as i64 / 1_000_000);
+        log::check_commit_size(&path, version, st.st_size as u64)?;
         let mut bytes = Vec::with_capacity((st.st_size.clamp(0, 1 << 24) + 1) as usize);
         // Through `take`: read into the capacity just reserved (File's own read_to_end would
-        // stat the file again for its size).
-        (&mut f).take(u64::MAX).read_to_end(&mut bytes).ctx("read", &path)?;
+        // stat the file again for its size), and never past the bound if the file grows.
+        (&mut f)
+            .take(log::MAX_COMMIT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .ctx("read", &path)?;
+        log::check_commit_size(&path, version, bytes.len() as u64)?;
         log::parse_commit(version, &path, &bytes, mtime_ms)
     }
 
