@@ -121,7 +121,7 @@ pub fn check_commit_size(path: &Path, version: u64, len: u64) -> Result<()> {
         return Err(damaged(
             path,
             version,
-            &format!("the commit file is {len} bytes, more than the {MAX_COMMIT_BYTES} bytes tinydelta reads"),
+            format!("the commit file is {len} bytes, more than the {MAX_COMMIT_BYTES} bytes tinydelta reads"),
         ));
     }
     Ok(())
