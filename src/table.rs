@@ -755,6 +755,11 @@ impl Table {
         Ok(())
     }
 
+    /// [`Table::stat_data_files`] for one file `rel` of `expected_size` bytes.
+    pub fn stat_data_file(&self, rel: &str, expected_size: u64) -> Result<()> {
+        stat_data_file(&self.dir, rel, expected_size)
+    }
+
     /// Write the rows of `snapshot` (its data files concatenated) to `out`.
     pub fn write_rows(&self, snapshot: &Snapshot, out: &mut impl Write) -> Result<u64> {
         // 256 KiB reads and writes: std::io::copy's 8 KiB buffer costs 4x the syscalls of cat.

@@ -797,3 +797,26 @@ fn an_oversized_commit_is_damage_decided_before_reading_it() {
     let out = t.td("check", &[]).ok();
     assert!(out.text().contains("bytes, more than"), "{}", out.text());
 }
+
+/// `changes` checks every data file it will print before its first row: a missing or cut file
+/// of a later version prints nothing and exits 1 naming it.
+#[test]
+fn changes_prints_nothing_when_a_later_versions_file_is_damaged() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(1, 2));
+    t.append(&small_rows(10, 1));
+    let before = t.part_files();
+    t.append(&small_rows(20, 1));
+    let name = t.part_files().difference(&before).next().unwrap().clone();
+    let p = t.path.join(&name);
+    let good = fs::read(&p).unwrap();
+    assert_eq!(lines(&t.td("changes", &[]).ok().stdout).len(), 4);
+    fs::write(&p, &good[..good.len() - 1]).unwrap();
+    let out = t.td("changes", &[]).code(1).stderr_has(&[&name]);
+    assert!(out.stdout.is_empty(), "{}", out.text());
+    fs::remove_file(&p).unwrap();
+    let out = t.td("changes", &[]).code(1).stderr_has(&[&name, "missing"]);
+    assert!(out.stdout.is_empty(), "{}", out.text());
+    let out = t.td("changes", &["--to-version", "2"]).ok();
+    assert_eq!(lines(&out.stdout).len(), 3);
+}
