@@ -749,11 +749,7 @@ fn a_damaged_checkpoint_is_skipped_by_readers_and_named_by_check() {
 fn describe_fails_like_read_when_a_live_data_file_is_not_as_recorded() {
     let t = TempTable::new(SMALL);
     t.append(&small_rows(1, 2));
-    let before = t.part_files();
-    t.append(&small_rows(10, 2));
-    let name = t.part_files().difference(&before).next().unwrap().clone();
-    let p = t.path.join(&name);
-    let good = fs::read(&p).unwrap();
+    let (name, p, good) = append_one(&t, &small_rows(10, 2));
     let other = t.path.join("elsewhere.jsonl");
     fs::write(&other, &good).unwrap();
     for how in ["missing", "cut", "grown", "symlink"] {
@@ -805,11 +801,7 @@ fn changes_prints_nothing_when_a_later_versions_file_is_damaged() {
     let t = TempTable::new(SMALL);
     t.append(&small_rows(1, 2));
     t.append(&small_rows(10, 1));
-    let before = t.part_files();
-    t.append(&small_rows(20, 1));
-    let name = t.part_files().difference(&before).next().unwrap().clone();
-    let p = t.path.join(&name);
-    let good = fs::read(&p).unwrap();
+    let (name, p, good) = append_one(&t, &small_rows(20, 1));
     assert_eq!(lines(&t.td("changes", &[]).ok().stdout).len(), 4);
     fs::write(&p, &good[..good.len() - 1]).unwrap();
     let out = t.td("changes", &[]).code(1).stderr_has(&[&name]);
@@ -819,4 +811,14 @@ fn changes_prints_nothing_when_a_later_versions_file_is_damaged() {
     assert!(out.stdout.is_empty(), "{}", out.text());
     let out = t.td("changes", &["--to-version", "2"]).ok();
     assert_eq!(lines(&out.stdout).len(), 3);
+}
+
+/// Append `rows` and return the new data file: (name, path, bytes).
+fn append_one(t: &TempTable, rows: &[u8]) -> (String, std::path::PathBuf, Vec<u8>) {
+    let before = t.part_files();
+    t.append(rows);
+    let name = t.part_files().difference(&before).next().unwrap().clone();
+    let p = t.path.join(&name);
+    let good = fs::read(&p).unwrap();
+    (name, p, good)
 }
