@@ -594,6 +594,27 @@ pub fn read_at(
     Ok(())
 }
 
+/// Write `parts` (those of versions at or after `from`) to `out`, checking before the first
+/// row: every data file present, regular and of its recorded size (one `stat` each), and each
+/// version's parts opened (and checked) before its first row, so a damaged file of a later
+/// version never follows rows already printed (README, "Following a table").
+fn write_parts(table: &Table, parts: &[ChangePart], from: Option<u64>, out: &mut dyn Write) -> Result<()> {
+    let parts: Vec<&ChangePart> = parts.iter().filter(|p| from.is_none_or(|n| p.version >= n)).collect();
+    for p in &parts {
+        table.stat_data_file(&p.path, p.size)?;
+    }
+    for version in parts.chunk_by(|a, b| a.version == b.version) {
+        let readers = version
+            .iter()
+            .map(|p| PartReader::open(table, p))
+            .collect::<Result<Vec<_>>>()?;
+        for r in readers {
+            r.write_all(&mut *out)?;
+        }
+    }
+    Ok(())
+}
+
 /// `tinydelta changes TABLE [--from-version N] [--to-version M] [--follow]` (README, "Usage"):
 /// write the feed's rows of versions `from..=to` to `out`, flushing after each version. With
 /// `follow`, keep writing new versions as they are published, waking on inotify events on
@@ -641,12 +662,7 @@ pub fn print(
     let mut printed = 0usize;
     let mut emit = |feed: &mut ChangeFeed, through: u64, out: &mut dyn Write| -> Result<()> {
         feed.extend(table, through)?;
-        for p in feed.parts()[printed..]
-            .iter()
-            .filter(|p| from.is_none_or(|n| p.version >= n))
-        {
-            PartReader::open(table, p)?.write_all(&mut *out)?;
-        }
+        write_parts(table, &feed.parts()[printed..], from, out)?;
         printed = feed.parts().len();
         out.flush().map_err(|e| Error::io("write", "<stdout>", e))
     };

@@ -193,10 +193,16 @@ fn check_versions(table: &Table, first: u64, end: u64, deep: bool, report: &mut 
                 if deep
                     && *live
                     && let Some(entry) = latest.files.iter().find(|f| &f.path == path)
-                    && entry.has_stats
                 {
-                    let rows = count_rows(file, &table.root().join(path))?;
-                    if rows != entry.num_records {
+                    let full = table.root().join(path);
+                    let rows = match canonical_rows(file, &full, &latest.schema)? {
+                        Ok(rows) => rows,
+                        Err(why) => {
+                            report.damage(Some(entry.added_in), format!("{}: {why}", full.display()), RESTORE_HINT);
+                            continue;
+                        }
+                    };
+                    if entry.has_stats && rows != entry.num_records {
                         report.damage(
                             Some(entry.added_in),
                             format!(
@@ -254,6 +260,44 @@ pub fn count_rows(file: std::fs::File, path: &std::path::Path) -> Result<u64> {
     Ok(n)
 }
 
+/// Rows of a data file that must be canonical JSONL (docs/FORMAT.md, "Data files"): every line
+/// is re-canonicalised against `schema` and must come out byte for byte the same, and the last
+/// line must end with `\n`. Returns `Ok(Ok(rows))`, or `Ok(Err(reason))` naming the first line
+/// that is not canonical. Errors: [`Error::Io`] naming `path`.
+pub fn canonical_rows(
+    file: std::fs::File,
+    path: &std::path::Path,
+    schema: &crate::schema::Schema,
+) -> Result<std::result::Result<u64, String>> {
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut line = Vec::new();
+    let mut out = Vec::new();
+    let mut n = 0u64;
+    let mut c = crate::rows::LineCheck::new(schema.clone());
+    loop {
+        line.clear();
+        let k = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| Error::io("read", path, e))?;
+        if k == 0 {
+            return Ok(Ok(n));
+        }
+        n += 1;
+        if line.last() != Some(&b'\n') {
+            return Ok(Err(format!("line {n} has no final newline")));
+        }
+        out.clear();
+        if let Err(e) = c.feed("data file", &line, &mut out) {
+            return Ok(Err(format!("line {n} is not a valid row: {e}")));
+        }
+        if out != line {
+            return Ok(Err(format!("line {n} is not canonical JSONL (as tinydelta writes it)")));
+        }
+    }
+}
+
+const CHECKPOINT_HINT: &str = "delete it from _tinydelta/checkpoints/ (readers replay the commits instead while they exist); it is rewritten when needed";
+
 /// Version checksum and checkpoint of one version (warnings only).
 fn check_side_files(table: &Table, s: &Snapshot, report: &mut Report) {
     match crate::crc::read(table.log_dir_handle(), s.version) {
@@ -276,16 +320,20 @@ fn check_side_files(table: &Table, s: &Snapshot, report: &mut Report) {
     if crate::checkpoint::newest_at_or_before(table.dir(), s.version) == Some(s.version) {
         match crate::checkpoint::read(table.dir(), s.version) {
             Ok(cp) if cp.files == s.files => {}
-            Ok(_) => report.warn(
+            Ok(_) => report.damage(
                 Some(s.version),
-                format!("checkpoint of version {} disagrees with log replay", s.version),
-                "delete it from _tinydelta/checkpoints/; it is rewritten when needed",
+                format!(
+                    "{}: the checkpoint of version {} disagrees with the replay of the commits it covers",
+                    table
+                        .root()
+                        .join(crate::checkpoint::CHECKPOINT_DIR)
+                        .join(crate::checkpoint::file_name(s.version))
+                        .display(),
+                    s.version
+                ),
+                CHECKPOINT_HINT,
             ),
-            Err(e) => report.warn(
-                Some(s.version),
-                e.to_string(),
-                "delete it from _tinydelta/checkpoints/; it is rewritten when needed",
-            ),
+            Err(e) => report.damage(Some(s.version), e.to_string(), CHECKPOINT_HINT),
         }
     }
 }
@@ -324,7 +372,7 @@ fn repair_newest(
     log.sync()?;
     corrupt.sync()?;
     report.repaired.push(format!(
-        "moved {} to {}; the table is whole at version {}",
+        "moved {} to {}; the table is whole at version {} (the moved commit's data files are kept by vacuum; recover its rows with `tinydelta append` from those files if you need them, then delete the file from `_delta_log/_corrupt/`)",
         log.join(&name).display(),
         corrupt.join(&to).display(),
         bad - 1

@@ -47,6 +47,18 @@ struct Header {
     /// them, which [`read`] then ignores (replay is the truth).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     txns: Option<std::collections::BTreeMap<String, i64>>,
+    /// FNV-1a 64 of the body (every byte after the header line), 16 lowercase hex digits.
+    /// Required on read: a checkpoint without it, or whose body does not match, is damaged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    body_fnv1a64: Option<String>,
+}
+
+/// FNV-1a 64 of `bytes`, as 16 lowercase hex digits (the checkpoint's body checksum).
+fn body_hash(bytes: &[u8]) -> String {
+    use std::hash::Hasher;
+    let mut h = fnv::FnvHasher::default();
+    h.write(bytes);
+    format!("{:016x}", h.finish())
 }
 
 #[derive(Serialize, Deserialize)]
@@ -126,30 +138,18 @@ pub struct Totals {
     pub files_without_stats: u64,
 }
 
-/// The totals in the header of the checkpoint of `version` (reads one line).
-/// Errors: as [`read`].
+/// The totals of the checkpoint of `version`, after [`read`] has verified it whole (body
+/// checksum, header totals against the body). Errors: as [`read`].
 pub fn read_totals(root: &Dir, version: u64) -> Result<Totals> {
-    let (file, path) = open(root, version)?;
-    let mut first = String::new();
-    BufReader::new(file).read_line(&mut first).ctx("read", &path)?;
-    let h: Header = serde_json::from_str(&first).map_err(|e| Error::Corrupt {
-        path: path.clone(),
-        reason: format!("header: {e}"),
-    })?;
-    if h.version != version {
-        return Err(Error::Corrupt {
-            path,
-            reason: format!("header says version {}", h.version),
-        });
-    }
+    let snap = read(root, version)?;
     Ok(Totals {
         version,
-        commit_info: h.commit_info,
-        metadata: h.meta_data,
-        num_files: h.num_files,
-        num_records: h.num_records,
-        size_bytes: h.size_bytes,
-        files_without_stats: h.files_without_stats,
+        num_files: snap.files.len() as u64,
+        num_records: snap.num_records(),
+        size_bytes: snap.size_bytes(),
+        files_without_stats: snap.files.iter().filter(|f| !f.has_stats).count() as u64,
+        commit_info: snap.commit_info,
+        metadata: snap.metadata,
     })
 }
 
@@ -161,14 +161,37 @@ pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
         path: path.clone(),
         reason,
     };
-    let mut lines = BufReader::new(file).lines();
-    let header: Header = match lines.next() {
-        Some(l) => serde_json::from_str(&l.ctx("read", &path)?).map_err(|e| corrupt(format!("header: {e}")))?,
-        None => return Err(corrupt("empty checkpoint".into())),
+    let len = file.metadata().ctx("stat", &path)?.len();
+    if len > crate::log::MAX_COMMIT_BYTES {
+        return Err(corrupt(format!(
+            "the checkpoint is {len} bytes, more than the {} bytes tinydelta reads",
+            crate::log::MAX_COMMIT_BYTES
+        )));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(file, crate::log::MAX_COMMIT_BYTES + 1),
+        &mut bytes,
+    )
+    .ctx("read", &path)?;
+    let Some(nl) = memchr::memchr(b'\n', &bytes) else {
+        return Err(corrupt("empty checkpoint or no complete header line".into()));
     };
+    let header: Header = serde_json::from_slice(&bytes[..nl]).map_err(|e| corrupt(format!("header: {e}")))?;
     if header.version != version {
         return Err(corrupt(format!("header says version {}", header.version)));
     }
+    let body = &bytes[nl + 1..];
+    match &header.body_fnv1a64 {
+        Some(h) if *h == body_hash(body) => {}
+        Some(h) => {
+            return Err(corrupt(format!(
+                "its body does not match the checksum in its header ({h})"
+            )));
+        }
+        None => return Err(corrupt("its header has no body checksum (bodyFnv1a64)".into())),
+    }
+    let lines = BufReader::new(body).lines();
     let Some(txns) = header.txns else {
         return Err(corrupt("written before txn versions were recorded".into()));
     };
@@ -196,6 +219,19 @@ pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
             header.num_files
         )));
     }
+    let sum = |f: fn(&FileEntry) -> u64| files.iter().try_fold(0u64, |a, e| a.checked_add(f(e)));
+    let rows = sum(|e| e.num_records);
+    let bytes_total = sum(|e| e.size);
+    let no_stats = files.iter().filter(|f| !f.has_stats).count() as u64;
+    if rows != Some(header.num_records)
+        || bytes_total != Some(header.size_bytes)
+        || no_stats != header.files_without_stats
+    {
+        return Err(corrupt(format!(
+            "its header totals (rows {}, bytes {}, files without stats {}) disagree with its files",
+            header.num_records, header.size_bytes, header.files_without_stats
+        )));
+    }
     Ok(Snapshot {
         root: root.path().to_path_buf(),
         version,
@@ -220,6 +256,18 @@ pub fn write(root: &Dir, snap: &Snapshot) -> Result<()> {
     let tmp = format!(".{:020}.{}.tmp", snap.version, uuid::Uuid::new_v4().simple());
     let tmp_path = dir.join(&tmp);
     let res = (|| {
+        let mut body = Vec::new();
+        for f in &snap.files {
+            let e = Entry {
+                path: f.path.clone(),
+                size: f.size,
+                rows: f.num_records,
+                mtime: f.modification_time,
+                added_in: f.added_in,
+                stats: f.has_stats,
+            };
+            write_line(&mut body, &e, &tmp_path)?;
+        }
         let mut w = BufWriter::with_capacity(1 << 20, dir.create_new(&tmp, 0o644)?);
         let header = Header {
             version: snap.version,
@@ -231,19 +279,10 @@ pub fn write(root: &Dir, snap: &Snapshot) -> Result<()> {
             meta_data: snap.metadata.clone(),
             commit_info: snap.commit_info.clone(),
             txns: Some(snap.txns.clone()),
+            body_fnv1a64: Some(body_hash(&body)),
         };
         write_line(&mut w, &header, &tmp_path)?;
-        for f in &snap.files {
-            let e = Entry {
-                path: f.path.clone(),
-                size: f.size,
-                rows: f.num_records,
-                mtime: f.modification_time,
-                added_in: f.added_in,
-                stats: f.has_stats,
-            };
-            write_line(&mut w, &e, &tmp_path)?;
-        }
+        w.write_all(&body).ctx("write", &tmp_path)?;
         let f = w
             .into_inner()
             .map_err(|e| Error::io("write", &tmp_path, e.into_error()))?;

@@ -95,10 +95,23 @@ pub fn read(log: &Dir, version: u64) -> Result<Option<Crc>> {
     let Some(f) = log.try_open_file(&name)? else {
         return Ok(None);
     };
-    serde_json::from_reader(std::io::BufReader::new(f))
-        .map(Some)
-        .map_err(|e| Error::Corrupt {
+    let len = f.metadata().map_err(|e| Error::io("stat", log.join(&name), e))?.len();
+    if len > crate::log::MAX_COMMIT_BYTES {
+        return Err(Error::Corrupt {
             path: log.join(&name),
-            reason: format!("not a valid version checksum: {e}"),
-        })
+            reason: format!(
+                "the version checksum is {len} bytes, more than the {} bytes tinydelta reads",
+                crate::log::MAX_COMMIT_BYTES
+            ),
+        });
+    }
+    serde_json::from_reader(std::io::BufReader::new(std::io::Read::take(
+        f,
+        crate::log::MAX_COMMIT_BYTES,
+    )))
+    .map(Some)
+    .map_err(|e| Error::Corrupt {
+        path: log.join(&name),
+        reason: format!("not a valid version checksum: {e}"),
+    })
 }

@@ -18,6 +18,12 @@ pub const LOG_DIR: &str = "_delta_log";
 /// Where `check --repair` moves a damaged newest commit, inside `_delta_log/`.
 pub const CORRUPT_DIR: &str = "_corrupt";
 
+/// The largest commit file tinydelta reads, bytes (256 MiB): a larger one is damage naming its
+/// version, decided on the open descriptor's size before any byte is read (docs/FORMAT.md,
+/// "Commit completeness"), so a sparse multi-GB file cannot exhaust memory. The same bound
+/// applies to version checksums, private checkpoints and files in `_corrupt/`.
+pub const MAX_COMMIT_BYTES: u64 = 256 << 20;
+
 /// A file name in `_delta_log/`, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogFile {
@@ -106,6 +112,19 @@ pub fn damaged(path: &Path, version: u64, what: impl std::fmt::Display) -> Error
         path: path.to_path_buf(),
         reason: format!("version {version} is damaged: {what} ({before}; run `tinydelta check`)"),
     }
+}
+
+/// A commit of `len` bytes larger than [`MAX_COMMIT_BYTES`] is damage naming `version`
+/// (checked on the open descriptor's size before any byte is read).
+pub fn check_commit_size(path: &Path, version: u64, len: u64) -> Result<()> {
+    if len > MAX_COMMIT_BYTES {
+        return Err(damaged(
+            path,
+            version,
+            format!("the commit file is {len} bytes, more than the {MAX_COMMIT_BYTES} bytes tinydelta reads"),
+        ));
+    }
+    Ok(())
 }
 
 /// Parse the bytes of commit `version` and check them complete (docs/FORMAT.md, "Commit

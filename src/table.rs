@@ -381,10 +381,15 @@ impl Table {
             .st_mtime
             .saturating_mul(1000)
             .saturating_add(st.st_mtime_nsec as i64 / 1_000_000);
+        log::check_commit_size(&path, version, st.st_size as u64)?;
         let mut bytes = Vec::with_capacity((st.st_size.clamp(0, 1 << 24) + 1) as usize);
         // Through `take`: read into the capacity just reserved (File's own read_to_end would
-        // stat the file again for its size).
-        (&mut f).take(u64::MAX).read_to_end(&mut bytes).ctx("read", &path)?;
+        // stat the file again for its size), and never past the bound if the file grows.
+        (&mut f)
+            .take(log::MAX_COMMIT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .ctx("read", &path)?;
+        log::check_commit_size(&path, version, bytes.len() as u64)?;
         log::parse_commit(version, &path, &bytes, mtime_ms)
     }
 
@@ -786,6 +791,22 @@ impl Table {
             .collect()
     }
 
+    /// Prove every data file of `snapshot` present beneath the table, a regular file (no
+    /// symlink) of its recorded size, with one `fstatat` each and no read (`describe`: its
+    /// numbers must be backed by the files; README, "Usage"). Errors: [`Error::Corrupt`] naming
+    /// the first file that is missing, not a regular file, or of another size, as `read` says it.
+    pub fn stat_data_files(&self, snapshot: &Snapshot) -> Result<()> {
+        for f in &snapshot.files {
+            stat_data_file(&self.dir, &f.path, f.size)?;
+        }
+        Ok(())
+    }
+
+    /// [`Table::stat_data_files`] for one file `rel` of `expected_size` bytes.
+    pub fn stat_data_file(&self, rel: &str, expected_size: u64) -> Result<()> {
+        stat_data_file(&self.dir, rel, expected_size)
+    }
+
     /// Write the rows of `snapshot` (its data files concatenated) to `out`.
     pub fn write_rows(&self, snapshot: &Snapshot, out: &mut impl Write) -> Result<u64> {
         // 256 KiB reads and writes: std::io::copy's 8 KiB buffer costs 4x the syscalls of cat.
@@ -812,15 +833,22 @@ impl Table {
     /// Validate and canonicalise `input` into a new `part-<uuid>.jsonl`, fsynced (its folder entry
     /// is fsynced by [`commit::publish`] before the commit is linked).
     /// Returns the `add` action, or `None` (and no file) when the input has no rows.
-    fn write_data_file(&self, schema: &Schema, source: &str, input: impl BufRead) -> Result<Option<Add>> {
+    /// The file is returned open and locked ([`hold_data_file`]): keep it until the commit is
+    /// linked, so vacuum cannot delete it meanwhile.
+    fn write_data_file(
+        &self,
+        schema: &Schema,
+        source: &str,
+        input: impl BufRead,
+    ) -> Result<(Option<Add>, Option<File>)> {
         let Some((add, file)) = self.create_data_file(schema, source, input)? else {
-            return Ok(None);
+            return Ok((None, None));
         };
         if let Err(e) = file.sync_all() {
             let _ = self.dir.try_unlink(&add.path);
             return Err(Error::io("fsync", self.root.join(&add.path), e));
         }
-        Ok(Some(add))
+        Ok((Some(add), Some(file)))
     }
 
     /// [`Table::write_data_file`] without the fsync: the file is returned open, for
@@ -828,7 +856,12 @@ impl Table {
     fn create_data_file(&self, schema: &Schema, source: &str, input: impl BufRead) -> Result<Option<(Add, File)>> {
         let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
         let path = self.root.join(&name);
-        let mut w = BufWriter::with_capacity(1 << 20, self.dir.create_new(&name, 0o644)?);
+        let created = self.dir.create_new(&name, 0o644)?;
+        if let Err(e) = hold_data_file(&self.dir, &name, &created) {
+            let _ = self.dir.try_unlink(&name);
+            return Err(e);
+        }
+        let mut w = BufWriter::with_capacity(1 << 20, created);
         let result = rows::canonicalize(schema, source, input, &mut w, &path).and_then(|stats| {
             let file = w.into_inner().map_err(|e| Error::io("write", &path, e.into_error()))?;
             Ok((stats, file))
@@ -861,6 +894,7 @@ impl Table {
             return Ok(None);
         };
         let path = self.root.join(&add.path);
+        still_linked(&file, &path)?;
         self.commit_append_after(&snap, read_version, add, opts, &[(&file, &path)])
             .map(Some)
     }
@@ -916,6 +950,18 @@ impl Table {
         let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
         let path = self.root.join(&name);
         place(&path)?;
+        // Held until the commit is linked: vacuum skips a data file a writer holds.
+        let _held = self.dir.open_file(&name).and_then(|f| {
+            hold_data_file(&self.dir, &name, &f)?;
+            Ok(f)
+        });
+        let _held = match _held {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = self.dir.try_unlink(&name);
+                return Err(e);
+            }
+        };
         let add = Self::new_add(name, schema, stats);
         let data: Vec<(&File, &Path)> = canon.map(|f| (f, path.as_path())).into_iter().collect();
         self.commit_append_after(&snap, read_version, add, opts, &data)
@@ -982,7 +1028,10 @@ impl Table {
         let mut read_version = self.latest_version()?;
         let mut snap = self.snapshot(read_version)?;
         self.check_writable(&snap)?;
-        let add = self.write_data_file(&snap.schema, source, input)?;
+        let (add, held) = self.write_data_file(&snap.schema, source, input)?;
+        if let (Some(a), Some(f)) = (&add, &held) {
+            still_linked(f, &self.root.join(&a.path))?;
+        }
         let rows = add.as_ref().and_then(Add::num_records).unwrap_or(0);
         let mut params = BTreeMap::from([("replaces".to_string(), old.to_string())]);
         params.extend(opts.extra_params.iter().cloned());
@@ -1194,7 +1243,10 @@ impl Table {
         let read_version = self.latest_version()?;
         let snap = self.snapshot(read_version)?;
         self.check_writable(&snap)?;
-        let add = self.write_data_file(&snap.schema, source, input)?;
+        let (add, held) = self.write_data_file(&snap.schema, source, input)?;
+        if let (Some(a), Some(f)) = (&add, &held) {
+            still_linked(f, &self.root.join(&a.path))?;
+        }
         let rows = add.as_ref().and_then(Add::num_records).unwrap_or(0);
         let mut params = BTreeMap::from([("mode".to_string(), "Overwrite".to_string())]);
         params.extend(opts.extra_params.iter().cloned());
@@ -1351,6 +1403,7 @@ pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File>
             return Err(parquet_error(path));
         }
     }
+    check_jsonl_ends(&file, &path, len)?;
     Ok(file)
 }
 
@@ -1366,6 +1419,102 @@ pub fn rfc3339_ms(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
         .unwrap_or_else(|| ms.to_string())
+}
+
+/// Take a shared `flock` on `file`, a data file just created (or placed) as `name` beneath `dir`,
+/// and prove the name still refers to it (docs/FORMAT.md, "Vacuum and writers in flight"):
+/// vacuum deletes an orphan only under `LOCK_EX` after the same proof, so once this returns the
+/// name survives until `file` is closed. Errors: [`Error::Corrupt`] naming the file when it was
+/// deleted or replaced before the lock was taken (nothing may be published).
+pub(crate) fn hold_data_file(dir: &Dir, name: &str, file: &File) -> Result<()> {
+    let path = dir.join(name);
+    rustix::fs::flock(file, rustix::fs::FlockOperation::LockShared)
+        .map_err(|e| Error::io("lock", &path, std::io::Error::from_raw_os_error(e.raw_os_error())))?;
+    let mine = rustix::fs::fstat(file)
+        .map_err(|e| Error::io("stat", &path, std::io::Error::from_raw_os_error(e.raw_os_error())))?;
+    match dir.stat(name)? {
+        Some(st) if st.st_ino == mine.st_ino && st.st_dev == mine.st_dev && mine.st_nlink > 0 => Ok(()),
+        _ => Err(deleted_in_flight(path)),
+    }
+}
+
+/// Before a commit naming `file` (at `path`) is linked: it must still have a name (vacuum
+/// never deletes a file [`hold_data_file`] holds; this is the last line of defence).
+fn still_linked(file: &File, path: &Path) -> Result<()> {
+    let st = rustix::fs::fstat(file)
+        .map_err(|e| Error::io("stat", path, std::io::Error::from_raw_os_error(e.raw_os_error())))?;
+    if st.st_nlink == 0 {
+        return Err(deleted_in_flight(path.to_path_buf()));
+    }
+    Ok(())
+}
+
+fn deleted_in_flight(path: PathBuf) -> Error {
+    Error::Corrupt {
+        path,
+        reason: "the new data file was deleted before its commit was published (a vacuum?); nothing was committed"
+            .into(),
+    }
+}
+
+/// A non-empty canonical JSONL data file starts with `{` and ends with `\n` (docs/FORMAT.md,
+/// "Data files"): two 1-byte preads on the open descriptor, so a file of other bytes with the
+/// right size (Parquet named `part-*.jsonl`, garbage) is never served as rows.
+/// Errors: [`Error::Corrupt`] naming `path` (Parquet's `PAR1` magic is named as such).
+fn check_jsonl_ends(file: &File, path: &Path, len: u64) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    if len == 0 {
+        return Ok(());
+    }
+    let (mut first, mut last) = ([0u8; 1], [0u8; 1]);
+    file.read_exact_at(&mut first, 0).ctx("read", path)?;
+    file.read_exact_at(&mut last, len - 1).ctx("read", path)?;
+    if first == *b"{" && last == *b"\n" {
+        return Ok(());
+    }
+    let mut magic = [0u8; 4];
+    let reason = if len >= 4 && file.read_exact_at(&mut magic, 0).is_ok() && &magic == b"PAR1" {
+        "data file holds Parquet bytes (PAR1 magic), not JSONL rows".to_string()
+    } else if first != *b"{" {
+        format!(
+            "data file is not canonical JSONL: it starts with byte 0x{:02x}, not `{{`",
+            first[0]
+        )
+    } else {
+        "data file is not canonical JSONL: its last line has no newline".to_string()
+    };
+    Err(Error::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    })
+}
+
+/// [`open_data_file`]'s presence, type and size checks by `fstatat` beneath `root`, no open.
+fn stat_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<()> {
+    let path = root.join(rel);
+    let st = match root.stat(rel)? {
+        Some(st) => st,
+        None => {
+            return Err(Error::Corrupt {
+                path,
+                reason: "data file is missing, but a version names it".into(),
+            });
+        }
+    };
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        return Err(Error::Corrupt {
+            path,
+            reason: "data file is not a regular file (a symlink, folder or device is never followed)".into(),
+        });
+    }
+    let len = st.st_size as u64;
+    if len != expected_size {
+        return Err(Error::Corrupt {
+            path,
+            reason: format!("data file is {len} bytes, but its add action says {expected_size} bytes"),
+        });
+    }
+    Ok(())
 }
 
 /// Whether a data file's name says Parquet (delta-rs and Spark write `*.parquet`).

@@ -135,6 +135,9 @@ pub struct VacuumReport {
     pub commits: Option<(u64, u64)>,
     /// Whether `_staging/` was skipped because a mount holds the table.
     pub staging_skipped: bool,
+    /// Why no data file was deleted at all, when that was decided (a file in
+    /// `_delta_log/_corrupt/` could not be read, so the rows it names are unknown).
+    pub data_kept: Option<String>,
 }
 
 struct Sweep {
@@ -162,6 +165,100 @@ impl Sweep {
         self.report.bytes = self.report.bytes.saturating_add(st.st_size as u64);
         self.report.deleted.push((dir.join(name), st.st_size as u64));
         Ok(())
+    }
+}
+
+/// Every data file path (percent-decoded) that a file in `_delta_log/_corrupt/` names, parsed
+/// leniently: any line that yields an `add.path` (a JSON object, or failing that the text after
+/// `"path":"` on a line mentioning `"add"`). Those commits were moved aside by `check --repair`
+/// and may be the only record of their rows, so vacuum keeps their files (docs/FORMAT.md,
+/// "Vacuum"). `Ok(Err(why))` when some file there cannot be read at all: then vacuum deletes no
+/// data file. Errors: [`Error::Io`] listing the folder.
+fn named_aside(log: &Dir) -> Result<std::result::Result<HashSet<String>, String>> {
+    let mut out = HashSet::new();
+    let Some(corrupt) = (match log.try_dir(crate::log::CORRUPT_DIR) {
+        Ok(d) => d,
+        Err(e) => return Ok(Err(format!("{e}; no data file was deleted"))),
+    }) else {
+        return Ok(Ok(out));
+    };
+    for e in corrupt.entries()? {
+        let name = e.name.to_string_lossy().into_owned();
+        let bytes = match corrupt
+            .open_file(&name)
+            .and_then(|f| read_bounded(f, &corrupt.join(&name)))
+        {
+            Ok(b) => b,
+            Err(err) => {
+                return Ok(Err(format!(
+                    "{err}; a commit moved aside by `check --repair` could not be read, so no data file was deleted (move `_delta_log/_corrupt/` away once its rows are recovered)"
+                )));
+            }
+        };
+        for line in String::from_utf8_lossy(&bytes).lines() {
+            if let Some(p) = aside_path(line) {
+                out.insert(crate::actions::decode_path(&p).unwrap_or(p));
+            }
+        }
+    }
+    Ok(Ok(out))
+}
+
+/// Read a file of `_delta_log/_corrupt/` whole, up to [`crate::log::MAX_COMMIT_BYTES`].
+fn read_bounded(f: std::fs::File, path: &std::path::Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let limit = crate::log::MAX_COMMIT_BYTES;
+    f.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io("read", path, e))?;
+    if bytes.len() as u64 > limit {
+        return Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            reason: format!("the file is larger than {limit} bytes"),
+        });
+    }
+    Ok(bytes)
+}
+
+/// The `add.path` of one line of a damaged commit, if it yields one.
+fn aside_path(line: &str) -> Option<String> {
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
+        return v.get("add")?.get("path")?.as_str().map(str::to_string);
+    }
+    if !line.contains("\"add\"") {
+        return None;
+    }
+    let rest = &line[line.find("\"path\":\"")? + 8..];
+    Some(rest[..rest.find('"')?].to_string())
+}
+
+/// Open the orphan candidate `name` beneath `dir` and take `LOCK_EX | LOCK_NB` on it
+/// (docs/FORMAT.md, "Vacuum and writers in flight"): `None` when it is gone, not a regular
+/// file, newer than `cutoff_s`, or held by a writer (whose `LOCK_SH` lasts until its commit is
+/// linked); otherwise the locked descriptor, after proving the name still refers to it.
+fn lock_orphan(dir: &Dir, name: &str, cutoff_s: i64) -> Result<Option<std::fs::File>> {
+    let file = match dir.try_open_file(name) {
+        Ok(Some(f)) => f,
+        Ok(None) | Err(Error::Corrupt { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let errno = |e: rustix::io::Errno| {
+        Error::io(
+            "lock",
+            dir.join(name),
+            std::io::Error::from_raw_os_error(e.raw_os_error()),
+        )
+    };
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::WOULDBLOCK) => return Ok(None),
+        Err(e) => return Err(errno(e)),
+    }
+    let mine = rustix::fs::fstat(&file).map_err(errno)?;
+    match dir.stat(name)? {
+        Some(st) if st.st_ino == mine.st_ino && st.st_dev == mine.st_dev && mine.st_mtime <= cutoff_s => Ok(Some(file)),
+        _ => Ok(None),
     }
 }
 
@@ -274,6 +371,7 @@ pub fn vacuum(table: &Table, opts: &VacuumOptions) -> Result<VacuumReport> {
     expired.sort();
 
     let cutoff = SystemTime::now().checked_sub(opts.older_than).unwrap_or(UNIX_EPOCH);
+    let seen = inv.latest;
     let cutoff_s = cutoff.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
     let mut sweep = Sweep {
         cutoff_s,
@@ -283,10 +381,44 @@ pub fn vacuum(table: &Table, opts: &VacuumOptions) -> Result<VacuumReport> {
             ..Default::default()
         },
     };
-    for name in names(root)? {
-        if name.starts_with("part-") && name.ends_with(".jsonl") && !inv.ever_added.contains(&name) {
-            sweep.consider(root, &name)?;
+    let mut held = Vec::new();
+    let aside = match named_aside(table.log_dir_handle())? {
+        Ok(names) => names,
+        Err(why) => {
+            sweep.report.data_kept = Some(why);
+            HashSet::new()
         }
+    };
+    let data_names = if sweep.report.data_kept.is_some() {
+        Vec::new()
+    } else {
+        names(root)?
+    };
+    for name in data_names {
+        if name.starts_with("part-")
+            && name.ends_with(".jsonl")
+            && !inv.ever_added.contains(&name)
+            && !aside.contains(&name)
+            && let Some(lock) = lock_orphan(root, &name, cutoff_s)?
+        {
+            held.push((name, lock));
+        }
+    }
+    // A writer that published after the replay above released its lock: re-derive what the
+    // newest version names before deleting anything.
+    if !held.is_empty() && table.latest_version()? != seen {
+        let (now, _) = table.inventory_with_param(crate::staging::STAGING_ID_PARAM)?;
+        held.retain(|(name, _)| !now.contains(name));
+    }
+    for (name, _lock) in &held {
+        sweep.consider(root, name)?;
+    }
+    drop(held);
+    // Files of commits moved aside by `check --repair` are never expired either; when one of
+    // those commits cannot be read, no data file is deleted at all.
+    expired.retain(|(p, _)| !aside.contains(p));
+    if sweep.report.data_kept.is_some() {
+        expired.clear();
     }
     let log = table.log_dir_handle();
     for name in names(log)? {

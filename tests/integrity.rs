@@ -277,7 +277,7 @@ fn data_files_are_checked_against_their_recorded_size() {
     fs::write(&p1, &same).unwrap();
     t.td("check", &[]).ok();
     let out = t.td("check", &["--deep"]).code(1);
-    assert!(out.text().contains("rows"), "{}", out.text());
+    assert!(out.text().contains("line 2 is not canonical"), "{}", out.text());
 }
 
 #[test]
@@ -610,4 +610,215 @@ fn a_hole_after_a_checkpoint_is_damage_not_the_end_and_is_never_filled() {
     t.td("read", &["--version", "4"])
         .code(1)
         .stderr_has(&["version 3 is damaged"]);
+}
+
+/// The paths of the live data files of the newest version, in order.
+fn live_paths(t: &TempTable) -> Vec<String> {
+    t.describe()["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_jsonl_data_file_holding_other_bytes_is_damage_not_rows() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(1, 2));
+    let p = t.path.join(&live_paths(&t)[0]);
+    let good = fs::read(&p).unwrap();
+    // Parquet bytes of the same size under the .jsonl name.
+    let mut pq = b"PAR1".to_vec();
+    pq.resize(good.len() - 4, b'x');
+    pq.extend_from_slice(b"PAR1");
+    fs::write(&p, &pq).unwrap();
+    let out = t.td("read", &[]).code(1).stderr_has(&["Parquet", "part-"]);
+    assert!(out.stdout.is_empty(), "{}", out.text());
+    t.td("check", &[]).code(1);
+    // Any other bytes that do not start with `{` or do not end with a newline.
+    let mut junk = good.clone();
+    junk[0] = b'[';
+    fs::write(&p, &junk).unwrap();
+    assert!(t.td("read", &[]).code(1).stderr_has(&["canonical"]).stdout.is_empty());
+    let mut cut = good.clone();
+    *cut.last_mut().unwrap() = b' ';
+    fs::write(&p, &cut).unwrap();
+    assert!(t.td("read", &[]).code(1).stderr_has(&["newline"]).stdout.is_empty());
+    // Right ends, wrong middle: --deep re-canonicalises every line.
+    let mut mid = good.clone();
+    let nl = mid.iter().position(|b| *b == b'\n').unwrap();
+    mid[nl] = b' ';
+    mid[nl + 1] = b'\n';
+    fs::write(&p, &mid).unwrap();
+    t.td("check", &[]).ok();
+    let out = t.td("check", &["--deep"]).code(1);
+    assert!(out.text().contains("line 1"), "{}", out.text());
+    fs::write(&p, &good).unwrap();
+    t.td("check", &["--deep"]).ok();
+}
+
+/// Vacuum after `check --repair` keeps the data files that the commit moved into
+/// `_delta_log/_corrupt/` names (perhaps the only copy of those rows), even when the damage cut
+/// its `add` line; when a file there cannot be read, vacuum deletes no data file and says why.
+#[test]
+fn vacuum_keeps_the_data_files_of_commits_moved_aside() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(1, 2));
+    let before = t.part_files();
+    t.append(&small_rows(10, 2));
+    let named: Vec<String> = t.part_files().difference(&before).cloned().collect();
+    let p = t.log_dir().join(format!("{:020}.json", 2));
+    let bytes = fs::read(&p).unwrap();
+    fs::write(&p, &bytes[..bytes.len() - 10]).unwrap();
+    t.td("check", &["--repair"]).ok();
+    let out = t.td("vacuum", &["--older-than", "0s"]).ok();
+    assert!(
+        t.path.join(&named[0]).exists(),
+        "vacuum deleted a file _corrupt/ names: {}",
+        out.text()
+    );
+    // An unreadable file in _corrupt/: no data file is deleted, and vacuum says why.
+    fs::write(t.path.join("part-stray.jsonl"), small_row(5) + "\n").unwrap();
+    let st = std::process::Command::new("mkfifo")
+        .arg(t.log_dir().join("_corrupt").join("fifo"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = t.td("vacuum", &["--older-than", "0s"]).ok();
+    assert!(out.text().contains("kept every data file"), "{}", out.text());
+    assert!(t.path.join("part-stray.jsonl").exists() && t.path.join(&named[0]).exists());
+    fs::remove_file(t.log_dir().join("_corrupt").join("fifo")).unwrap();
+    t.td("vacuum", &["--older-than", "0s"]).ok();
+    assert!(!t.path.join("part-stray.jsonl").exists() && t.path.join(&named[0]).exists());
+}
+
+/// A private checkpoint with a file line deleted and its header totals fixed to match: readers
+/// skip it (its body checksum fails) and replay the commits, appends build on the truth, and
+/// `check` names it. Forged with a matching checksum too, `check` still finds it against replay.
+#[test]
+fn a_damaged_checkpoint_is_skipped_by_readers_and_named_by_check() {
+    use std::hash::Hasher;
+    let t = TempTable::new(SMALL);
+    for i in 0..3 {
+        t.append(&small_rows(i * 10, 1));
+    }
+    let table = tinydelta::Table::open(&t.path).unwrap();
+    tinydelta::checkpoint::write(table.dir(), &table.snapshot(3).unwrap()).unwrap();
+    let name = format!("{:020}.jsonl", 3);
+    let cp = t.path.join("_tinydelta/checkpoints").join(&name);
+    let text = fs::read_to_string(&cp).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let gone: Value = serde_json::from_str(lines.remove(1)).unwrap();
+    let mut header: Value = serde_json::from_str(lines[0]).unwrap();
+    header["numFiles"] = json!(2);
+    header["numRecords"] = json!(2);
+    header["sizeBytes"] = json!(header["sizeBytes"].as_u64().unwrap() - gone["size"].as_u64().unwrap());
+    let body: String = lines[1..].iter().map(|l| format!("{l}\n")).collect();
+    fs::write(&cp, format!("{header}\n{body}")).unwrap();
+    assert_eq!(ids(&t.read()), vec![0, 10, 20]);
+    assert_eq!(t.describe()["numRecords"], 3);
+    let out = t.td("check", &[]).code(1);
+    assert!(
+        out.text().contains(&name) && out.text().contains("checksum"),
+        "{}",
+        out.text()
+    );
+    // Forged with a matching checksum: readers cannot tell, but check compares with replay.
+    let mut h = fnv::FnvHasher::default();
+    h.write(body.as_bytes());
+    header["bodyFnv1a64"] = json!(format!("{:016x}", h.finish()));
+    fs::write(&cp, format!("{header}\n{body}")).unwrap();
+    let out = t.td("check", &["--deep"]).code(1);
+    assert!(
+        out.text().contains(&name) && out.text().contains("replay"),
+        "{}",
+        out.text()
+    );
+    fs::remove_file(&cp).unwrap();
+    // The next append builds on the truth.
+    assert_eq!(t.append(&small_rows(30, 1)), 4);
+    assert_eq!(ids(&t.read()), vec![0, 10, 20, 30]);
+    t.td("check", &[]).ok();
+}
+
+/// `describe` prints the log's numbers only when the files back them: a live data file missing,
+/// cut, grown or a symlink fails it like `read` (exit 1, naming the file); older versions that do
+/// not name the file still describe.
+#[test]
+fn describe_fails_like_read_when_a_live_data_file_is_not_as_recorded() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(1, 2));
+    let (name, p, good) = append_one(&t, &small_rows(10, 2));
+    let other = t.path.join("elsewhere.jsonl");
+    fs::write(&other, &good).unwrap();
+    for how in ["missing", "cut", "grown", "symlink"] {
+        match how {
+            "missing" => fs::remove_file(&p).unwrap(),
+            "cut" => fs::write(&p, &good[..good.len() - 2]).unwrap(),
+            "grown" => fs::write(&p, [&good[..], b"{}\n"].concat()).unwrap(),
+            _ => {
+                fs::remove_file(&p).unwrap();
+                std::os::unix::fs::symlink(&other, &p).unwrap();
+            }
+        }
+        t.td("read", &[]).code(1).stderr_has(&[&name]);
+        t.td("describe", &[]).code(1).stderr_has(&[&name]);
+        t.td("describe", &["--json"]).code(1).stderr_has(&[&name]);
+        t.td("describe", &["--version", "1"]).ok();
+        let _ = fs::remove_file(&p);
+        fs::write(&p, &good).unwrap();
+        t.td("describe", &[]).ok();
+    }
+}
+
+/// A sparse 2 GiB commit is damage naming its version, decided on its size before any byte is
+/// read (docs/FORMAT.md, "Commit completeness"): no 2 GiB of memory, earlier versions read.
+#[test]
+fn an_oversized_commit_is_damage_decided_before_reading_it() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(1, 2));
+    t.append(&small_rows(10, 1));
+    let p = t.log_dir().join(format!("{:020}.json", 3));
+    fs::File::create(&p).unwrap().set_len(2 << 30).unwrap();
+    let start = std::time::Instant::now();
+    t.td("read", &[]).code(1).stderr_has(&["version 3 is damaged", "bytes"]);
+    assert!(start.elapsed().as_secs() < 5, "{:?}", start.elapsed());
+    assert_eq!(ids(&t.read_v(2)), vec![1, 2, 10]);
+    t.td("check", &[]).code(1);
+    // The same bound for a version checksum (a warning: readers never need it).
+    fs::remove_file(&p).unwrap();
+    let crc = t.log_dir().join(format!("{:020}.crc", 2));
+    fs::File::create(&crc).unwrap().set_len(2 << 30).unwrap();
+    let out = t.td("check", &[]).ok();
+    assert!(out.text().contains("bytes, more than"), "{}", out.text());
+}
+
+/// `changes` checks every data file it will print before its first row: a missing or cut file
+/// of a later version prints nothing and exits 1 naming it.
+#[test]
+fn changes_prints_nothing_when_a_later_versions_file_is_damaged() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(1, 2));
+    t.append(&small_rows(10, 1));
+    let (name, p, good) = append_one(&t, &small_rows(20, 1));
+    assert_eq!(lines(&t.td("changes", &[]).ok().stdout).len(), 4);
+    fs::write(&p, &good[..good.len() - 1]).unwrap();
+    let out = t.td("changes", &[]).code(1).stderr_has(&[&name]);
+    assert!(out.stdout.is_empty(), "{}", out.text());
+    fs::remove_file(&p).unwrap();
+    let out = t.td("changes", &[]).code(1).stderr_has(&[&name, "missing"]);
+    assert!(out.stdout.is_empty(), "{}", out.text());
+    let out = t.td("changes", &["--to-version", "2"]).ok();
+    assert_eq!(lines(&out.stdout).len(), 3);
+}
+
+/// Append `rows` and return the new data file: (name, path, bytes).
+fn append_one(t: &TempTable, rows: &[u8]) -> (String, std::path::PathBuf, Vec<u8>) {
+    let before = t.part_files();
+    t.append(rows);
+    let name = t.part_files().difference(&before).next().unwrap().clone();
+    let p = t.path.join(&name);
+    let good = fs::read(&p).unwrap();
+    (name, p, good)
 }

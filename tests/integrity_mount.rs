@@ -223,3 +223,42 @@ fn each_version_shows_its_own_schema_after_add_column() {
         "old rows keep their bytes"
     );
 }
+
+#[test]
+fn a_jsonl_data_file_holding_parquet_bytes_is_eio_in_the_mount() {
+    let f = Fixture::flights(FILES);
+    let v1 = f.read_v(1);
+    let log = fs::read_to_string(commit(&f, 3)).unwrap();
+    let add: serde_json::Value = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|a| a.get("add").is_some())
+        .unwrap();
+    let p = f.table.join(add["add"]["path"].as_str().unwrap());
+    let size = fs::metadata(&p).unwrap().len() as usize;
+    let mut pq = b"PAR1".to_vec();
+    pq.resize(size, b'x');
+    fs::write(&p, &pq).unwrap();
+    let _m = f.mount();
+    assert_eio(&f.m("v/3/data.jsonl"), "Parquet bytes named .jsonl");
+    assert_eq!(fs::read(f.m("v/1/data.jsonl")).unwrap(), v1);
+}
+
+#[test]
+fn an_oversized_newest_commit_is_eio_without_reading_it() {
+    let f = Fixture::flights(FILES);
+    let v2 = f.read_v(2);
+    fs::File::create(commit(&f, 4)).unwrap().set_len(2 << 30).unwrap();
+    let _m = f.mount();
+    assert_eq!(errno_of(fs::read_link(f.m("latest"))), Some(libc::EIO));
+    assert_eio(&f.m("v/4/data.jsonl"), "2 GiB commit");
+    assert_eq!(fs::read(f.m("v/2/data.jsonl")).unwrap(), v2);
+    let rss = fs::read_to_string(format!("/proc/{}/status", daemon_pid(&f.table).unwrap())).unwrap();
+    let kb: u64 = rss
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(kb < 512 << 10, "the daemon's peak memory is {kb} kB");
+}

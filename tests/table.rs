@@ -1626,3 +1626,49 @@ fn append_streams_a_large_input_in_bounded_memory() {
     assert_eq!(t.append(big.as_bytes()), 2);
     assert_eq!(t.describe()["numRecords"].as_u64(), Some(rows + 1));
 }
+
+/// `vacuum --older-than 0s` while an append has written its data file but not committed
+/// (docs/FORMAT.md, "Vacuum and writers in flight"): vacuum skips the file the writer holds, and
+/// the append commits it. A data file deleted behind the writer's back (by hand, ignoring the
+/// lock) fails the append with nothing published.
+#[test]
+fn vacuum_never_deletes_the_data_file_of_an_append_in_flight() {
+    for overwrite in [false, true] {
+        let t = TempTable::new(SMALL);
+        t.append(&small_rows(1, 2));
+        let cmd = if overwrite { "overwrite" } else { "append" };
+        let mut w = Writer::spawn(&t.args(cmd, &[]), "data-written=freeze", &small_rows(10, 3));
+        w.wait_frozen("data-written");
+        let fresh: Vec<String> = t.part_files().difference(&t.referenced()).cloned().collect();
+        assert_eq!(fresh.len(), 1, "{cmd}: {fresh:?}");
+        t.td("vacuum", &["--older-than", "0s"]).ok();
+        assert!(
+            t.path.join(&fresh[0]).exists(),
+            "{cmd}: vacuum deleted the in-flight data file"
+        );
+        w.resume();
+        let (st, _, err) = w.finish();
+        assert!(st.success(), "{cmd}: {err}");
+        let want: Vec<i64> = if overwrite {
+            vec![10, 11, 12]
+        } else {
+            vec![1, 2, 10, 11, 12]
+        };
+        assert_eq!(ids(&t.read()), want, "{cmd}");
+        t.td("check", &[]).ok();
+    }
+    // Deleted by hand while the writer is frozen: exit 1, no new version.
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(1, 2));
+    let mut w = Writer::spawn(&t.args("append", &[]), "data-written=freeze", &small_rows(10, 3));
+    w.wait_frozen("data-written");
+    for f in t.part_files().difference(&t.referenced()) {
+        fs::remove_file(t.path.join(f)).unwrap();
+    }
+    w.resume();
+    let (st, _, err) = w.finish();
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(err.contains("deleted"), "{err}");
+    assert_eq!(t.latest(), 1);
+    t.td("check", &[]).ok();
+}

@@ -384,6 +384,8 @@ fn run(cmd: Cmd) -> Result<()> {
                 Some(v) => v,
                 None => t.latest_version()?,
             };
+            // The numbers come from the log: only print them when the files back them.
+            t.stat_data_files(&t.snapshot(v)?)?;
             let readable = tinydelta::vacuum::readable_versions(&t)?;
             if json {
                 let s = t.snapshot(v)?;
@@ -629,6 +631,9 @@ fn run(cmd: Cmd) -> Result<()> {
             };
             let report = tinydelta::vacuum::vacuum(&t, &opts)?;
             let verb = if dry_run { "would delete" } else { "deleted" };
+            if let Some(why) = &report.data_kept {
+                writeln!(out, "kept every data file: {why}").map_err(stdout_err)?;
+            }
             for (p, size) in &report.deleted {
                 writeln!(out, "{verb} {} ({size} bytes)", p.display()).map_err(stdout_err)?;
             }

@@ -437,7 +437,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut files = Vec::new();
         let mut all = Vec::new();
-        for (i, text) in ["abc", "", "defgh", "i", "jklmnopqrstuvwxyz"].iter().enumerate() {
+        for (i, text) in ["{a}\n", "", "{efg\n", "{\n", "{klmnopqrstuvwxy\n"].iter().enumerate() {
             let rel = format!("f{i}");
             std::fs::write(dir.path().join(&rel), text).unwrap();
             files.push((rel, text.len() as u64));
@@ -459,14 +459,14 @@ mod tests {
     #[test]
     fn short_file_is_an_error_not_zeros() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("f"), "ab").unwrap();
+        std::fs::write(dir.path().join("f"), "{\n").unwrap();
         let pool = Arc::new(FilePool::new(Dir::open(dir.path()).unwrap()));
         // The size is checked when the file is opened...
         let r = ConcatReader::new(Arc::new(Concat::new(dir.path(), [("f".into(), 5)])), pool.clone());
         assert_eq!(r.read(0, 5).unwrap_err().errno(), libc::EIO);
         // ...and a file that shrinks after that reads short: an error, never zeros.
         let r = ConcatReader::new(Arc::new(Concat::new(dir.path(), [("f".into(), 2)])), pool);
-        assert_eq!(r.read(0, 2).unwrap(), b"ab");
+        assert_eq!(r.read(0, 2).unwrap(), b"{\n");
         std::fs::OpenOptions::new()
             .write(true)
             .open(dir.path().join("f"))
@@ -560,7 +560,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut files = Vec::new();
         for i in 0..3 {
-            std::fs::write(dir.path().join(format!("p{i}")), "abcd").unwrap();
+            std::fs::write(dir.path().join(format!("p{i}")), "{bc\n").unwrap();
             files.push((format!("p{i}"), 4));
         }
         let pool = Arc::new(FilePool::new(Dir::open(dir.path()).unwrap()));
@@ -569,7 +569,7 @@ mod tests {
             .map(|_| ConcatReader::new(concat.clone(), pool.clone()))
             .collect();
         for r in &readers {
-            assert_eq!(r.read(0, 12).unwrap(), b"abcdabcdabcd");
+            assert_eq!(r.read(0, 12).unwrap(), b"{bc\n{bc\n{bc\n");
         }
         assert_eq!(pool.open_count(), 3);
     }
