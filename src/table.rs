@@ -795,9 +795,16 @@ impl Table {
     /// symlink) of its recorded size, with one `fstatat` each and no read (`describe`: its
     /// numbers must be backed by the files; README, "Usage"). Errors: [`Error::Corrupt`] naming
     /// the first file that is missing, not a regular file, or of another size, as `read` says it.
+    /// A file that a recorded retention vacuum deleted is not damage: the version's numbers are
+    /// still what the log recorded, and `describe` lists which versions are readable.
     pub fn stat_data_files(&self, snapshot: &Snapshot) -> Result<()> {
         for f in &snapshot.files {
-            stat_data_file(&self.dir, &f.path, f.size)?;
+            if let Err(e) = stat_data_file(&self.dir, &f.path, f.size) {
+                match crate::vacuum::explain_missing(self, snapshot.version, &f.path, e) {
+                    Error::Vacuumed { .. } => {}
+                    e => return Err(e),
+                }
+            }
         }
         Ok(())
     }
