@@ -47,6 +47,10 @@ struct Header {
     /// them, which [`read`] then ignores (replay is the truth).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     txns: Option<std::collections::BTreeMap<String, i64>>,
+    /// The snapshot's count of `VACUUM START` commits; required on read (checkpoints written
+    /// before it was recorded are ignored, replay is the truth).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    vacuums: Option<u64>,
     /// FNV-1a 64 of the body (every byte after the header line), 16 lowercase hex digits.
     /// Required on read: a checkpoint without it, or whose body does not match, is damaged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -195,6 +199,9 @@ pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
     let Some(txns) = header.txns else {
         return Err(corrupt("written before txn versions were recorded".into()));
     };
+    let Some(vacuums) = header.vacuums else {
+        return Err(corrupt("written before vacuum counts were recorded".into()));
+    };
     let schema = Schema::from_schema_string(&header.meta_data.schema_string).map_err(corrupt)?;
     let mut files = Vec::with_capacity(header.num_files as usize);
     for (i, line) in lines.enumerate() {
@@ -242,6 +249,7 @@ pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
         protocol: header.protocol,
         files,
         txns,
+        vacuums,
     })
 }
 
@@ -279,6 +287,7 @@ pub fn write(root: &Dir, snap: &Snapshot) -> Result<()> {
             meta_data: snap.metadata.clone(),
             commit_info: snap.commit_info.clone(),
             txns: Some(snap.txns.clone()),
+            vacuums: Some(snap.vacuums),
             body_fnv1a64: Some(body_hash(&body)),
         };
         write_line(&mut w, &header, &tmp_path)?;

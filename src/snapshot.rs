@@ -56,6 +56,9 @@ pub struct Snapshot {
     /// The newest `txn` version of each application id (Delta PROTOCOL "Transaction
     /// Identifiers"): never rolled back by a restore.
     pub txns: BTreeMap<String, i64>,
+    /// How many `VACUUM START` commits the log holds up to this version (README, "Vacuum"):
+    /// while it is 0, no retention vacuum can have removed a file any version names.
+    pub vacuums: u64,
 }
 
 impl Snapshot {
@@ -80,6 +83,7 @@ pub struct Replay {
     metadata: Option<Metadata>,
     protocol: Option<Protocol>,
     txns: BTreeMap<String, i64>,
+    vacuums: u64,
     /// Every path any `add` named so far.
     pub ever_added: Option<std::collections::HashSet<String>>,
 }
@@ -89,6 +93,13 @@ impl Replay {
     /// paths decoded and safe). Errors: [`Error::UnsupportedProtocol`].
     pub fn apply(&mut self, root: &Path, commit: &crate::log::Commit) -> Result<()> {
         let version = commit.version;
+        if commit
+            .info
+            .as_ref()
+            .is_some_and(|i| i.operation == crate::vacuum::VACUUM_START)
+        {
+            self.vacuums = self.vacuums.saturating_add(1);
+        }
         for a in &commit.actions {
             if let Some(p) = &a.protocol {
                 if p.min_reader_version > READER_VERSION {
@@ -151,6 +162,7 @@ impl Replay {
             metadata: Some(snap.metadata.clone()),
             protocol: Some(snap.protocol.clone()),
             txns: snap.txns.clone(),
+            vacuums: snap.vacuums,
             ever_added: None,
         }
     }
@@ -200,6 +212,7 @@ impl Replay {
             protocol,
             files,
             txns: self.txns.clone(),
+            vacuums: self.vacuums,
         })
     }
 }
