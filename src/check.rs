@@ -87,6 +87,23 @@ impl Report {
 const RESTORE_HINT: &str =
     "restore the file from a backup; versions before it stay readable (`tinydelta read --version N`)";
 
+const HOLE_HINT: &str = "if the newer commit files are strays (copied into _delta_log/ by mistake), move them out of \
+     _delta_log/; otherwise restore the missing commit from a backup; versions before it stay readable";
+
+const NEWEST_HINT: &str = "`tinydelta check --repair` moves the damaged newest commit into _delta_log/_corrupt/ (the \
+     table is then whole at the version before; its data files are kept), or restore the file from a backup";
+
+/// What the user can do about damage at `version` (`message` says what is wrong).
+fn hint(version: u64, newest: u64, message: &str) -> &'static str {
+    if message.contains("a hole in the log") {
+        HOLE_HINT
+    } else if version == newest {
+        NEWEST_HINT
+    } else {
+        RESTORE_HINT
+    }
+}
+
 /// Check `table`. Errors: only when the log folder cannot be listed at all.
 pub fn check(table: &Table, deep: bool, repair: bool) -> Result<Report> {
     let mut report = Report::default();
@@ -110,7 +127,9 @@ pub fn check(table: &Table, deep: bool, repair: bool) -> Result<Report> {
     // Every commit present, each on its own: all damage is listed, not only the first.
     let mut first_bad = seg.damage.as_ref().map(|d| d.version);
     if let Some(d) = &seg.damage {
-        report.damage(Some(d.version), d.error().to_string(), RESTORE_HINT);
+        let message = d.error().to_string();
+        let h = hint(d.version, seg.newest_present, &message);
+        report.damage(Some(d.version), message, h);
     }
     for v in seg.first..=seg.newest_present {
         if seg.damage.as_ref().is_some_and(|d| d.version == v) {
@@ -122,7 +141,9 @@ pub fn check(table: &Table, deep: bool, repair: bool) -> Result<Report> {
             Err(e) if seg.damage.as_ref().is_some_and(|d| v > d.version) && e.to_string().contains("hole") => {}
             Err(e) => {
                 first_bad = Some(first_bad.map_or(v, |b| b.min(v)));
-                report.damage(Some(v), e.to_string(), RESTORE_HINT);
+                let message = e.to_string();
+                let h = hint(v, seg.newest_present, &message);
+                report.damage(Some(v), message, h);
             }
         }
     }

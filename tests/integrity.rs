@@ -205,7 +205,12 @@ fn corruption_matrix() {
         .stderr_has(&["version 6"]);
     t.td("vacuum", &["--older-than", "0s"]).code(1);
     assert_eq!(tree(&t.path), before, "stray commit: something was written or deleted");
-    t.td("check", &[]).code(1);
+    let out = t.td("check", &[]).code(1);
+    assert!(
+        out.text().contains("strays"),
+        "check names the stray case: {}",
+        out.text()
+    );
     cases += 1;
     assert_eq!(cases, 26);
 }
@@ -220,6 +225,12 @@ fn a_damaged_newest_commit_is_repaired_by_moving_it_aside() {
     t.td_in("append", &[], &small_rows(99, 1))
         .code(1)
         .stderr_has(&["version 5"]);
+    let out = t.td("check", &[]).code(1);
+    assert!(
+        out.text().contains("check --repair"),
+        "check points at --repair: {}",
+        out.text()
+    );
     let out = t.td("check", &["--repair"]).ok();
     assert!(out.text().contains("_corrupt"), "{}", out.text());
     assert!(t.log_dir().join("_corrupt").join(format!("{:020}.json", 5)).is_file());
