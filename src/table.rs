@@ -1000,14 +1000,7 @@ impl Table {
         opts: &WriteOptions,
         data: &[(&File, &Path)],
     ) -> Result<u64> {
-        let rows = add.num_records().unwrap_or(0);
-        let mut params = BTreeMap::from([("mode".to_string(), "Append".to_string())]);
-        params.extend(opts.extra_params.iter().cloned());
-        let metrics = BTreeMap::from([
-            ("numFiles".into(), "1".into()),
-            ("numOutputRows".into(), rows.to_string()),
-            ("numOutputBytes".into(), add.size.to_string()),
-        ]);
+        let (params, metrics) = write_params("Append", Some(&add), opts);
         let res = commit::commit_loop_after(
             self,
             read_version,
@@ -1138,14 +1131,7 @@ impl Table {
             (Some((_, f)), Some(p)) => vec![(f, p.as_path())],
             _ => vec![],
         };
-        let rows = add.as_ref().and_then(Add::num_records).unwrap_or(0);
-        let mut params = BTreeMap::from([("mode".to_string(), "Append".to_string())]);
-        params.extend(opts.extra_params.iter().cloned());
-        let metrics = BTreeMap::from([
-            ("numFiles".into(), usize::from(add.is_some()).to_string()),
-            ("numOutputRows".into(), rows.to_string()),
-            ("numOutputBytes".into(), add.as_ref().map_or(0, |a| a.size).to_string()),
-        ]);
+        let (params, metrics) = write_params("Append", add.as_ref(), opts);
         // A rebase over a commit recording this app id at `txn_version` or later: already applied.
         let applied = std::cell::Cell::new(None);
         let build = |v: u64, ts: i64| {
@@ -1254,15 +1240,8 @@ impl Table {
         if let (Some(a), Some(f)) = (&add, &held) {
             still_linked(f, &self.root.join(&a.path))?;
         }
-        let rows = add.as_ref().and_then(Add::num_records).unwrap_or(0);
-        let mut params = BTreeMap::from([("mode".to_string(), "Overwrite".to_string())]);
-        params.extend(opts.extra_params.iter().cloned());
-        let metrics = BTreeMap::from([
-            ("numFiles".into(), usize::from(add.is_some()).to_string()),
-            ("numOutputRows".into(), rows.to_string()),
-            ("numOutputBytes".into(), add.as_ref().map_or(0, |a| a.size).to_string()),
-            ("numRemovedFiles".into(), snap.files.len().to_string()),
-        ]);
+        let (params, mut metrics) = write_params("Overwrite", add.as_ref(), opts);
+        metrics.insert("numRemovedFiles".into(), snap.files.len().to_string());
         let live: Vec<_> = snap.files.iter().collect();
         let read_files: HashSet<String> = snap.files.iter().map(|f| f.path.clone()).collect();
         let res = commit::commit_loop_serializable(self, read_version, &read_files, opts.expect_version, |_, ts| {
@@ -1415,6 +1394,27 @@ pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File>
 }
 
 const MISSING: &str = "data file is missing, but a version names it";
+
+/// `commitInfo.operationParameters` and `operationMetrics` of a Delta `WRITE` in `mode`
+/// (`Append`, `Overwrite`) that adds `add` (none for empty input), with the caller's extra
+/// parameters; Delta's metric names (docs/FORMAT.md).
+fn write_params(
+    mode: &str,
+    add: Option<&Add>,
+    opts: &WriteOptions,
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let mut params = BTreeMap::from([("mode".to_string(), mode.to_string())]);
+    params.extend(opts.extra_params.iter().cloned());
+    let metrics = BTreeMap::from([
+        ("numFiles".into(), usize::from(add.is_some()).to_string()),
+        (
+            "numOutputRows".into(),
+            add.and_then(Add::num_records).unwrap_or(0).to_string(),
+        ),
+        ("numOutputBytes".into(), add.map_or(0, |a| a.size).to_string()),
+    ]);
+    (params, metrics)
+}
 
 /// Whether `e` is [`open_data_file`]'s error for a missing data file.
 pub fn is_missing_data_file(e: &Error) -> bool {
