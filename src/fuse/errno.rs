@@ -114,7 +114,10 @@ fn table_errno(e: &crate::Error) -> i32 {
         | Error::NoVersionAsOf { .. }
         | Error::Vacuumed { .. } => libc::ENOENT,
         Error::TableExists(_) => libc::EEXIST,
-        Error::Corrupt { .. } | Error::UnsupportedProtocol { .. } | Error::NotDurable { .. } => libc::EIO,
+        Error::Corrupt { .. }
+        | Error::UnsupportedProtocol { .. }
+        | Error::NotDurable { .. }
+        | Error::ExportRefused { .. } => libc::EIO,
         Error::LinkUnsupported { .. } => libc::EOPNOTSUPP,
         Error::Usage(_) => libc::EINVAL,
     }
