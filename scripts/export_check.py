@@ -100,16 +100,20 @@ def from_deltalake(columns, dest, version):
 def from_duckdb(columns, files):
     if not files:
         return checksums(columns, [])
+    con = duckdb.connect()
+    # A file written before a column was added lacks it: null, as Delta readers read it.
+    present = {r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet($files, union_by_name = true)", {"files": files}).fetchall()}
     select = []
     for name, ty in columns:
         q = '"' + name.replace('"', '""') + '"'
-        if ty == "timestamp":
+        if name not in present:
+            select.append(f"NULL AS {q}")
+        elif ty == "timestamp":
             select.append(f"epoch_us({q}) AS {q}")
         elif ty == "date":
             select.append(f"CAST({q} AS VARCHAR) AS {q}")
         else:
             select.append(q)
-    con = duckdb.connect()
     cur = con.execute(f"SELECT {', '.join(select)} FROM read_parquet($files, union_by_name = true)", {"files": files})
     names = [d[0] for d in cur.description]
     return checksums(columns, (dict(zip(names, r)) for r in cur.fetchall()))

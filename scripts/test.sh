@@ -4,8 +4,8 @@
 #
 #   1. installs the tools the tests run (fuse3 rsync jq time vim dash), only those that are missing;
 #   2. checks that /dev/fuse exists (the mount tests use real FUSE mounts, never mocks);
-#   3. creates .venv with deltalake, duckdb and pyarrow for the Delta interop test
-#      (tests/delta_compat.rs), unless .venv already has them;
+#   3. creates .venv with deltalake, duckdb and pyarrow for the Delta interop tests
+#      (tests/delta_compat.rs, tests/export.rs), unless .venv already has them;
 #   4. runs `cargo test --release` with TINYDELTA_PYTHON pointing at .venv/bin/python.
 #
 # Extra arguments go to cargo test:  scripts/test.sh --test delta_compat

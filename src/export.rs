@@ -509,6 +509,22 @@ impl Dest {
             Some(l) => l.stat(&log::commit_file_name(0))?.is_some() || !Self::no_commits(&l)?,
             None => false,
         };
+        if !has_table {
+            for e in root.entries()? {
+                let name = e.name.to_string_lossy();
+                // Folders: `_delta_log/`, or the folders of nested data file paths.
+                let ours = e.kind == Kind::Dir
+                    || (e.kind == Kind::File && (name.ends_with(".parquet") || name.ends_with(".tmp")));
+                if !ours {
+                    return Err(refused(
+                        path,
+                        format!(
+                            "it is a folder holding {name:?} and no Delta table; export into a new or empty folder"
+                        ),
+                    ));
+                }
+            }
+        }
         let mut d = Dest {
             path: path.to_path_buf(),
             log: root.create_dir(LOG_DIR, 0o755)?,
@@ -523,20 +539,6 @@ impl Dest {
             dirty: BTreeSet::new(),
         };
         if !has_table {
-            for e in d.root.entries()? {
-                let name = e.name.to_string_lossy();
-                // Folders: `_delta_log/`, or the folders of nested data file paths.
-                let ours = e.kind == Kind::Dir
-                    || (e.kind == Kind::File && (name.ends_with(".parquet") || name.ends_with(".tmp")));
-                if !ours {
-                    return Err(refused(
-                        path,
-                        format!(
-                            "it is a folder holding {name:?} and no Delta table; export into a new or empty folder"
-                        ),
-                    ));
-                }
-            }
             return Ok(d);
         }
         let t = Table::open(path)?;
