@@ -499,6 +499,15 @@ impl Dest {
             rustix::fs::fstat(root.fd()).map_err(|e| Error::io("stat", path, e.into()))?,
             rustix::fs::fstat(source.dir().fd()).map_err(|e| Error::io("stat", source.root(), e.into()))?,
         );
+        // One export into DEST at a time: an exclusive flock(2) on DEST's folder, held (with
+        // this descriptor) until the export ends.
+        match rustix::fs::flock(root.fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(refused(path, "another export into it is running".into()));
+            }
+            Err(e) => return Err(Error::io("lock", path, e.into())),
+        }
         if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) {
             return Err(Error::Usage(format!(
                 "{} is the source table itself; export into another folder",

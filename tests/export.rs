@@ -364,6 +364,13 @@ fn a_rerun_continues_and_refuses_a_dest_another_writer_changed() {
     assert!(out.text().contains("up to date"), "{}", out.text());
     assert_eq!(dest_versions(&dest), vec![0, 1, 2, 3]);
 
+    // While another export holds DEST (its flock on the folder): refused.
+    let held = std::fs::File::open(&dest).unwrap();
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    export(&src, &dest, &["--all-versions"])
+        .code(1)
+        .stderr_has(&["another export into it is running"]);
+    drop(held);
     // The wrong mode, or another table into the same DEST: refused, nothing written.
     export(&src, &dest, &[])
         .code(1)
