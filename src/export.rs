@@ -240,6 +240,9 @@ fn export_all(
         }
     };
     let start = base.as_ref().map_or(0, |b| b.version + 1);
+    if let Some(b) = &base {
+        report.source_version = b.version;
+    }
     for v in start..=latest {
         let snap = match &base {
             Some(b) => source.snapshot_after(b, v)?,

@@ -707,10 +707,15 @@ fn export(
         ),
         Some((a, b)) => writeln!(
             out,
-            "exported {} to {} as versions {a}-{b} (holding version {} of the table): {} Parquet files written, {} reused, \
+            "exported {} to {} as {} (holding version {} of the table): {} Parquet files written, {} reused, \
              {} rows, {:.1} MB of JSONL -> {:.1} MB of Parquet{}",
             table.display(),
             dest.display(),
+            if a == b {
+                format!("version {a}")
+            } else {
+                format!("versions {a}-{b}")
+            },
             r.source_version,
             r.files_written,
             r.files_reused,
