@@ -11,12 +11,13 @@ Reads one JSON request on stdin:
 for every version, the row count and per-column checksums of (a) the expected JSONL rows, typed
 by the column types, (b) deltalake's reading of that version of DEST and (c) DuckDB's
 `read_parquet` of the Parquet files deltalake lists for it; and for time travel by timestamp,
-the version deltalake loads at each commit's time and 1 ms before it.
+the version deltalake loads at each commit's time and 1 ms before it; and the checksums of
+DuckDB's `delta_scan` of DEST's newest version.
 
 A checksum is (values, nulls, sum of a 64-bit hash of each typed value mod 2^64): the same
-multiset of typed values gives the same checksum in any row order. DuckDB's `delta_scan` needs
-the delta extension, which DuckDB downloads from its own extension server; the tests use
-`read_parquet` only.
+multiset of typed values gives the same checksum in any row order. `delta_scan` comes from
+DuckDB's delta extension as packaged for pip (`duckdb-extension-delta`, installed by
+scripts/test.sh): DuckDB's own `INSTALL delta` downloads from its extension server instead.
 """
 
 import datetime as dt
@@ -97,12 +98,10 @@ def from_deltalake(columns, dest, version):
     return checksums(columns, table.to_pylist()), files
 
 
-def from_duckdb(columns, files):
-    if not files:
-        return checksums(columns, [])
-    con = duckdb.connect()
-    # A file written before a column was added lacks it: null, as Delta readers read it.
-    present = {r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet($files, union_by_name = true)", {"files": files}).fetchall()}
+def duckdb_select(con, columns, source, params):
+    """Checksums of `SELECT ... FROM source`: timestamps as µs, dates as text; a column the
+    source lacks (files written before an ADD COLUMNS) is null, as Delta readers read it."""
+    present = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}", params).fetchall()}
     select = []
     for name, ty in columns:
         q = '"' + name.replace('"', '""') + '"'
@@ -114,9 +113,28 @@ def from_duckdb(columns, files):
             select.append(f"CAST({q} AS VARCHAR) AS {q}")
         else:
             select.append(q)
-    cur = con.execute(f"SELECT {', '.join(select)} FROM read_parquet($files, union_by_name = true)", {"files": files})
+    cur = con.execute(f"SELECT {', '.join(select)} FROM {source}", params)
     names = [d[0] for d in cur.description]
     return checksums(columns, (dict(zip(names, r)) for r in cur.fetchall()))
+
+
+def from_duckdb(columns, files):
+    if not files:
+        return checksums(columns, [])
+    con = duckdb.connect()
+    return duckdb_select(con, columns, "read_parquet($files, union_by_name = true)", {"files": files})
+
+
+def from_delta_scan(columns, dest):
+    """DuckDB's delta extension (the pip package duckdb-extension-delta, built for the duckdb
+    version it pins) reading DEST's newest version."""
+    import duckdb_extension_delta
+
+    base = os.path.join(os.path.dirname(duckdb_extension_delta.__file__), "extensions")
+    paths = [os.path.join(base, v, "delta.duckdb_extension") for v in sorted(os.listdir(base))]
+    con = duckdb.connect()
+    con.execute("LOAD '" + paths[-1].replace("'", "''") + "'")
+    return duckdb_select(con, columns, "delta_scan('" + dest.replace("'", "''") + "')", {})
 
 
 def main():
@@ -135,6 +153,7 @@ def main():
                 "files": len(files),
             }
         )
+    out["delta_scan"] = from_delta_scan(columns, dest)
     table = deltalake.DeltaTable(dest)
     for v in req["versions"]:
         at = dt.datetime.fromtimestamp(v["timestamp"] / 1000, tz=dt.timezone.utc)

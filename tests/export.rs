@@ -4,9 +4,9 @@
 //! `scripts/export_check.py`); `load_as_version(datetime)` must pick the same versions as the
 //! source's commit times; re-running continues, and refuses a DEST another writer changed.
 //!
-//! DuckDB's `delta_scan` needs the delta extension, which DuckDB downloads from its own server
-//! at run time (not a package the test command can install): DuckDB reads the Parquet files
-//! deltalake lists for each version with `read_parquet` instead.
+//! DuckDB reads the Parquet files deltalake lists for each version with `read_parquet`, and
+//! DEST's newest version with `delta_scan` (its delta extension as packaged for pip,
+//! `duckdb-extension-delta`, which scripts/test.sh installs).
 //!
 //! Needs a Python with deltalake, pyarrow and duckdb: `$TINYDELTA_PYTHON`, or `.venv/bin/python`
 //! in the repository (`scripts/test.sh` creates it). Without one the tests fail; they never skip.
@@ -189,6 +189,11 @@ fn assert_readers_agree(src: &TempTable, dest: &Path, expect: &[Expect], time_tr
         let rows = src.describe_v(e.source)["numRecords"].as_u64().unwrap();
         assert_eq!(v["expected"]["rows"], rows, "{ctx}: rows");
     }
+    // DuckDB's delta_scan reads DEST's newest version.
+    let last = expect.last().expect("at least one version to check");
+    assert_eq!(dest_versions(dest).last(), Some(&last.dest), "the last version checked is DEST's newest");
+    let newest = &out["versions"].as_array().unwrap().last().unwrap()["expected"];
+    assert_eq!(&out["delta_scan"], newest, "DuckDB delta_scan of DEST version {}", last.dest);
     if time_travel {
         for (e, t) in expect.iter().zip(out["time_travel"].as_array().unwrap()) {
             assert_eq!(t["at"], e.dest, "deltalake load_as_version(time of version {})", e.dest);
