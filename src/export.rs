@@ -130,6 +130,8 @@ struct Dest {
     live: BTreeMap<String, Add>,
     /// Removed files not re-added (checkpoint tombstones).
     tombstones: BTreeMap<String, Remove>,
+    /// Bytes of the live files.
+    live_bytes: u64,
     /// Every file any version added, with the add that did.
     ever: HashMap<String, Add>,
     /// Folders with entries renamed into them since the last commit (to fsync before it).
@@ -275,21 +277,23 @@ fn export_all(
                 body.push(Action::remove(r));
             }
         }
-        if snap.commit_info.operation == "RESTORE" {
-            files.after = Some(d.live_after(&body));
-        }
-        let info = dest_info(&snap.commit_info, ts, &files, Marker::params(&snap, Mode::AllVersions));
-        d.commit(v, info, body, report)?;
-        if d.live.len() != snap.files.len() {
+        // Checked before publishing: the mapping must keep every live file apart (two source
+        // paths never share a DEST path).
+        let after = d.live_after(&body);
+        if after.0 != snap.files.len() as u64 {
             return Err(Error::Corrupt {
                 path: source.commit_path(v),
                 reason: format!(
-                    "version {v} has {} live files, but its export holds {}",
+                    "version {v} has {} live files, but its export would hold {} (two data file paths map to one \
+                     Parquet path); nothing exported for it",
                     snap.files.len(),
-                    d.live.len()
+                    after.0
                 ),
             });
         }
+        files.after = Some(after);
+        let info = dest_info(&snap.commit_info, ts, &files, Marker::params(&snap, Mode::AllVersions));
+        d.commit(v, info, body, report)?;
         report.source_version = v;
         progress(&Progress {
             source_version: v,
@@ -419,7 +423,7 @@ struct FileTotals {
     added_bytes: u64,
     removes: u64,
     removed_bytes: u64,
-    /// Live files and their bytes after the commit (computed for restores only).
+    /// Live files and their bytes after the commit (for RESTORE metrics).
     after: Option<(u64, u64)>,
 }
 
@@ -547,6 +551,7 @@ impl Dest {
             marker: None,
             live: BTreeMap::new(),
             tombstones: BTreeMap::new(),
+            live_bytes: 0,
             ever: HashMap::new(),
             dirty: BTreeSet::new(),
         };
@@ -605,26 +610,46 @@ impl Dest {
         if let Some(add) = a.add {
             self.tombstones.remove(&add.path);
             self.ever.insert(add.path.clone(), add.clone());
-            self.live.insert(add.path.clone(), add);
+            self.live_bytes = self.live_bytes.saturating_add(add.size);
+            if let Some(old) = self.live.insert(add.path.clone(), add) {
+                self.live_bytes = self.live_bytes.saturating_sub(old.size);
+            }
         }
         if let Some(r) = a.remove {
-            self.live.remove(&r.path);
+            if let Some(old) = self.live.remove(&r.path) {
+                self.live_bytes = self.live_bytes.saturating_sub(old.size);
+            }
             self.tombstones.insert(r.path.clone(), r);
         }
     }
 
-    /// (files, bytes) live after `body` (encoded paths) is applied to the live files.
+    /// (files, bytes) live after `body` (paths encoded) is applied, in O(actions of `body`).
     fn live_after(&self, body: &[Action]) -> (u64, u64) {
-        let mut live: HashMap<String, u64> = self.live.iter().map(|(p, a)| (encode_path(p), a.size)).collect();
+        // The last action on each path decides: Some(size) live, None removed.
+        let mut touched: HashMap<String, Option<u64>> = HashMap::new();
         for a in body {
             if let Some(r) = &a.remove {
-                live.remove(&r.path);
+                touched.insert(crate::actions::decode_path(&r.path).unwrap_or_default(), None);
             }
             if let Some(add) = &a.add {
-                live.insert(add.path.clone(), add.size);
+                touched.insert(
+                    crate::actions::decode_path(&add.path).unwrap_or_default(),
+                    Some(add.size),
+                );
             }
         }
-        (live.len() as u64, live.values().fold(0u64, |s, n| s.saturating_add(*n)))
+        let (mut files, mut bytes) = (self.live.len() as u64, self.live_bytes);
+        for (p, after) in touched {
+            if let Some(old) = self.live.get(&p) {
+                files -= 1;
+                bytes = bytes.saturating_sub(old.size);
+            }
+            if let Some(size) = after {
+                files += 1;
+                bytes = bytes.saturating_add(size);
+            }
+        }
+        (files, bytes)
     }
 
     /// DEST's live files must be exactly those of `snap`, mapped.

@@ -191,9 +191,17 @@ fn assert_readers_agree(src: &TempTable, dest: &Path, expect: &[Expect], time_tr
     }
     // DuckDB's delta_scan reads DEST's newest version.
     let last = expect.last().expect("at least one version to check");
-    assert_eq!(dest_versions(dest).last(), Some(&last.dest), "the last version checked is DEST's newest");
+    assert_eq!(
+        dest_versions(dest).last(),
+        Some(&last.dest),
+        "the last version checked is DEST's newest"
+    );
     let newest = &out["versions"].as_array().unwrap().last().unwrap()["expected"];
-    assert_eq!(&out["delta_scan"], newest, "DuckDB delta_scan of DEST version {}", last.dest);
+    assert_eq!(
+        &out["delta_scan"], newest,
+        "DuckDB delta_scan of DEST version {}",
+        last.dest
+    );
     if time_travel {
         for (e, t) in expect.iter().zip(out["time_travel"].as_array().unwrap()) {
             assert_eq!(t["at"], e.dest, "deltalake load_as_version(time of version {})", e.dest);
