@@ -324,6 +324,9 @@ fn all_versions_read_the_same_in_deltalake_and_duckdb_with_time_travel() {
 
     let n = assert_readers_agree(&src, &dest, &all_versions(&src, 0..=latest), true);
     assert_eq!(n, 7);
+    // Every exported commit passes tinydelta's own completeness checks (docs/FORMAT.md).
+    let check = td(&["check", dest.to_str().unwrap()]).ok();
+    assert!(check.text().contains("whole, versions up to 6"), "{}", check.text());
     assert!(assert_snappy(&dest) >= 4);
 }
 
