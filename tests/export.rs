@@ -116,6 +116,17 @@ fn dest_commit(dest: &Path, v: u64) -> Vec<Value> {
         .collect()
 }
 
+/// The mtime of DEST's commit `v`, ms since the epoch.
+fn mtime_ms(dest: &Path, v: u64) -> i64 {
+    std::fs::metadata(dest.join(format!("_delta_log/{v:020}.json")))
+        .unwrap()
+        .modified()
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
 fn dest_versions(dest: &Path) -> Vec<u64> {
     let mut v: Vec<u64> = std::fs::read_dir(dest.join("_delta_log"))
         .expect("list DEST's log")
@@ -150,14 +161,12 @@ fn assert_readers_agree(src: &TempTable, dest: &Path, expect: &[Expect], time_tr
         let commit = dest_commit(dest, e.dest);
         let info = &commit[0]["commitInfo"];
         assert_eq!(info["timestamp"], e.timestamp, "DEST version {}: {info}", e.dest);
-        let mtime = std::fs::metadata(dest.join(format!("_delta_log/{:020}.json", e.dest)))
-            .unwrap()
-            .modified()
-            .unwrap()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as i64;
-        assert_eq!(mtime, e.timestamp, "DEST version {}: commit file mtime", e.dest);
+        assert_eq!(
+            mtime_ms(dest, e.dest),
+            e.timestamp,
+            "DEST version {}: commit file mtime",
+            e.dest
+        );
         for a in commit.iter().filter_map(|l| l.get("add")) {
             let stats: Value = serde_json::from_str(a["stats"].as_str().expect("add.stats")).unwrap();
             for k in ["numRecords", "minValues", "maxValues", "nullCount"] {
@@ -447,6 +456,24 @@ fn an_interrupted_export_leaves_dest_readable_and_a_rerun_finishes_it() {
     let out = export(&src, &dest, &["--all-versions"]).ok();
     assert!(out.text().contains("as versions 2-3"), "{}", out.text());
     assert_readers_agree(&src, &dest, &all_versions(&src, 0..=3), true);
+
+    // Killed right after version 4 is linked, before its file's mtime is set: the version is
+    // there; the next run sets its time (checked by assert_readers_agree) and goes on.
+    src.append_file("delta_compat/types-a.jsonl");
+    src.append_file("delta_compat/types-b.jsonl");
+    let mut c = cmd(&["export", &src.p(), dest.to_str().unwrap(), "--all-versions"]);
+    c.env("TINYDELTA_FAILPOINT", "after-link=kill");
+    assert_eq!(run(c, b"").code, -1);
+    assert_eq!(dest_versions(&dest), vec![0, 1, 2, 3, 4]);
+    let stamped = dest_commit(&dest, 4)[0]["commitInfo"]["timestamp"].as_i64().unwrap();
+    assert_ne!(
+        mtime_ms(&dest, 4),
+        stamped,
+        "the kill came before the commit's time was set"
+    );
+    let out = export(&src, &dest, &["--all-versions"]).ok();
+    assert!(out.text().contains("as version 5 "), "{}", out.text());
+    assert_readers_agree(&src, &dest, &all_versions(&src, 0..=5), true);
 }
 
 #[test]
