@@ -11,13 +11,16 @@ Reads one JSON request on stdin:
 for every version, the row count and per-column checksums of (a) the expected JSONL rows, typed
 by the column types, (b) deltalake's reading of that version of DEST and (c) DuckDB's
 `read_parquet` of the Parquet files deltalake lists for it; and for time travel by timestamp,
-the version deltalake loads at each commit's time and 1 ms before it; and the checksums of
-DuckDB's `delta_scan` of DEST's newest version.
+the version deltalake loads at each commit's time and 1 ms before it.
+
+With `--delta-scan` (run by the interpreter of .venv-delta, which has DuckDB's delta extension
+and no deltalake), prints only the checksums of DuckDB's `delta_scan` of DEST's newest version.
 
 A checksum is (values, nulls, sum of a 64-bit hash of each typed value mod 2^64): the same
 multiset of typed values gives the same checksum in any row order. `delta_scan` comes from
 DuckDB's delta extension as packaged for pip (`duckdb-extension-delta`, installed by
-scripts/test.sh): DuckDB's own `INSTALL delta` downloads from its extension server instead.
+scripts/test.sh into .venv-delta, since it pins its duckdb version): DuckDB's own
+`INSTALL delta` downloads from its extension server instead.
 """
 
 import datetime as dt
@@ -26,7 +29,6 @@ import json
 import os
 import sys
 
-import deltalake
 import duckdb
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -92,6 +94,8 @@ def expected(columns, path):
 
 
 def from_deltalake(columns, dest, version):
+    import deltalake
+
     t = deltalake.DeltaTable(dest, version=version)
     table = t.to_pyarrow_table()
     files = [u[len("file://"):] if u.startswith("file://") else u for u in t.file_uris()]
@@ -140,6 +144,11 @@ def from_delta_scan(columns, dest):
 def main():
     req = json.load(sys.stdin)
     dest, columns = req["dest"], [tuple(c) for c in req["columns"]]
+    if sys.argv[1:] == ["--delta-scan"]:
+        print(json.dumps({"duckdb": duckdb.__version__, "delta_scan": from_delta_scan(columns, dest)}))
+        return
+    import deltalake
+
     out = {"deltalake": deltalake.__version__, "duckdb": duckdb.__version__, "versions": [], "time_travel": []}
     for v in req["versions"]:
         k = v["version"]
@@ -153,7 +162,6 @@ def main():
                 "files": len(files),
             }
         )
-    out["delta_scan"] = from_delta_scan(columns, dest)
     table = deltalake.DeltaTable(dest)
     for v in req["versions"]:
         at = dt.datetime.fromtimestamp(v["timestamp"] / 1000, tz=dt.timezone.utc)

@@ -5,11 +5,12 @@
 #   1. installs the tools the tests run (fuse3 rsync jq time vim dash), only those that are missing;
 #   2. checks that /dev/fuse exists (the mount tests use real FUSE mounts, never mocks);
 #   3. creates .venv with deltalake, duckdb and pyarrow for the Delta interop tests
-#      (tests/delta_compat.rs, tests/export.rs), and DuckDB's delta extension packaged for pip
-#      (duckdb-extension-delta, which pins the duckdb version it was built for; tests/export.rs
-#      reads exported tables with delta_scan), unless .venv already has them;
+#      (tests/delta_compat.rs, tests/export.rs), unless .venv already has them, and .venv-delta
+#      with DuckDB's delta extension as packaged for pip (duckdb-extension-delta, which pins the
+#      duckdb it was built for, so it lives apart; tests/export.rs reads exports with delta_scan);
 #   4. runs `cargo test --release` with TINYDELTA_PYTHON pointing at .venv/bin/python.
 #
+#      TINYDELTA_DELTA_PYTHON points at .venv-delta/bin/python.
 # Extra arguments go to cargo test:  scripts/test.sh --test delta_compat
 # Exits non-zero if any step or any test fails. Needs root (or passwordless sudo) only when
 # apt packages are missing.
@@ -67,10 +68,10 @@ fi
 echo "/dev/fuse ok"
 
 # --- 3. Python venv for the Delta interop test ---------------------------------------------
-step "Python venv (.venv): deltalake duckdb pyarrow duckdb-extension-delta"
+step "Python venv (.venv): deltalake duckdb pyarrow"
 venv_ok() {
     [[ -x .venv/bin/python ]] &&
-        .venv/bin/python -c 'import deltalake, duckdb, pyarrow, duckdb_extension_delta' >/dev/null 2>&1
+        .venv/bin/python -c 'import deltalake, duckdb, pyarrow' >/dev/null 2>&1
 }
 if venv_ok; then
     echo "already set up"
@@ -80,13 +81,32 @@ else
         python3 -m venv .venv || die "python3 -m venv .venv failed"
     fi
     .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-        'deltalake>=1.0' 'duckdb>=1.0' 'pyarrow>=15' 'duckdb-extension-delta' </dev/null ||
-        die "pip install deltalake duckdb pyarrow duckdb-extension-delta into .venv failed"
-    venv_ok || die ".venv/bin/python still cannot import deltalake, duckdb, pyarrow and duckdb_extension_delta"
+        'deltalake>=1.0' 'duckdb>=1.0' 'pyarrow>=15' </dev/null ||
+        die "pip install deltalake duckdb pyarrow into .venv failed"
+    venv_ok || die ".venv/bin/python still cannot import deltalake, duckdb and pyarrow"
 fi
 .venv/bin/python -c 'import deltalake, duckdb, pyarrow, sys
 print(f"python {sys.version.split()[0]}, deltalake {deltalake.__version__}, duckdb {duckdb.__version__}, pyarrow {pyarrow.__version__}")'
 export TINYDELTA_PYTHON="$repo/.venv/bin/python"
+
+step "Python venv (.venv-delta): duckdb-extension-delta (DuckDB's delta_scan)"
+delta_ok() {
+    [[ -x .venv-delta/bin/python ]] &&
+        .venv-delta/bin/python -c 'import duckdb, duckdb_extension_delta' >/dev/null 2>&1
+}
+if delta_ok; then
+    echo "already set up"
+else
+    if [[ ! -x .venv-delta/bin/python ]] || ! .venv-delta/bin/python -m pip --version >/dev/null 2>&1; then
+        rm -rf .venv-delta
+        python3 -m venv .venv-delta || die "python3 -m venv .venv-delta failed"
+    fi
+    .venv-delta/bin/python -m pip install --quiet --disable-pip-version-check duckdb-extension-delta </dev/null ||
+        die "pip install duckdb-extension-delta into .venv-delta failed"
+    delta_ok || die ".venv-delta/bin/python still cannot import duckdb and duckdb_extension_delta"
+fi
+.venv-delta/bin/python -c 'import duckdb; print(f"duckdb {duckdb.__version__} with the delta extension")'
+export TINYDELTA_DELTA_PYTHON="$repo/.venv-delta/bin/python"
 
 # --- 4. the tests ----------------------------------------------------------------------------
 step "cargo test --release $*"

@@ -6,7 +6,8 @@
 //!
 //! DuckDB reads the Parquet files deltalake lists for each version with `read_parquet`, and
 //! DEST's newest version with `delta_scan` (its delta extension as packaged for pip,
-//! `duckdb-extension-delta`, which scripts/test.sh installs).
+//! `duckdb-extension-delta`, which scripts/test.sh installs into `.venv-delta`: it pins the
+//! duckdb version it was built for, so it lives apart from `.venv`).
 //!
 //! Needs a Python with deltalake, pyarrow and duckdb: `$TINYDELTA_PYTHON`, or `.venv/bin/python`
 //! in the repository (`scripts/test.sh` creates it). Without one the tests fail; they never skip.
@@ -51,9 +52,30 @@ fn python() -> PathBuf {
     py
 }
 
+/// The interpreter with DuckDB's delta extension (`duckdb-extension-delta`, which pins its own
+/// duckdb version, so it has a venv of its own): `$TINYDELTA_DELTA_PYTHON` or `.venv-delta`.
+fn delta_python() -> PathBuf {
+    let py = match std::env::var_os("TINYDELTA_DELTA_PYTHON") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => manifest_dir().join(".venv-delta/bin/python"),
+    };
+    assert!(
+        py.exists(),
+        "no Python with DuckDB's delta extension at {} (TINYDELTA_DELTA_PYTHON is {:?}). Run scripts/test.sh: \
+         it creates .venv-delta with duckdb-extension-delta and sets TINYDELTA_DELTA_PYTHON.",
+        py.display(),
+        std::env::var_os("TINYDELTA_DELTA_PYTHON"),
+    );
+    py
+}
+
 /// Run a Python snippet (or script with args) feeding `input`; panics unless it exits 0.
 fn py(args: &[&str], input: &[u8]) -> Vec<u8> {
-    let mut c = Command::new(python());
+    py_with(&python(), args, input)
+}
+
+fn py_with(interpreter: &Path, args: &[&str], input: &[u8]) -> Vec<u8> {
+    let mut c = Command::new(interpreter);
     c.args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -206,10 +228,16 @@ fn assert_readers_agree(src: &TempTable, dest: &Path, expect: &[Expect], time_tr
         "the last version checked is DEST's newest"
     );
     let newest = &out["versions"].as_array().unwrap().last().unwrap()["expected"];
+    let scan = py_with(
+        &delta_python(),
+        &[script.to_str().unwrap(), "--delta-scan"],
+        req.to_string().as_bytes(),
+    );
+    let scan: Value = serde_json::from_slice(&scan).expect("export_check.py --delta-scan prints JSON");
     assert_eq!(
-        &out["delta_scan"], newest,
-        "DuckDB delta_scan of DEST version {}",
-        last.dest
+        &scan["delta_scan"], newest,
+        "DuckDB {} delta_scan of DEST version {}",
+        scan["duckdb"], last.dest
     );
     if time_travel {
         for (e, t) in expect.iter().zip(out["time_travel"].as_array().unwrap()) {
