@@ -28,6 +28,9 @@ pub struct FileEntry {
     pub has_stats: bool,
     /// `add.modificationTime`, ms since epoch.
     pub modification_time: i64,
+    /// `add.partitionValues`: the partition columns' values of its rows (Delta PROTOCOL
+    /// "Partition Value Serialization"); empty for tinydelta's own files.
+    pub partition_values: BTreeMap<String, Option<String>>,
     /// The version whose commit holds the `add` action that made the file live (read it again
     /// with [`crate::table::Table::add_action`]; snapshots keep no stats, to stay small).
     pub added_in: u64,
@@ -128,6 +131,7 @@ impl Replay {
                     has_stats: rows.is_some(),
                     size: add.size,
                     modification_time: add.modification_time,
+                    partition_values: add.partition_values.clone(),
                     added_in: version,
                     path: add.path.clone(),
                 };

@@ -780,15 +780,40 @@ impl Table {
     /// Open every data file of `snapshot` (checked as [`Table::open_data_file`] does), in order,
     /// before any byte is read: a version is read whole or not at all.
     /// A file a retention vacuum deleted is [`Error::Vacuumed`] (exit 4).
+    /// A Parquet data file is opened as its converted rows ([`Table::open_rows`]).
     pub fn open_data_files(&self, snapshot: &Snapshot) -> Result<Vec<File>> {
         snapshot
             .files
             .iter()
             .map(|f| {
-                self.open_data_file(&f.path, f.size)
+                self.open_rows(f, &snapshot.schema)
+                    .map(|(file, _)| file)
                     .map_err(|e| crate::vacuum::explain_missing(self, snapshot.version, &f.path, e))
             })
             .collect()
+    }
+
+    /// The rows of the data file `f` as canonical JSONL under `schema` (the schema of a version
+    /// that names it): the JSONL file itself, or for a Parquet data file its converted rows
+    /// from the cache ([`crate::parquet_cache`], converting it now on a miss). Returns the open
+    /// file and its length in bytes. Errors: as [`Table::open_data_file`] and
+    /// [`crate::parquet_cache::converted`].
+    pub fn open_rows(&self, f: &crate::snapshot::FileEntry, schema: &Schema) -> Result<(File, u64)> {
+        if is_parquet_name(&f.path) {
+            let c = self.converted(f, schema)?;
+            return Ok((c.open()?, c.len));
+        }
+        Ok((self.open_data_file(&f.path, f.size)?, f.size))
+    }
+
+    /// The converted rows of the Parquet data file `f` under `schema` ([`Table::open_rows`]).
+    /// Errors: as [`crate::parquet_cache::converted`].
+    pub fn converted(
+        &self,
+        f: &crate::snapshot::FileEntry,
+        schema: &Schema,
+    ) -> Result<crate::parquet_cache::Converted> {
+        crate::parquet_cache::converted(&self.dir, f, schema)
     }
 
     /// Prove every data file of `snapshot` present beneath the table, a regular file (no
@@ -1362,9 +1387,6 @@ pub(crate) fn serializable_info(
 /// shared file pool). Errors: as [`Table::open_data_file`].
 pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File> {
     let path = root.join(rel);
-    if is_parquet_name(rel) {
-        return Err(parquet_error(path));
-    }
     let file = match root.open_file(rel) {
         Ok(f) => f,
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
@@ -1381,6 +1403,11 @@ pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File>
             path,
             reason: format!("data file is {len} bytes, but its add action says {expected_size} bytes"),
         });
+    }
+    // A Parquet data file is opened as itself (its rows are read through the converted-rows
+    // cache, `Table::open_rows`); any other file must be canonical JSONL.
+    if is_parquet_name(rel) {
+        return Ok(file);
     }
     if !rel.ends_with(".jsonl") && len >= 4 {
         let mut magic = [0u8; 4];
@@ -1524,12 +1551,9 @@ fn stat_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<()> {
     Ok(())
 }
 
-/// Whether a data file's name says Parquet (delta-rs and Spark write `*.parquet`).
-fn is_parquet_name(rel: &str) -> bool {
-    rel.ends_with(".parquet")
-}
+use crate::parquet::is_parquet_name;
 
-const PARQUET: &str = "data file is Parquet (written by another Delta writer); tinydelta reads only JSONL data files";
+const PARQUET: &str = "data file holds Parquet bytes (PAR1 magic) under a name that does not end in .parquet; tinydelta reads it as neither";
 
 fn parquet_error(path: PathBuf) -> Error {
     Error::Corrupt {
