@@ -149,7 +149,7 @@ pub fn optimize(table: &Table, target_size: u64, opts: &WriteOptions) -> Result<
     }
     let read_version = table.latest_version()?;
     let snap = table.snapshot(read_version)?;
-    table.check_writable(&snap)?;
+    table.check_writable_as(&snap, "optimize")?;
     if let Some(e) = opts.expect_version.filter(|e| *e != read_version) {
         return Err(Error::ConcurrentWrite {
             table: table.root().to_path_buf(),

@@ -433,3 +433,70 @@ fn to_json(a: &dyn Array, r: usize) -> std::result::Result<serde_json::Value, St
         other => Err(format!("a checkpoint field of type {other} is not read")),
     }
 }
+
+/// The file names of the complete Delta checkpoint of `version` among `names` (the entries of
+/// `_delta_log/`): the classic single file `<v:020>.checkpoint.parquet`, else every part of a
+/// multi-part checkpoint `<v:020>.checkpoint.<i:010>.<n:010>.parquet` for i in 1..=n (PROTOCOL
+/// "Checkpoints"). `None` when neither is complete (a V2 checkpoint named by a UUID is not read:
+/// its reader feature `v2Checkpoint` is refused).
+pub fn checkpoint_files<'a>(names: impl IntoIterator<Item = &'a str>, version: u64) -> Option<Vec<String>> {
+    let prefix = format!("{version:020}.checkpoint.");
+    let mut parts: BTreeMap<u64, std::collections::BTreeSet<u64>> = BTreeMap::new();
+    for name in names {
+        let Some(rest) = name.strip_prefix(&prefix).and_then(|r| r.strip_suffix("parquet")) else {
+            continue;
+        };
+        if rest.is_empty() {
+            return Some(vec![name.to_string()]);
+        }
+        let mut it = rest.trim_end_matches('.').split('.');
+        if let (Some(i), Some(n), None) = (it.next(), it.next(), it.next())
+            && i.len() == 10
+            && n.len() == 10
+            && let (Ok(i), Ok(n)) = (i.parse::<u64>(), n.parse::<u64>())
+            && (1..=n).contains(&i)
+        {
+            parts.entry(n).or_default().insert(i);
+        }
+    }
+    parts
+        .into_iter()
+        .find(|(n, have)| have.len() as u64 == *n)
+        .map(|(n, _)| (1..=n).map(|i| format!("{prefix}{i:010}.{n:010}.parquet")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_names() {
+        let v = 10u64;
+        let single = format!("{v:020}.checkpoint.parquet");
+        assert_eq!(checkpoint_files([single.as_str()], v), Some(vec![single.clone()]));
+        let p1 = format!("{v:020}.checkpoint.{:010}.{:010}.parquet", 1, 2);
+        let p2 = format!("{v:020}.checkpoint.{:010}.{:010}.parquet", 2, 2);
+        assert_eq!(checkpoint_files([p1.as_str()], v), None);
+        assert_eq!(
+            checkpoint_files([p2.as_str(), p1.as_str()], v),
+            Some(vec![p1.clone(), p2.clone()])
+        );
+        assert_eq!(checkpoint_files([single.as_str()], 11), None);
+        let uuid = format!("{v:020}.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.parquet");
+        assert_eq!(checkpoint_files([uuid.as_str()], v), None);
+    }
+
+    #[test]
+    fn partition_values_are_typed() {
+        assert_eq!(partition_json(ColumnType::Int, "2013").unwrap(), b"2013");
+        assert_eq!(partition_json(ColumnType::Int, "").unwrap(), b"null");
+        assert_eq!(partition_json(ColumnType::Str, "").unwrap(), b"\"\"");
+        assert_eq!(partition_json(ColumnType::Float, "1").unwrap(), b"1.0");
+        assert_eq!(
+            partition_json(ColumnType::Timestamp, "2024-01-02 03:04:05").unwrap(),
+            b"\"2024-01-02T03:04:05.000000Z\""
+        );
+        assert!(partition_json(ColumnType::Int, "x").is_err());
+        assert!(partition_json(ColumnType::Float, "NaN").is_err());
+    }
+}

@@ -114,7 +114,12 @@ fn table_errno(e: &crate::Error) -> i32 {
         | Error::NoVersionAsOf { .. }
         | Error::Vacuumed { .. } => libc::ENOENT,
         Error::TableExists(_) => libc::EEXIST,
-        Error::Corrupt { .. } | Error::UnsupportedProtocol { .. } | Error::NotDurable { .. } => libc::EIO,
+        Error::Corrupt { .. }
+        | Error::UnsupportedProtocol { .. }
+        | Error::UnsupportedFeature { .. }
+        | Error::NotDurable { .. } => libc::EIO,
+        // A table of Parquet data files (delta-rs, Spark): incoming/ takes no JSONL.
+        Error::ReadOnlyTable { .. } => libc::EROFS,
         Error::LinkUnsupported { .. } => libc::EOPNOTSUPP,
         Error::Usage(_) => libc::EINVAL,
     }
