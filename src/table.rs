@@ -355,6 +355,14 @@ impl Table {
                 self.verified.fetch_min(c, Ordering::AcqRel);
                 c + 1
             }
+            // A segment starting at a checkpoint whose own commit was cleaned up (Delta log
+            // retention keeps the checkpoint, not always the commit): checking starts after it.
+            _ if seg.start_checkpoint == Some(seg.first)
+                && version > seg.first
+                && matches!(self.log.stat(&log::commit_file_name(seg.first)), Ok(None)) =>
+            {
+                seg.first + 1
+            }
             _ => seg.first,
         }
     }
