@@ -92,23 +92,28 @@ const APPENDED: &str = concat!(
     "\n"
 );
 
-/// Item 1: a tinydelta table with 3 appends, a deltalake append (Parquet) and a tinydelta
-/// overwrite reads correctly at every version, in the CLI and the mount, and the Parquet file is
-/// converted once into `_tinydelta/jsonl/`.
-#[test]
-fn a_deltalake_append_into_a_tinydelta_table_reads_at_every_version() {
+/// A tinydelta table with the columns of [`APPEND`]; its path as a string.
+fn typed_table() -> (Fixture, String) {
     let f = fixture();
     let t = f.t();
-    f.td(&[
-        "create",
-        &t,
+    let schema = [
         "id:int!",
         "name:str",
         "score:float",
         "day:date",
         "at:timestamp",
         "ok:bool",
-    ]);
+    ];
+    f.td(&[&["create", t.as_str()][..], &schema[..]].concat());
+    (f, t)
+}
+
+/// Item 1: a tinydelta table with 3 appends, a deltalake append (Parquet) and a tinydelta
+/// overwrite reads correctly at every version, in the CLI and the mount, and the Parquet file is
+/// converted once into `_tinydelta/jsonl/`.
+#[test]
+fn a_deltalake_append_into_a_tinydelta_table_reads_at_every_version() {
+    let (f, t) = typed_table();
     let batches = [
         "{\"id\":1,\"name\":\"a\",\"score\":1.5,\"day\":\"2024-01-01\",\"at\":\"2024-01-01T00:00:00Z\",\"ok\":false}\n",
         "{\"id\":2,\"name\":\"b\",\"score\":null,\"day\":null,\"at\":null,\"ok\":true}\n",
@@ -176,6 +181,33 @@ fn a_deltalake_append_into_a_tinydelta_table_reads_at_every_version() {
             "describe --version {v}: {d}"
         );
     }
+    // changes: the Parquet rows as inserts of version 4 and deletes of version 5.
+    let feed = f.td(&["changes", &t]);
+    let rows: Vec<Value> = lines(&feed)
+        .iter()
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let parquet_rows: Vec<_> = rows.iter().filter(|r| r["id"] == 7 || r["id"] == 8).collect();
+    assert_eq!(parquet_rows.len(), 4, "{}", String::from_utf8_lossy(&feed));
+    assert_eq!(
+        (
+            parquet_rows[0]["_change_type"].as_str(),
+            parquet_rows[0]["_commit_version"].as_u64()
+        ),
+        (Some("insert"), Some(4))
+    );
+    assert_eq!(parquet_rows[0]["at"], "2024-01-02T03:04:05.123456Z");
+    assert_eq!(
+        (
+            parquet_rows[3]["_change_type"].as_str(),
+            parquet_rows[3]["_commit_version"].as_u64()
+        ),
+        (Some("delete"), Some(5))
+    );
+    {
+        let _m = f.mount();
+        assert_eq!(fs::read(f.m("changes.jsonl")).unwrap(), feed, "mount changes.jsonl");
+    }
     // check --deep converts and counts the Parquet file: whole.
     let (code, out, err) = td_any(&["check", &t, "--deep"]);
     assert_eq!(code, 0, "{}{err}", String::from_utf8_lossy(&out));
@@ -189,24 +221,28 @@ fn a_deltalake_append_into_a_tinydelta_table_reads_at_every_version() {
         bytes,
         "the cut cache entry was not converted again"
     );
+    // Vacuum deletes the cache entry with its data file (removed by the overwrite).
+    let parquet = f.table.join(
+        fs::read_dir(&f.table)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .find(|n| n.to_string_lossy().ends_with(".parquet"))
+            .unwrap(),
+    );
+    let dry = String::from_utf8_lossy(&f.td(&["vacuum", &t, "--retain", "0s", "--force", "--dry-run"])).into_owned();
+    assert!(dry.contains(&cache[0]), "{dry}");
+    assert!(entry.exists() && parquet.exists());
+    f.td(&["vacuum", &t, "--retain", "0s", "--force"]);
+    assert!(!parquet.exists(), "the removed Parquet file was not vacuumed");
+    assert!(!entry.exists(), "its cache entry outlived it");
+    assert_eq!(f.read_v(5), expected[5]);
 }
 
 /// Item 1: a damaged Parquet file is an error naming it (CLI exit 1, EIO in the mount), and the
 /// versions that do not name it still read.
 #[test]
 fn damaged_parquet_is_an_error_naming_the_file() {
-    let f = fixture();
-    let t = f.t();
-    f.td(&[
-        "create",
-        &t,
-        "id:int!",
-        "name:str",
-        "score:float",
-        "day:date",
-        "at:timestamp",
-        "ok:bool",
-    ]);
+    let (f, t) = typed_table();
     let p = f.dir.path().join("b.jsonl");
     fs::write(&p, "{\"id\":1}\n").unwrap();
     f.td(&["append", &t, "--file", p.to_str().unwrap()]);
