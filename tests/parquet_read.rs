@@ -8,6 +8,8 @@
 
 #[path = "common/mount.rs"]
 mod mount;
+#[path = "common/user.rs"]
+mod user;
 
 use std::fs;
 use std::path::Path;
@@ -449,4 +451,44 @@ write_deltalake(sys.argv[1], pa.table({"n": pa.array([datetime.datetime(2024, 1,
         fs::read(f.m("v/1/data.jsonl")).unwrap_err().raw_os_error(),
         Some(libc::EIO)
     );
+}
+
+/// Item 1: when the table folder is not writable (another user's table), the converted rows go
+/// to the reader's own cache folder (`$XDG_CACHE_HOME/tinydelta/<hash>/`), and nothing is
+/// written into the table.
+#[test]
+fn a_reader_who_cannot_write_the_table_caches_in_their_own_folder() {
+    let f = fixture();
+    py(
+        r#"
+import sys, pyarrow as pa
+from deltalake import write_deltalake
+write_deltalake(sys.argv[1], pa.table({"id": pa.array([1, 2], pa.int64()), "s": ["a", None]}))
+"#,
+        &f.table,
+    );
+    let u = user::test_user();
+    user::open_to_others(f.dir.path());
+    let cache = f.dir.path().join("cache");
+    fs::create_dir(&cache).unwrap();
+    std::os::unix::fs::chown(&cache, Some(u.uid), Some(u.gid)).unwrap();
+    let out = u
+        .command(TD_BIN)
+        .args(["read", &f.t()])
+        .env("XDG_CACHE_HOME", &cache)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "{\"id\":1,\"s\":\"a\"}\n{\"id\":2,\"s\":null}\n"
+    );
+    assert!(
+        !f.table.join("_tinydelta").exists(),
+        "wrote into a table it cannot write"
+    );
+    let tables: Vec<_> = fs::read_dir(cache.join("tinydelta")).unwrap().collect();
+    assert_eq!(tables.len(), 1);
+    let entries = fs::read_dir(tables[0].as_ref().unwrap().path()).unwrap().count();
+    assert_eq!(entries, 1, "one converted file in the reader's cache");
 }
