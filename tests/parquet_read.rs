@@ -492,3 +492,56 @@ write_deltalake(sys.argv[1], pa.table({"id": pa.array([1, 2], pa.int64()), "s": 
     let entries = fs::read_dir(tables[0].as_ref().unwrap().path()).unwrap().count();
     assert_eq!(entries, 1, "one converted file in the reader's cache");
 }
+
+/// Item 2: a multi-part Parquet checkpoint (PROTOCOL "Checkpoints": `<v>.checkpoint.<i>.<n>
+/// .parquet`, all parts) starts replay like a classic one; one with a part missing is not used.
+#[test]
+fn a_multi_part_checkpoint_starts_replay() {
+    let f = fixture();
+    py(
+        r#"
+import sys, pyarrow as pa, pyarrow.parquet as pq
+from deltalake import write_deltalake, DeltaTable
+path = sys.argv[1]
+for k in range(12):
+    t = pa.table({"k": pa.array([k, k + 100], pa.int64()), "p": ["a" if k % 2 else "b", "c"]})
+    write_deltalake(path, t, mode="append", partition_by=["p"])
+DeltaTable(path).create_checkpoint()
+"#,
+        &f.table,
+    );
+    let t = f.t();
+    let log = f.table.join("_delta_log");
+    let before = multiset(&f.td(&["read", &t]));
+    assert_eq!(before.len(), 24);
+    let classic = log.join("00000000000000000011.checkpoint.parquet");
+    assert!(classic.exists(), "deltalake wrote no checkpoint at version 11");
+    // Split it into two parts, drop the classic file and every commit before version 11.
+    py(
+        r#"
+import sys, os, pyarrow.parquet as pq
+log = os.path.join(sys.argv[1], "_delta_log")
+t = pq.read_table(os.path.join(log, "00000000000000000011.checkpoint.parquet"))
+half = t.num_rows // 2
+for i, part in enumerate([t.slice(0, half), t.slice(half)], start=1):
+    pq.write_table(part, os.path.join(log, "00000000000000000011.checkpoint.%010d.%010d.parquet" % (i, 2)))
+"#,
+        &f.table,
+    );
+    fs::remove_file(&classic).unwrap();
+    for v in 0..11 {
+        fs::remove_file(log.join(format!("{v:020}.json"))).unwrap();
+    }
+    let _ = fs::remove_dir_all(f.table.join("_tinydelta/checkpoints"));
+    assert_eq!(
+        multiset(&f.td(&["read", &t])),
+        before,
+        "replay from the two-part checkpoint"
+    );
+    // Without its second part the checkpoint is incomplete: not used, and versions before the
+    // oldest commit are not available.
+    fs::remove_file(log.join("00000000000000000011.checkpoint.0000000002.0000000002.parquet")).unwrap();
+    let (code, out, err) = td_any(&["read", &t]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty() && err.contains("not available"), "{err}");
+}
