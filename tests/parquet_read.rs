@@ -292,6 +292,17 @@ fn damaged_parquet_is_an_error_naming_the_file() {
     assert!(code == 1 && err.contains(&name) && err.contains("bytes"), "{err}");
     fs::write(&file, &good).unwrap();
     assert_eq!(lines(&f.td(&["read", &t])).len(), 3);
+    // A symlinked cache folder is refused, never written through.
+    let outside = f.dir.path().join("outside");
+    fs::create_dir(&outside).unwrap();
+    fs::remove_dir_all(f.table.join("_tinydelta/jsonl")).unwrap();
+    std::os::unix::fs::symlink(&outside, f.table.join("_tinydelta/jsonl")).unwrap();
+    let (code, out, err) = td_any(&["read", &t]);
+    assert!(
+        code == 1 && out.is_empty() && err.contains("_tinydelta/jsonl"),
+        "{code} {err}"
+    );
+    assert_eq!(fs::read_dir(&outside).unwrap().count(), 0, "wrote through the symlink");
 }
 
 /// The deltalake script of the table made only by deltalake: 50 appends (one overwrite among
