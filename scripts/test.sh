@@ -4,8 +4,10 @@
 #
 #   1. installs the tools the tests run (fuse3 rsync jq time vim dash), only those that are missing;
 #   2. checks that /dev/fuse exists (the mount tests use real FUSE mounts, never mocks);
-#   3. creates .venv with deltalake, duckdb and pyarrow for the Delta interop test
-#      (tests/delta_compat.rs), unless .venv already has them;
+#   3. creates .venv with deltalake, duckdb and pyarrow for the Delta interop tests
+#      (tests/delta_compat.rs, tests/export.rs), and DuckDB's delta extension packaged for pip
+#      (duckdb-extension-delta, which pins the duckdb version it was built for; tests/export.rs
+#      reads exported tables with delta_scan), unless .venv already has them;
 #   4. runs `cargo test --release` with TINYDELTA_PYTHON pointing at .venv/bin/python.
 #
 # Extra arguments go to cargo test:  scripts/test.sh --test delta_compat
@@ -65,10 +67,10 @@ fi
 echo "/dev/fuse ok"
 
 # --- 3. Python venv for the Delta interop test ---------------------------------------------
-step "Python venv (.venv): deltalake duckdb pyarrow"
+step "Python venv (.venv): deltalake duckdb pyarrow duckdb-extension-delta"
 venv_ok() {
     [[ -x .venv/bin/python ]] &&
-        .venv/bin/python -c 'import deltalake, duckdb, pyarrow' >/dev/null 2>&1
+        .venv/bin/python -c 'import deltalake, duckdb, pyarrow, duckdb_extension_delta' >/dev/null 2>&1
 }
 if venv_ok; then
     echo "already set up"
@@ -78,9 +80,9 @@ else
         python3 -m venv .venv || die "python3 -m venv .venv failed"
     fi
     .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-        'deltalake>=1.0' 'duckdb>=1.0' 'pyarrow>=15' </dev/null ||
-        die "pip install deltalake duckdb pyarrow into .venv failed"
-    venv_ok || die ".venv/bin/python still cannot import deltalake, duckdb and pyarrow"
+        'deltalake>=1.0' 'duckdb>=1.0' 'pyarrow>=15' 'duckdb-extension-delta' </dev/null ||
+        die "pip install deltalake duckdb pyarrow duckdb-extension-delta into .venv failed"
+    venv_ok || die ".venv/bin/python still cannot import deltalake, duckdb, pyarrow and duckdb_extension_delta"
 fi
 .venv/bin/python -c 'import deltalake, duckdb, pyarrow, sys
 print(f"python {sys.version.split()[0]}, deltalake {deltalake.__version__}, duckdb {duckdb.__version__}, pyarrow {pyarrow.__version__}")'

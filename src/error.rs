@@ -142,6 +142,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// `tinydelta export` refuses its destination (README, "Export"): it holds something other
+    /// than an earlier export of the same table, or another writer committed to it since.
+    #[error("cannot export into {}: {reason}; nothing was exported", dest.display())]
+    ExportRefused {
+        /// The destination folder.
+        dest: PathBuf,
+        /// Why, as a sentence.
+        reason: String,
+    },
+
     /// Bad command-line usage (an unknown type, a malformed duration...).
     #[error("{0}")]
     Usage(String),
@@ -174,7 +184,8 @@ impl Error {
             | Error::UnsupportedFeature { .. }
             | Error::ReadOnlyTable { .. }
             | Error::LinkUnsupported { .. }
-            | Error::NotDurable { .. } => 1,
+            | Error::NotDurable { .. }
+            | Error::ExportRefused { .. } => 1,
             Error::Usage(_) => 2,
             Error::ConcurrentWrite { .. } => 3,
             Error::TableNotFound(_)

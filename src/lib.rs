@@ -14,6 +14,7 @@ pub mod checkpoint;
 pub mod commit;
 pub mod crc;
 pub mod error;
+pub mod export;
 pub mod failpoint;
 pub mod fuse;
 pub mod log;

@@ -170,6 +170,21 @@ enum Cmd {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Write a Delta table with Parquet data files that every Delta engine reads (README,
+    /// "Export"): the latest version (or --version N), or with --all-versions every version
+    /// with its history. Run again to continue a DEST from its last exported version.
+    Export {
+        /// Table folder.
+        table: PathBuf,
+        /// Destination folder (created if missing; an earlier export of TABLE is continued).
+        dest: PathBuf,
+        /// Export this version (default: the latest).
+        #[arg(long, value_name = "N", conflicts_with = "all_versions")]
+        version: Option<u64>,
+        /// Export every version: version k of DEST holds the rows of version k of TABLE.
+        #[arg(long)]
+        all_versions: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -655,8 +670,65 @@ fn run(cmd: Cmd) -> Result<()> {
                 .map_err(stdout_err)?;
             }
         }
+        Cmd::Export {
+            table,
+            dest,
+            version,
+            all_versions,
+        } => export(&mut out, &table, &dest, version, all_versions)?,
     }
     Ok(())
+}
+
+/// `tinydelta export`: one summary line on stdout.
+fn export(
+    out: &mut impl Write,
+    table: &std::path::Path,
+    dest: &std::path::Path,
+    version: Option<u64>,
+    all_versions: bool,
+) -> Result<()> {
+    use tinydelta::export::{self, Mode};
+    let t = Table::open(table)?;
+    let mode = if all_versions {
+        Mode::AllVersions
+    } else {
+        Mode::Snapshot(version)
+    };
+    let r = export::export(&t, dest, mode, &mut |_| {})?;
+    let mb = |b: u64| b as f64 / 1e6;
+    match r.dest_versions {
+        None => writeln!(
+            out,
+            "{} is up to date: it holds version {} of {}; nothing exported",
+            dest.display(),
+            r.source_version,
+            table.display()
+        ),
+        Some((a, b)) => writeln!(
+            out,
+            "exported {} to {} as {} (holding version {} of the table): {} Parquet files written, {} reused, \
+             {} rows, {:.1} MB of JSONL -> {:.1} MB of Parquet{}",
+            table.display(),
+            dest.display(),
+            if a == b {
+                format!("version {a}")
+            } else {
+                format!("versions {a}-{b}")
+            },
+            r.source_version,
+            r.files_written,
+            r.files_reused,
+            r.rows,
+            mb(r.bytes_in),
+            mb(r.bytes_out),
+            match r.checkpoints.as_slice() {
+                [] => String::new(),
+                cps => format!(", checkpoints at {cps:?}"),
+            }
+        ),
+    }
+    .map_err(stdout_err)
 }
 
 /// Rows of the live files without stats (other Delta writers may omit them), counted by reading

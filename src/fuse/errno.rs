@@ -117,7 +117,8 @@ fn table_errno(e: &crate::Error) -> i32 {
         Error::Corrupt { .. }
         | Error::UnsupportedProtocol { .. }
         | Error::UnsupportedFeature { .. }
-        | Error::NotDurable { .. } => libc::EIO,
+        | Error::NotDurable { .. }
+        | Error::ExportRefused { .. } => libc::EIO,
         // A table of Parquet data files (delta-rs, Spark): incoming/ takes no JSONL.
         Error::ReadOnlyTable { .. } => libc::EROFS,
         Error::LinkUnsupported { .. } => libc::EOPNOTSUPP,
