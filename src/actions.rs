@@ -13,6 +13,12 @@ pub struct Protocol {
     pub min_reader_version: i64,
     /// minWriterVersion; tinydelta writes 2.
     pub min_writer_version: i64,
+    /// `readerFeatures` (reader version 3, PROTOCOL "Table Features"); tinydelta writes none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reader_features: Option<Vec<String>>,
+    /// `writerFeatures` (writer version 7); tinydelta writes none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writer_features: Option<Vec<String>>,
 }
 
 /// `metaData.format`.

@@ -23,7 +23,7 @@ use crate::table::{Table, WriteOptions, serializable_info};
 pub fn add_column(table: &Table, spec: &str, opts: &WriteOptions) -> Result<u64> {
     let read_version = table.latest_version()?;
     let snap = table.snapshot(read_version)?;
-    table.check_writable(&snap)?;
+    table.check_writable_as(&snap, "alter")?;
     let added = Schema::parse_cli(&[spec.to_string()])?;
     let Some(col) = added.columns.into_iter().next() else {
         return Err(Error::Usage(format!("{spec:?} is not NAME:TYPE")));

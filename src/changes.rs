@@ -75,6 +75,10 @@ pub struct ChangePart {
     pub timestamp_ms: i64,
     /// Offset of the part's first byte in the feed.
     pub start: u64,
+    /// For a Parquet data file: the file as the log names it and the schema its rows are
+    /// written under; `size` is then the length of its converted rows (docs/FORMAT.md, "Parquet
+    /// data files"), read from the cache ([`Table::converted`]).
+    pub parquet: Option<Arc<(crate::snapshot::FileEntry, crate::schema::Schema)>>,
 }
 
 impl ChangePart {
@@ -105,10 +109,22 @@ impl ChangePart {
 }
 
 /// What the feed knows of a live file: size and rows (`None`: not recorded, not yet counted).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Live {
     size: u64,
     rows: Option<u64>,
+    /// A Parquet data file as the log names it (its rows are converted to be shown).
+    parquet: Option<Arc<crate::snapshot::FileEntry>>,
+}
+
+impl Live {
+    fn of(f: &crate::snapshot::FileEntry) -> Live {
+        Live {
+            size: f.size,
+            rows: f.has_stats.then_some(f.num_records),
+            parquet: crate::parquet::is_parquet_name(&f.path).then(|| Arc::new(f.clone())),
+        }
+    }
 }
 
 /// The feed's index: its parts, in feed order, from the log. Built incrementally: [`ChangeFeed::
@@ -122,6 +138,8 @@ pub struct ChangeFeed {
     times: Vec<i64>,
     live: HashMap<String, Live>,
     len: u64,
+    /// The schema in force at the last version indexed (Parquet rows are converted under it).
+    schema: Option<crate::schema::Schema>,
 }
 
 impl ChangeFeed {
@@ -139,13 +157,7 @@ impl ChangeFeed {
             let base = if from == seg_first { from } else { from - 1 };
             let snap = table.snapshot(base)?;
             for f in &snap.files {
-                live.insert(
-                    f.path.clone(),
-                    Live {
-                        size: f.size,
-                        rows: f.has_stats.then_some(f.num_records),
-                    },
-                );
+                live.insert(f.path.clone(), Live::of(f));
             }
             if from == seg_first {
                 // The checkpoint's own version has no commit to read: the feed starts after it.
@@ -159,6 +171,7 @@ impl ChangeFeed {
             times,
             live,
             len: 0,
+            schema: None,
         })
     }
 
@@ -253,7 +266,7 @@ impl ChangeFeed {
             let p = r.path.as_str();
             let Some(was) = came
                 .remove(p)
-                .or_else(|| self.live.get(p).copied().filter(|_| !gone.contains(p)))
+                .or_else(|| self.live.get(p).cloned().filter(|_| !gone.contains(p)))
             else {
                 continue;
             };
@@ -264,11 +277,17 @@ impl ChangeFeed {
         }
         for a in c.actions.iter().filter_map(|a| a.add.as_ref()) {
             let p = a.path.as_str();
-            let now = Live {
+            let rows = a.num_records();
+            let now = Live::of(&crate::snapshot::FileEntry {
+                path: a.path.clone(),
                 size: a.size,
-                rows: a.num_records(),
-            };
-            let was_live = came.insert(p, now).is_some() || (self.live.contains_key(p) && !gone.contains(p));
+                num_records: rows.unwrap_or(0),
+                has_stats: rows.is_some(),
+                modification_time: a.modification_time,
+                partition_values: a.partition_values.clone(),
+                added_in: v,
+            });
+            let was_live = came.insert(p, now.clone()).is_some() || (self.live.contains_key(p) && !gone.contains(p));
             if a.data_change && !was_live && !removes.contains(p) {
                 inserts.push((a.path.clone(), now));
             }
@@ -278,25 +297,41 @@ impl ChangeFeed {
         let mut len = self.len;
         for (change, list) in [(ChangeType::Delete, deletes), (ChangeType::Insert, inserts)] {
             for (path, f) in list {
+                // A Parquet file's part is its converted rows, under the schema in force now.
+                let (size, parquet) = match &f.parquet {
+                    Some(src) => {
+                        let schema = self.schema_at(table, v, &c)?;
+                        let conv = table.converted(src, &schema)?;
+                        (conv.len, Some(Arc::new((src.as_ref().clone(), schema))))
+                    }
+                    None => (f.size, None),
+                };
                 let rows = match f.rows {
                     Some(n) => n,
                     None => {
-                        let n = count_rows(table, &path, f.size)?;
+                        let n = match &parquet {
+                            Some(p) => {
+                                let (file, _) = table.open_rows(&p.0, &p.1)?;
+                                crate::check::count_rows(file, &table.root().join(&path))?
+                            }
+                            None => count_rows(table, &path, f.size)?,
+                        };
                         counted.insert(path.clone(), n);
                         n
                     }
                 };
-                if rows == 0 && f.size == 0 {
+                if rows == 0 && size == 0 {
                     continue;
                 }
                 let part = ChangePart {
                     version: v,
                     change,
                     path,
-                    size: f.size,
+                    size,
                     rows,
                     timestamp_ms: ts,
                     start: len,
+                    parquet,
                 };
                 let overflow = || Error::Corrupt {
                     path: table.root().join(&part.path),
@@ -309,6 +344,9 @@ impl ChangeFeed {
         for p in gone {
             self.live.remove(p);
         }
+        if let Some(m) = c.actions.iter().rev().find_map(|a| a.metadata.as_ref()) {
+            self.schema = Some(parse_schema(table, v, &m.schema_string)?);
+        }
         for (p, mut l) in came {
             if l.rows.is_none() {
                 l.rows = counted.get(p).copied();
@@ -320,6 +358,29 @@ impl ChangeFeed {
         self.times.push(ts);
         Ok(())
     }
+}
+
+impl ChangeFeed {
+    /// The schema in force at version `v` (whose commit is `c`): its own `metaData`, else the
+    /// one last indexed, else the snapshot's.
+    fn schema_at(&mut self, table: &Table, v: u64, c: &crate::log::Commit) -> Result<crate::schema::Schema> {
+        if let Some(m) = c.actions.iter().rev().find_map(|a| a.metadata.as_ref()) {
+            return parse_schema(table, v, &m.schema_string);
+        }
+        if let Some(s) = &self.schema {
+            return Ok(s.clone());
+        }
+        let s = table.snapshot(v)?.schema;
+        self.schema = Some(s.clone());
+        Ok(s)
+    }
+}
+
+fn parse_schema(table: &Table, v: u64, schema_string: &str) -> Result<crate::schema::Schema> {
+    crate::schema::Schema::from_schema_string(schema_string).map_err(|reason| Error::Corrupt {
+        path: table.commit_path(v),
+        reason,
+    })
 }
 
 /// Count the rows (newlines) of a data file whose `add.stats` records none.
@@ -373,7 +434,10 @@ impl PartReader {
     /// [`Error::Corrupt`] naming the file when its rows are not what the log records (another
     /// count than `numRecords`, a last line without newline, a line that is not `{...}`).
     pub fn open(table: &Table, part: &ChangePart) -> Result<PartReader> {
-        let file = table.open_data_file(&part.path, part.size)?;
+        let file = match &part.parquet {
+            Some(p) => table.open_rows(&p.0, &p.1)?.0,
+            None => table.open_data_file(&part.path, part.size)?,
+        };
         let mut r = PartReader {
             path: table.root().join(&part.path),
             suffix: part.suffix().into_bytes(),
@@ -601,7 +665,10 @@ pub fn read_at(
 fn write_parts(table: &Table, parts: &[ChangePart], from: Option<u64>, out: &mut dyn Write) -> Result<()> {
     let parts: Vec<&ChangePart> = parts.iter().filter(|p| from.is_none_or(|n| p.version >= n)).collect();
     for p in &parts {
-        table.stat_data_file(&p.path, p.size)?;
+        match &p.parquet {
+            Some(src) => table.stat_data_file(&src.0.path, src.0.size)?,
+            None => table.stat_data_file(&p.path, p.size)?,
+        }
     }
     for version in parts.chunk_by(|a, b| a.version == b.version) {
         let readers = version
@@ -831,6 +898,7 @@ mod tests {
             rows: 1,
             timestamp_ms: 0,
             start: 0,
+            parquet: None,
         };
         assert_eq!(rfc3339_ms(0).unwrap(), "1970-01-01T00:00:00.000Z");
         assert!(rfc3339_ms(300_000_000_000_000).is_none());

@@ -74,6 +74,9 @@ struct Entry {
     added_in: u64,
     #[serde(default = "yes")]
     stats: bool,
+    /// `add.partitionValues` (files of other Delta writers; absent when empty).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pv: std::collections::BTreeMap<String, Option<String>>,
 }
 
 fn yes() -> bool {
@@ -216,6 +219,7 @@ pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
             num_records: e.rows,
             has_stats: e.stats,
             modification_time: e.mtime,
+            partition_values: e.pv,
             added_in: e.added_in,
         });
     }
@@ -273,6 +277,7 @@ pub fn write(root: &Dir, snap: &Snapshot) -> Result<()> {
                 mtime: f.modification_time,
                 added_in: f.added_in,
                 stats: f.has_stats,
+                pv: f.partition_values.clone(),
             };
             write_line(&mut body, &e, &tmp_path)?;
         }

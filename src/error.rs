@@ -88,7 +88,7 @@ pub enum Error {
     },
 
     /// The table's `protocol` action asks for reader or writer features tinydelta lacks.
-    #[error("table {} needs Delta reader version {reader} / writer version {writer}; tinydelta supports reader 1 / writer 2", table.display())]
+    #[error("table {} needs Delta reader version {reader} / writer version {writer}; tinydelta reads up to reader version 3 and writes writer version 2", table.display())]
     UnsupportedProtocol {
         /// Table root.
         table: PathBuf,
@@ -96,6 +96,28 @@ pub enum Error {
         reader: i64,
         /// minWriterVersion.
         writer: i64,
+    },
+
+    /// The table needs a Delta reader feature tinydelta does not implement (PROTOCOL "Table
+    /// Features": deletion vectors, column mapping, ...), named in `feature`.
+    #[error("table {} uses the Delta reader feature {feature:?}, which tinydelta does not implement; read it with a Delta engine (delta-rs, Spark)", table.display())]
+    UnsupportedFeature {
+        /// Table root.
+        table: PathBuf,
+        /// The feature's name (`deletionVectors`, `columnMapping`, ...).
+        feature: String,
+    },
+
+    /// A write to a table whose data files are not tinydelta's JSONL (`metaData.format.provider`
+    /// is not `json`, e.g. `parquet` for tables made by delta-rs or Spark): read-only for tinydelta.
+    #[error("table {} keeps its data in {provider} files (metaData.format.provider is {provider:?}): tinydelta reads it but writes no JSONL into it, so {operation} is refused; write with a Delta engine (delta-rs, Spark)", table.display())]
+    ReadOnlyTable {
+        /// Table root.
+        table: PathBuf,
+        /// The table's `metaData.format.provider`.
+        provider: String,
+        /// The refused operation (`append`, `overwrite`, ...).
+        operation: String,
     },
 
     /// The file system cannot make hard links, so no commit can be published safely.
@@ -159,6 +181,8 @@ impl Error {
             | Error::TableExists(_)
             | Error::Corrupt { .. }
             | Error::UnsupportedProtocol { .. }
+            | Error::UnsupportedFeature { .. }
+            | Error::ReadOnlyTable { .. }
             | Error::LinkUnsupported { .. }
             | Error::NotDurable { .. }
             | Error::ExportRefused { .. } => 1,

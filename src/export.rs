@@ -403,6 +403,8 @@ fn dest_protocol() -> Protocol {
     Protocol {
         min_reader_version: 1,
         min_writer_version: 2,
+        reader_features: None,
+        writer_features: None,
     }
 }
 

@@ -19,6 +19,8 @@ pub mod failpoint;
 pub mod fuse;
 pub mod log;
 pub mod optimize;
+pub mod parquet;
+pub mod parquet_cache;
 pub mod rows;
 pub mod schema;
 pub mod segment;

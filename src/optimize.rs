@@ -96,7 +96,7 @@ fn write_bin(table: &Table, schema: &crate::Schema, inputs: &[&FileEntry]) -> Re
         let mut out = table.dir().create_new(&name, 0o644)?;
         let mut bytes = 0u64;
         for f in inputs {
-            let mut src = table.open_data_file(&f.path, f.size)?;
+            let (mut src, _) = table.open_rows(f, schema)?;
             bytes += std::io::copy(&mut src, &mut out).map_err(|e| Error::io("copy", table.root().join(&f.path), e))?;
         }
         out.flush().ctx("write", &path)?;
@@ -149,7 +149,7 @@ pub fn optimize(table: &Table, target_size: u64, opts: &WriteOptions) -> Result<
     }
     let read_version = table.latest_version()?;
     let snap = table.snapshot(read_version)?;
-    table.check_writable(&snap)?;
+    table.check_writable_as(&snap, "optimize")?;
     if let Some(e) = opts.expect_version.filter(|e| *e != read_version) {
         return Err(Error::ConcurrentWrite {
             table: table.root().to_path_buf(),
@@ -282,6 +282,7 @@ mod tests {
             num_records: 1,
             has_stats: true,
             modification_time: 0,
+            partition_values: Default::default(),
             added_in: 1,
         }
     }

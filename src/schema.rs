@@ -60,10 +60,14 @@ impl ColumnType {
         })
     }
 
+    /// The tinydelta type of a Delta primitive type (docs/FORMAT.md, "Parquet data files"):
+    /// every integer type is `int`, `float` and `double` are `float`, `timestamp_ntz` is
+    /// `timestamp`. `None` for types without a mapping (decimal, binary, struct, array, map).
     fn from_delta(s: &str) -> Option<Self> {
         Some(match s {
-            "long" => ColumnType::Int,
-            "double" => ColumnType::Float,
+            "long" | "integer" | "short" | "byte" => ColumnType::Int,
+            "double" | "float" => ColumnType::Float,
+            "timestamp_ntz" => ColumnType::Timestamp,
             "string" => ColumnType::Str,
             "boolean" => ColumnType::Bool,
             "date" => ColumnType::Date,
@@ -214,7 +218,12 @@ impl Schema {
             let ty =
                 f.ty.as_str()
                     .and_then(ColumnType::from_delta)
-                    .ok_or_else(|| format!("column {:?} has unsupported type {}", f.name, f.ty))?;
+                    .ok_or_else(|| {
+                        format!(
+                            "column {:?} has Delta type {}, which tinydelta does not read (it reads the integer types, float, double, string, boolean, date, timestamp and timestamp_ntz)",
+                            f.name, f.ty
+                        )
+                    })?;
             columns.push(Column {
                 name: f.name,
                 ty,

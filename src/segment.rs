@@ -133,8 +133,12 @@ pub struct LogSegment {
     /// The oldest version that can be built: 0, or a checkpoint when older commits are gone
     /// (versions before it are "not available", not damage).
     pub first: u64,
-    /// The tinydelta checkpoint replay starts from, when `first > 0`.
+    /// The checkpoint (tinydelta's or Delta's) replay starts from, when `first > 0`.
     pub start_checkpoint: Option<u64>,
+    /// Versions from `first` on with a Delta (Parquet) checkpoint file, ascending: where
+    /// replay may start (PROTOCOL "Checkpoints"; the reader proves one complete and readable,
+    /// else uses an older one, `Table::snapshot`).
+    pub delta_checkpoints: Vec<u64>,
     /// The newest version whose commit exists and that no hole or bad entry precedes.
     pub end: u64,
     /// The newest commit present at all (`end`, or past a hole).
@@ -168,14 +172,13 @@ impl LogSegment {
         let (first, start_checkpoint) = if lowest == 0 {
             (0, None)
         } else {
-            match checkpoints()?.range(lowest - 1..).next().copied() {
+            // tinydelta's checkpoints and Delta's Parquet ones alike.
+            let mut all = checkpoints()?;
+            all.extend(listing.delta_checkpoints.iter().copied());
+            match all.range(lowest - 1..).next().copied() {
                 Some(c) if c + 1 >= lowest => (c, Some(c)),
                 _ => {
-                    let why = if listing.delta_checkpoints.range(lowest - 1..).next().is_some() {
-                        "and its Delta checkpoint is Parquet, which tinydelta cannot read"
-                    } else {
-                        "and no checkpoint covers them"
-                    };
+                    let why = "and no checkpoint covers them";
                     return Err(Error::Corrupt {
                         path: log.join(commit_file_name(0)),
                         reason: format!(
@@ -228,6 +231,7 @@ impl LogSegment {
         Ok(LogSegment {
             first,
             start_checkpoint,
+            delta_checkpoints: listing.delta_checkpoints.range(first..).copied().collect(),
             end,
             newest_present,
             damage,
@@ -281,6 +285,17 @@ mod tests {
         let s = seg(&[5, 6, 7], &[4]).unwrap();
         assert_eq!((s.first, s.end), (4, 7));
         assert!(seg(&[5, 6, 7], &[]).is_err());
+        // A Delta (Parquet) checkpoint covers them too.
+        let l = Listing {
+            commits: vec![5, 6, 7],
+            delta_checkpoints: [2, 4].into_iter().collect(),
+            ..Default::default()
+        };
+        let s = LogSegment::new(Path::new("/t"), &l, || Ok(Default::default())).unwrap();
+        assert_eq!(
+            (s.first, s.start_checkpoint, s.delta_checkpoints),
+            (4, Some(4), vec![4])
+        );
         assert!(matches!(seg(&[], &[]), Err(Error::TableNotFound(_))));
     }
 }

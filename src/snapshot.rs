@@ -10,8 +10,45 @@ use crate::log::{self, LOG_DIR};
 
 use crate::schema::Schema;
 
-/// Highest Delta reader version tinydelta understands.
-pub const READER_VERSION: i64 = 1;
+/// Highest Delta reader version tinydelta understands: 3 (table features), with only the
+/// reader features of [`READER_FEATURES`].
+pub const READER_VERSION: i64 = 3;
+
+/// The Delta reader features tinydelta reads (PROTOCOL "Table Features"): `timestampNtz`
+/// (read as `timestamp`, docs/FORMAT.md), `vacuumProtocolCheck` (a rule for writers' vacuums),
+/// and `columnMapping` while `delta.columnMapping.mode` is `none`. Any other is refused
+/// naming it ([`Error::UnsupportedFeature`]).
+pub const READER_FEATURES: [&str; 3] = ["timestampNtz", "vacuumProtocolCheck", "columnMapping"];
+
+/// Refuse a table tinydelta cannot read correctly: a reader version above [`READER_VERSION`],
+/// a reader feature outside [`READER_FEATURES`], or column mapping in use (reader version 2 or
+/// the `columnMapping` feature with `delta.columnMapping.mode` other than `none`).
+/// Errors: [`Error::UnsupportedProtocol`], [`Error::UnsupportedFeature`].
+pub fn check_readable(root: &Path, protocol: &Protocol, metadata: Option<&Metadata>) -> Result<()> {
+    if protocol.min_reader_version > READER_VERSION {
+        return Err(Error::UnsupportedProtocol {
+            table: root.to_path_buf(),
+            reader: protocol.min_reader_version,
+            writer: protocol.min_writer_version,
+        });
+    }
+    let unsupported = |f: &str| Error::UnsupportedFeature {
+        table: root.to_path_buf(),
+        feature: f.to_string(),
+    };
+    if protocol.min_reader_version >= 3 {
+        for f in protocol.reader_features.iter().flatten() {
+            if !READER_FEATURES.contains(&f.as_str()) {
+                return Err(unsupported(f));
+            }
+        }
+    }
+    let mode = metadata.and_then(|m| m.configuration.get("delta.columnMapping.mode"));
+    if protocol.min_reader_version >= 2 && mode.is_some_and(|m| m != "none") {
+        return Err(unsupported("columnMapping"));
+    }
+    Ok(())
+}
 /// Highest Delta writer version tinydelta writes.
 pub const WRITER_VERSION: i64 = 2;
 
@@ -28,6 +65,9 @@ pub struct FileEntry {
     pub has_stats: bool,
     /// `add.modificationTime`, ms since epoch.
     pub modification_time: i64,
+    /// `add.partitionValues`: the partition columns' values of its rows (Delta PROTOCOL
+    /// "Partition Value Serialization"); empty for tinydelta's own files.
+    pub partition_values: BTreeMap<String, Option<String>>,
     /// The version whose commit holds the `add` action that made the file live (read it again
     /// with [`crate::table::Table::add_action`]; snapshots keep no stats, to stay small).
     pub added_in: u64,
@@ -102,13 +142,7 @@ impl Replay {
         }
         for a in &commit.actions {
             if let Some(p) = &a.protocol {
-                if p.min_reader_version > READER_VERSION {
-                    return Err(Error::UnsupportedProtocol {
-                        table: root.to_path_buf(),
-                        reader: p.min_reader_version,
-                        writer: p.min_writer_version,
-                    });
-                }
+                check_readable(root, p, None)?;
                 self.protocol = Some(p.clone());
             }
             if let Some(m) = &a.metadata {
@@ -128,6 +162,7 @@ impl Replay {
                     has_stats: rows.is_some(),
                     size: add.size,
                     modification_time: add.modification_time,
+                    partition_values: add.partition_values.clone(),
                     added_in: version,
                     path: add.path.clone(),
                 };
@@ -196,6 +231,7 @@ impl Replay {
             path: log_path(),
             reason: "no protocol action at or before this version".into(),
         })?;
+        check_readable(root, &protocol, Some(&metadata))?;
         let schema = Schema::from_schema_string(&metadata.schema_string).map_err(|reason| Error::Corrupt {
             path: log_path(),
             reason,

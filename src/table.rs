@@ -188,6 +188,8 @@ impl Table {
             Action::protocol(Protocol {
                 min_reader_version: 1,
                 min_writer_version: WRITER_VERSION,
+                reader_features: None,
+                writer_features: None,
             }),
             Action::metadata(Metadata {
                 id: uuid::Uuid::new_v4().to_string(),
@@ -353,6 +355,14 @@ impl Table {
                 self.verified.fetch_min(c, Ordering::AcqRel);
                 c + 1
             }
+            // A segment starting at a checkpoint whose own commit was cleaned up (Delta log
+            // retention keeps the checkpoint, not always the commit): checking starts after it.
+            _ if seg.start_checkpoint == Some(seg.first)
+                && version > seg.first
+                && matches!(self.log.stat(&log::commit_file_name(seg.first)), Ok(None)) =>
+            {
+                seg.first + 1
+            }
             _ => seg.first,
         }
     }
@@ -508,6 +518,21 @@ impl Table {
                 Err(e) => ::log::warn!("ignoring checkpoint: {e}"),
             }
         }
+        // Delta's Parquet checkpoints (PROTOCOL "Checkpoints"): replay starts from the newest
+        // one that is complete and readable when it is newer than every other start.
+        for &d in seg.delta_checkpoints.iter().rev() {
+            if d > version || base.as_ref().is_some_and(|b| b.version >= d) {
+                continue;
+            }
+            match self.delta_checkpoint(d) {
+                Ok(snap) => {
+                    base = Some(Arc::new(snap));
+                    break;
+                }
+                Err(e @ (Error::UnsupportedFeature { .. } | Error::UnsupportedProtocol { .. })) => return Err(e),
+                Err(e) => ::log::warn!("ignoring Delta checkpoint of version {d}: {e}"),
+            }
+        }
         let snap = match &base {
             Some(b) => self.snapshot_after(b, version)?,
             None if seg.first > 0 => {
@@ -542,6 +567,79 @@ impl Table {
             *tip = Some(Arc::new(snap.clone()));
         }
         Ok(snap)
+    }
+
+    /// The file names of the complete Delta (Parquet) checkpoint of `version` in `_delta_log/`
+    /// ([`crate::parquet::checkpoint_files`]). Errors: [`Error::Corrupt`] when there is none.
+    fn delta_checkpoint_files(&self, version: u64) -> Result<Vec<String>> {
+        let entries = self.log.entries()?;
+        let names = entries.iter().filter_map(|e| e.name.to_str());
+        crate::parquet::checkpoint_files(names, version).ok_or_else(|| Error::Corrupt {
+            path: self.log_dir.join(format!("{version:020}.checkpoint.parquet")),
+            reason: "the Delta checkpoint is incomplete (a part is missing) or of a kind tinydelta does not read"
+                .into(),
+        })
+    }
+
+    /// The actions of the Delta (Parquet) checkpoint of `version`, every part read beneath
+    /// `_delta_log/`, paths decoded and checked as in a commit. Errors: [`Error::Corrupt`]
+    /// naming the part that is missing, not a regular file, or not a readable checkpoint.
+    pub fn delta_checkpoint_actions(&self, version: u64) -> Result<Vec<Action>> {
+        let mut actions = Vec::new();
+        for name in self.delta_checkpoint_files(version)? {
+            let path = self.log_dir.join(&name);
+            let file = self.log.open_file(&name)?;
+            for mut a in crate::parquet::read_checkpoint(file, &path)? {
+                for p in [
+                    a.add.as_mut().map(|a| &mut a.path),
+                    a.remove.as_mut().map(|r| &mut r.path),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    match crate::actions::decode_path(p) {
+                        Some(d) if crate::actions::is_safe_relative_path(&d) => *p = d,
+                        _ => {
+                            return Err(Error::Corrupt {
+                                path,
+                                reason: format!("path {p:?} is not a relative path inside the table"),
+                            });
+                        }
+                    }
+                }
+                actions.push(a);
+            }
+        }
+        Ok(actions)
+    }
+
+    /// The snapshot of `version` from its Delta (Parquet) checkpoint alone: its `protocol`,
+    /// `metaData`, `txn`s and live `add`s (in the checkpoint's order). The commit time is the
+    /// version's commit's, or the checkpoint file's mtime when that commit is gone.
+    /// Errors: as [`Table::delta_checkpoint_actions`]; [`Error::UnsupportedFeature`].
+    pub fn delta_checkpoint(&self, version: u64) -> Result<Snapshot> {
+        let actions = self.delta_checkpoint_actions(version)?;
+        let info = match self.commit_info(version) {
+            Ok(i) => i,
+            Err(_) => {
+                let name = &self.delta_checkpoint_files(version)?[0];
+                let (_, st) = self.log.open_file_stat(name)?;
+                CommitInfo {
+                    timestamp: st.st_mtime.saturating_mul(1000),
+                    ..Default::default()
+                }
+            }
+        };
+        let commit = Commit {
+            version,
+            actions,
+            info: None,
+            mtime_ms: info.timestamp,
+            len: 0,
+        };
+        let mut replay = Replay::default();
+        replay.apply(&self.root, &commit)?;
+        replay.snapshot(&self.root, version, info)
     }
 
     /// The totals `describe` prints (file count, rows, bytes, schema, commit time) for `version`.
@@ -647,7 +745,8 @@ impl Table {
         let (mut replay, from, previous) = if seg.first == 0 {
             (Replay::default(), 0, None)
         } else {
-            let base = checkpoint::read(&self.dir, seg.first)?;
+            // The checkpoint the segment starts at, tinydelta's or Delta's.
+            let base = self.snapshot(seg.first)?;
             (Replay::from_snapshot(&base), seg.first + 1, Some(base.timestamp))
         };
         self.replay_range(from, latest, &mut replay, previous, |v, r, info| {
@@ -724,15 +823,10 @@ impl Table {
     /// The `add` action (with its stats, its path decoded) that made `file` live, read again
     /// from its commit. Errors: [`Error::Corrupt`] when that commit no longer names the file.
     pub fn add_action(&self, file: &crate::snapshot::FileEntry) -> Result<Add> {
-        self.read_commit(file.added_in)?
-            .actions
-            .into_iter()
-            .filter_map(|a| a.add)
-            .rfind(|a| a.path == file.path)
-            .ok_or_else(|| Error::Corrupt {
-                path: self.commit_path(file.added_in),
-                reason: format!("no add action for {}", file.path),
-            })
+        self.add_actions(&[file])?.pop().ok_or_else(|| Error::Corrupt {
+            path: self.commit_path(file.added_in),
+            reason: format!("no add action for {}", file.path),
+        })
     }
 
     /// The `add` actions of `files` (as [`Table::add_action`]), reading each commit that added
@@ -747,6 +841,15 @@ impl Table {
             for a in self.read_commit(*v)?.actions.into_iter().filter_map(|a| a.add) {
                 // The last add of a path in a commit wins, as in replay.
                 adds.insert(a.path.clone(), a);
+            }
+            // A file a snapshot took from a Delta checkpoint at `v` was added before it: its
+            // add is in the checkpoint.
+            if files.iter().any(|f| f.added_in == *v && !adds.contains_key(&f.path))
+                && let Ok(actions) = self.delta_checkpoint_actions(*v)
+            {
+                for a in actions.into_iter().filter_map(|a| a.add) {
+                    adds.entry(a.path.clone()).or_insert(a);
+                }
             }
         }
         files
@@ -780,15 +883,40 @@ impl Table {
     /// Open every data file of `snapshot` (checked as [`Table::open_data_file`] does), in order,
     /// before any byte is read: a version is read whole or not at all.
     /// A file a retention vacuum deleted is [`Error::Vacuumed`] (exit 4).
+    /// A Parquet data file is opened as its converted rows ([`Table::open_rows`]).
     pub fn open_data_files(&self, snapshot: &Snapshot) -> Result<Vec<File>> {
         snapshot
             .files
             .iter()
             .map(|f| {
-                self.open_data_file(&f.path, f.size)
+                self.open_rows(f, &snapshot.schema)
+                    .map(|(file, _)| file)
                     .map_err(|e| crate::vacuum::explain_missing(self, snapshot.version, &f.path, e))
             })
             .collect()
+    }
+
+    /// The rows of the data file `f` as canonical JSONL under `schema` (the schema of a version
+    /// that names it): the JSONL file itself, or for a Parquet data file its converted rows
+    /// from the cache ([`crate::parquet_cache`], converting it now on a miss). Returns the open
+    /// file and its length in bytes. Errors: as [`Table::open_data_file`] and
+    /// [`crate::parquet_cache::converted`].
+    pub fn open_rows(&self, f: &crate::snapshot::FileEntry, schema: &Schema) -> Result<(File, u64)> {
+        if is_parquet_name(&f.path) {
+            let c = self.converted(f, schema)?;
+            return Ok((c.open()?, c.len));
+        }
+        Ok((self.open_data_file(&f.path, f.size)?, f.size))
+    }
+
+    /// The converted rows of the Parquet data file `f` under `schema` ([`Table::open_rows`]).
+    /// Errors: as [`crate::parquet_cache::converted`].
+    pub fn converted(
+        &self,
+        f: &crate::snapshot::FileEntry,
+        schema: &Schema,
+    ) -> Result<crate::parquet_cache::Converted> {
+        crate::parquet_cache::converted(&self.dir, f, schema)
     }
 
     /// Prove every data file of `snapshot` present beneath the table, a regular file (no
@@ -896,7 +1024,7 @@ impl Table {
     pub fn append(&self, source: &str, input: impl BufRead, opts: &WriteOptions) -> Result<Option<u64>> {
         let read_version = self.latest_version()?;
         let snap = self.snapshot(read_version)?;
-        self.check_writable(&snap)?;
+        self.check_writable_as(&snap, "append")?;
         let Some((add, file)) = self.create_data_file(&snap.schema, source, input)? else {
             return Ok(None);
         };
@@ -943,7 +1071,7 @@ impl Table {
     ) -> Result<Option<u64>> {
         let read_version = self.latest_version()?;
         let snap = self.snapshot(read_version)?;
-        self.check_writable(&snap)?;
+        self.check_writable_as(&snap, "append")?;
         if snap.schema != *schema {
             return Err(Error::ConcurrentWrite {
                 table: self.root.clone(),
@@ -1027,7 +1155,7 @@ impl Table {
     pub fn replace_file(&self, source: &str, old: &str, input: impl BufRead, opts: &WriteOptions) -> Result<u64> {
         let mut read_version = self.latest_version()?;
         let mut snap = self.snapshot(read_version)?;
-        self.check_writable(&snap)?;
+        self.check_writable_as(&snap, "this re-save")?;
         let (add, held) = self.write_data_file(&snap.schema, source, input)?;
         if let (Some(a), Some(f)) = (&add, &held) {
             still_linked(f, &self.root.join(&a.path))?;
@@ -1118,7 +1246,7 @@ impl Table {
     ) -> Result<TxnOutcome> {
         let read_version = self.latest_version()?;
         let snap = self.snapshot(read_version)?;
-        self.check_writable(&snap)?;
+        self.check_writable_as(&snap, "append")?;
         if let Some(&recorded) = snap.txns.get(app_id)
             && recorded >= txn_version
         {
@@ -1200,7 +1328,40 @@ impl Table {
         }
     }
 
+    /// Refuse writes of JSONL data files into a table whose `metaData.format.provider` is not
+    /// `json` ([`Error::ReadOnlyTable`] naming `operation`), and writes to a protocol tinydelta
+    /// does not write ([`Error::UnsupportedProtocol`]).
+    #[allow(dead_code)]
     pub(crate) fn check_writable(&self, snap: &Snapshot) -> Result<()> {
+        self.check_writable_as(snap, "this write")
+    }
+
+    /// [`Table::check_writable`] for the latest version, naming `operation` in the error (the
+    /// mount asks before every change in `incoming/`; costs one `fstat` of `_delta_log/` while
+    /// the newest snapshot is cached). Errors: as [`Table::check_writable`] and
+    /// [`Table::snapshot`].
+    pub fn check_accepts_writes(&self, operation: &str) -> Result<()> {
+        let v = self.latest_version()?;
+        let tip = self.tip.lock().ok().and_then(|t| t.clone()).filter(|t| t.version == v);
+        match tip {
+            Some(t) => self.check_writable_as(&t, operation),
+            None => self.check_writable_as(&self.snapshot(v)?, operation),
+        }
+    }
+
+    pub(crate) fn check_writable_as(&self, snap: &Snapshot, operation: &str) -> Result<()> {
+        if snap.metadata.format.provider != "json" {
+            return Err(Error::ReadOnlyTable {
+                table: self.root.clone(),
+                provider: snap.metadata.format.provider.clone(),
+                operation: operation.into(),
+            });
+        }
+        self.check_protocol_writable(snap)
+    }
+
+    /// Refuse a commit to a table whose protocol asks for a newer writer than tinydelta.
+    pub(crate) fn check_protocol_writable(&self, snap: &Snapshot) -> Result<()> {
         if snap.protocol.min_writer_version > WRITER_VERSION {
             return Err(Error::UnsupportedProtocol {
                 table: self.root.clone(),
@@ -1235,7 +1396,7 @@ impl Table {
     pub fn overwrite(&self, source: &str, input: impl BufRead, opts: &WriteOptions) -> Result<u64> {
         let read_version = self.latest_version()?;
         let snap = self.snapshot(read_version)?;
-        self.check_writable(&snap)?;
+        self.check_writable_as(&snap, "overwrite")?;
         let (add, held) = self.write_data_file(&snap.schema, source, input)?;
         if let (Some(a), Some(f)) = (&add, &held) {
             still_linked(f, &self.root.join(&a.path))?;
@@ -1261,7 +1422,7 @@ impl Table {
     pub fn restore(&self, target: u64, opts: &WriteOptions) -> Result<u64> {
         let read_version = self.latest_version()?;
         let cur = self.snapshot(read_version)?;
-        self.check_writable(&cur)?;
+        self.check_protocol_writable(&cur)?;
         let old = self.snapshot(target)?;
         let wanted: HashSet<&str> = old.files.iter().map(|f| f.path.as_str()).collect();
         let kept: Vec<&str> = cur
@@ -1362,9 +1523,6 @@ pub(crate) fn serializable_info(
 /// shared file pool). Errors: as [`Table::open_data_file`].
 pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File> {
     let path = root.join(rel);
-    if is_parquet_name(rel) {
-        return Err(parquet_error(path));
-    }
     let file = match root.open_file(rel) {
         Ok(f) => f,
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
@@ -1381,6 +1539,11 @@ pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File>
             path,
             reason: format!("data file is {len} bytes, but its add action says {expected_size} bytes"),
         });
+    }
+    // A Parquet data file is opened as itself (its rows are read through the converted-rows
+    // cache, `Table::open_rows`); any other file must be canonical JSONL.
+    if is_parquet_name(rel) {
+        return Ok(file);
     }
     if !rel.ends_with(".jsonl") && len >= 4 {
         let mut magic = [0u8; 4];
@@ -1524,12 +1687,9 @@ fn stat_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<()> {
     Ok(())
 }
 
-/// Whether a data file's name says Parquet (delta-rs and Spark write `*.parquet`).
-fn is_parquet_name(rel: &str) -> bool {
-    rel.ends_with(".parquet")
-}
+use crate::parquet::is_parquet_name;
 
-const PARQUET: &str = "data file is Parquet (written by another Delta writer); tinydelta reads only JSONL data files";
+const PARQUET: &str = "data file holds Parquet bytes (PAR1 magic) under a name that does not end in .parquet; tinydelta reads it as neither";
 
 fn parquet_error(path: PathBuf) -> Error {
     Error::Corrupt {

@@ -395,8 +395,10 @@ pub fn vacuum(table: &Table, opts: &VacuumOptions) -> Result<VacuumReport> {
         names(root)?
     };
     for name in data_names {
+        // Data files are known by the paths the log names: a `part-*` file (tinydelta's JSONL,
+        // or Parquet a Delta writer left behind) that no `add` named is an orphan.
         if name.starts_with("part-")
-            && name.ends_with(".jsonl")
+            && (name.ends_with(".jsonl") || name.ends_with(".parquet"))
             && !inv.ever_added.contains(&name)
             && !aside.contains(&name)
             && let Some(lock) = lock_orphan(root, &name, cutoff_s)?
@@ -449,8 +451,38 @@ pub fn vacuum(table: &Table, opts: &VacuumOptions) -> Result<VacuumReport> {
             report.deleted.push((table.root().join(p), size));
         }
     }
+    sweep_converted(table, &inv, &mut report, cutoff_s, opts.dry_run)?;
     report.deleted.sort();
     Ok(report)
+}
+
+/// The converted rows of Parquet data files (`_tinydelta/jsonl/`, docs/FORMAT.md "Parquet data
+/// files") go with their data files: an entry is deleted when no path the log names is still
+/// on disk with its hash (the file was vacuumed now or before, or never named), and stale
+/// temporaries older than the cutoff. Cached rows are derived data: a later read converts again.
+fn sweep_converted(
+    table: &Table,
+    inv: &Inventory,
+    report: &mut VacuumReport,
+    cutoff_s: i64,
+    dry_run: bool,
+) -> Result<()> {
+    let root = table.dir();
+    if root.try_dir(crate::parquet_cache::CACHE_DIR)?.is_none() {
+        return Ok(());
+    }
+    let deleted: HashSet<PathBuf> = report.deleted.iter().map(|(p, _)| p.clone()).collect();
+    let mut keep = HashSet::new();
+    for p in inv.ever_added.iter().filter(|p| crate::parquet::is_parquet_name(p)) {
+        if !deleted.contains(&root.join(p)) && root.stat(p)?.is_some() {
+            keep.insert(crate::parquet_cache::path_hash(p));
+        }
+    }
+    for (path, size) in crate::parquet_cache::sweep(root, &keep, cutoff_s, dry_run)? {
+        report.bytes = report.bytes.saturating_add(size);
+        report.deleted.push((path, size));
+    }
+    Ok(())
 }
 
 fn vacuum_info(

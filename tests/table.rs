@@ -1538,12 +1538,13 @@ fn refuses_a_protocol_it_does_not_support() {
     }
     t.write_commit(0, &v0);
     for (cmd, rest) in [("read", vec![]), ("describe", vec![]), ("history", vec![])] {
-        let out = t.td(cmd, &rest).code(1).stderr_has(&["reader version 3", &t.p()]);
+        // Reader version 3 is read; a reader feature tinydelta does not implement is named.
+        let out = t.td(cmd, &rest).code(1).stderr_has(&["deletionVectors", &t.p()]);
         assert!(out.stdout.is_empty());
     }
     t.td_in("append", &[], &small_rows(0, 1))
         .code(1)
-        .stderr_has(&["reader version 3"]);
+        .stderr_has(&["deletionVectors"]);
     assert_eq!(t.log_versions(), vec![0]);
     assert!(t.part_files().is_empty());
 
@@ -1554,10 +1555,10 @@ fn refuses_a_protocol_it_does_not_support() {
         2,
         &[
             commit_info(4_000_000_000_000),
-            json!({"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}),
+            json!({"protocol": {"minReaderVersion": 4, "minWriterVersion": 7}}),
         ],
     );
-    t.td("read", &[]).code(1).stderr_has(&["reader version 2"]);
+    t.td("read", &[]).code(1).stderr_has(&["reader version 4"]);
     assert_eq!(ids(&t.read_v(1)), vec![0]);
 }
 

@@ -737,7 +737,7 @@ fn counted_rows(t: &Table, s: &tinydelta::Snapshot) -> Result<(u64, u64)> {
     let mut rows = 0u64;
     let mut files = 0u64;
     for f in s.files.iter().filter(|f| !f.has_stats) {
-        let file = t.open_data_file(&f.path, f.size)?;
+        let (file, _) = t.open_rows(f, &s.schema)?;
         rows += tinydelta::check::count_rows(file, &t.root().join(&f.path))?;
         files += 1;
     }

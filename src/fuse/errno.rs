@@ -116,8 +116,11 @@ fn table_errno(e: &crate::Error) -> i32 {
         Error::TableExists(_) => libc::EEXIST,
         Error::Corrupt { .. }
         | Error::UnsupportedProtocol { .. }
+        | Error::UnsupportedFeature { .. }
         | Error::NotDurable { .. }
         | Error::ExportRefused { .. } => libc::EIO,
+        // A table of Parquet data files (delta-rs, Spark): incoming/ takes no JSONL.
+        Error::ReadOnlyTable { .. } => libc::EROFS,
         Error::LinkUnsupported { .. } => libc::EOPNOTSUPP,
         Error::Usage(_) => libc::EINVAL,
     }

@@ -32,6 +32,9 @@ pub struct VersionBody {
     pub data: Arc<Concat>,
     /// `schema.json`.
     pub schema_json: Arc<[u8]>,
+    /// The data files as the log names them (decoded paths), in snapshot order: the parts of
+    /// `data` are these, or their converted rows for Parquet data files.
+    pub sources: Arc<[String]>,
 }
 
 /// One file of a concatenation.
@@ -43,8 +46,12 @@ pub struct Part {
     pub path: PathBuf,
     /// Offset of its first byte in the concatenation.
     pub start: u64,
-    /// Its length in bytes, as the log records it.
+    /// Its length in bytes, as the log records it (for a Parquet data file: the length of its
+    /// converted rows).
     pub len: u64,
+    /// The folder `rel` is beneath when it is not the table folder: the converted-rows cache
+    /// folder of a Parquet data file ([`crate::parquet_cache`]).
+    pub dir: Option<Dir>,
 }
 
 /// Files read as one: `data.jsonl` (the data files) or `commit.json` (one commit file).
@@ -60,16 +67,22 @@ impl Concat {
     /// Concatenate `files` (path relative to `root`, length in bytes) in order; empty files are
     /// left out.
     pub fn new(root: &Path, files: impl IntoIterator<Item = (String, u64)>) -> Concat {
+        Concat::new_in(root, files.into_iter().map(|(rel, len)| (rel, len, None)))
+    }
+
+    /// [`Concat::new`] for files each beneath its own folder (`None`: the table folder `root`).
+    pub fn new_in(root: &Path, files: impl IntoIterator<Item = (String, u64, Option<Dir>)>) -> Concat {
         let mut start = 0u64;
         let parts = files
             .into_iter()
-            .filter(|(_, len)| *len > 0)
-            .map(|(rel, len)| {
+            .filter(|(_, len, _)| *len > 0)
+            .map(|(rel, len, dir)| {
                 let p = Part {
-                    path: root.join(&rel),
+                    path: dir.as_ref().map_or_else(|| root.join(&rel), |d| d.join(&rel)),
                     rel,
                     start,
                     len,
+                    dir,
                 };
                 start = start.saturating_add(len);
                 p
@@ -118,12 +131,13 @@ impl FilePool {
     /// or passes through one, is not a regular file, or its size differs from the log's;
     /// [`Error::Io`] naming the path otherwise (ENOENT for a missing file).
     pub fn get(&self, part: &Part) -> FsResult<Arc<File>> {
-        let key = (part.rel.clone(), part.len);
+        let key = (part.path.to_string_lossy().into_owned(), part.len);
         if let Some(f) = lock(&self.open).get(&key) {
             return Ok(f);
         }
         // The one opener of data files, shared with the CLI (docs/FORMAT.md, "Data files").
-        let file = Arc::new(crate::table::open_data_file(&self.root, &part.rel, part.len)?);
+        let dir = part.dir.as_ref().unwrap_or(&self.root);
+        let file = Arc::new(crate::table::open_data_file(dir, &part.rel, part.len)?);
         lock(&self.open).put(key, file.clone());
         Ok(file)
     }
@@ -387,9 +401,9 @@ impl Versions {
     /// the file is EIO naming it, as before.
     pub fn data_gone(&self, version: u64) -> FsResult<bool> {
         let body = self.body(version)?;
-        for p in &body.data.parts {
-            if self.table.dir().stat(&p.rel)?.is_none() {
-                return Ok(crate::vacuum::vacuum_that_deleted(&self.table, version, &p.rel)?.is_some());
+        for p in body.sources.iter() {
+            if self.table.dir().stat(p)?.is_none() {
+                return Ok(crate::vacuum::vacuum_that_deleted(&self.table, version, p)?.is_some());
             }
         }
         Ok(false)
@@ -402,10 +416,25 @@ impl Versions {
         }
         let snap = self.snapshot(version)?;
         let root = self.table.root();
-        let data = Concat::new(root, snap.files.iter().map(|f| (f.path.clone(), f.size)));
+        // A Parquet data file is served as its converted rows, converted now (the first stat or
+        // read of a version naming it), never at mount time.
+        let mut files = Vec::with_capacity(snap.files.len());
+        for f in &snap.files {
+            if crate::parquet::is_parquet_name(&f.path) {
+                let c = self
+                    .table
+                    .converted(f, &snap.schema)
+                    .map_err(|e| crate::vacuum::explain_missing(&self.table, version, &f.path, e))?;
+                files.push((c.rel, c.len, Some(c.dir)));
+            } else {
+                files.push((f.path.clone(), f.size, None));
+            }
+        }
+        let data = Concat::new_in(root, files);
         let body = Arc::new(VersionBody {
             data: Arc::new(data),
             schema_json: Arc::from(snap.schema.to_pretty_json().into_bytes()),
+            sources: snap.files.iter().map(|f| f.path.clone()).collect(),
         });
         lock(&self.bodies).put(version, body.clone());
         Ok(body)

@@ -688,7 +688,8 @@ impl TableView {
     /// Check that `parent` is `incoming/` for a change to the directory's entries.
     fn writable_dir(&self, parent: u64) -> FsResult<()> {
         match Node::from_ino(parent).ok_or(FsError::NotFound)? {
-            Node::Incoming => Ok(()),
+            // A table of Parquet data files takes no JSONL: EROFS (README, "incoming/").
+            Node::Incoming => Ok(self.table().check_accepts_writes("a write into incoming/")?),
             Node::Root | Node::VDir | Node::VersionDir(_) | Node::AtDir => Err(FsError::ReadOnly),
             Node::Latest
             | Node::VersionFile(..)
