@@ -7,7 +7,9 @@ Reads one JSON request on stdin:
      "columns": [["id", "long"], ["t", "timestamp"], ...],
      "versions": [{"version": 0, "jsonl": "/path/to/v0.jsonl", "timestamp": 1796083101295}, ...]}
 
-`jsonl` is `tinydelta read --version N` of the source (the expected rows). Prints one JSON object:
+`jsonl` is `tinydelta read --version N` of the source (the expected rows); `dest_jsonl`, if
+given, is `tinydelta read` of the DEST version (tinydelta reading the Parquet files back).
+Prints one JSON object:
 for every version, the row count and per-column checksums of (a) the expected JSONL rows, typed
 by the column types, (b) deltalake's reading of that version of DEST and (c) DuckDB's
 `read_parquet` of the Parquet files deltalake lists for it; and for time travel by timestamp,
@@ -157,6 +159,7 @@ def main():
             {
                 "version": k,
                 "expected": expected(columns, v["jsonl"]),
+                "dest_jsonl": expected(columns, v["dest_jsonl"]) if v.get("dest_jsonl") else None,
                 "deltalake": dl,
                 "duckdb": from_duckdb(columns, files),
                 "files": len(files),

@@ -256,7 +256,7 @@ fn export_all(
         let mut files = FileTotals::default();
         for a in &commit.actions {
             if let Some(m) = &a.metadata {
-                body.push(Action::metadata(d.metadata_for(source, m)?));
+                body.push(Action::metadata(d.metadata_for(m, &snap.schema)));
             }
             if a.protocol.is_some() {
                 body.push(Action::protocol(dest_protocol()));
@@ -332,9 +332,9 @@ fn export_snapshot(
         body.push(Action::protocol(dest_protocol()));
     }
     if d.metadata.as_ref().is_none_or(|m| {
-        m.schema_string != snap.metadata.schema_string || m.configuration != snap.metadata.configuration
+        m.schema_string != snap.schema.to_schema_string() || m.configuration != snap.metadata.configuration
     }) {
-        body.push(Action::metadata(d.metadata_for(source, &snap.metadata)?));
+        body.push(Action::metadata(d.metadata_for(&snap.metadata, &snap.schema)));
     }
     let wanted: BTreeSet<String> = snap.files.iter().map(|f| dest_path(&f.path)).collect();
     let mut files = FileTotals::default();
@@ -408,11 +408,13 @@ fn dest_protocol() -> Protocol {
     }
 }
 
-/// The DEST path of a source data file: `.jsonl` replaced by `.parquet` (any other name gets
-/// `.parquet` appended); folders are kept.
+/// The DEST path of a source data file: `.jsonl` replaced by `.parquet`, a `.parquet` name kept
+/// (another Delta writer's file in the source), `.parquet` appended to any other; folders are
+/// kept. Two source paths that would meet stop the export before the version that joins them.
 pub fn dest_path(source_path: &str) -> String {
     match source_path.strip_suffix(".jsonl") {
         Some(stem) => format!("{stem}.parquet"),
+        None if source_path.ends_with(".parquet") => source_path.to_string(),
         None => format!("{source_path}.parquet"),
     }
 }
@@ -680,27 +682,23 @@ impl Dest {
         Ok(())
     }
 
-    /// DEST's `metaData` for the source's `m`: DEST's own table id, provider `parquet`, the
-    /// same schema string (tinydelta's types are Delta primitive types) and configuration.
-    fn metadata_for(&self, source: &Table, m: &Metadata) -> Result<Metadata> {
-        if !m.partition_columns.is_empty() {
-            return Err(Error::Usage(format!(
-                "{}: partitioned tables (partitionColumns {:?}) cannot be exported",
-                source.root().display(),
-                m.partition_columns
-            )));
-        }
-        Ok(Metadata {
+    /// DEST's `metaData` for the source's `m` (in force with `schema`): DEST's own table id,
+    /// provider `parquet`, `schema` written with the Delta types the Parquet files hold
+    /// (README, "Export"; a source's `integer` column is a `long` in DEST), the same
+    /// configuration. A partitioned source is exported unpartitioned: its partition columns are
+    /// ordinary columns of the rows, whose values the reader fills in from `partitionValues`.
+    fn metadata_for(&self, m: &Metadata, schema: &crate::schema::Schema) -> Metadata {
+        Metadata {
             id: self.table_id.clone(),
             format: Format {
                 provider: "parquet".into(),
                 options: BTreeMap::new(),
             },
-            schema_string: m.schema_string.clone(),
+            schema_string: schema.to_schema_string(),
             partition_columns: vec![],
             configuration: m.configuration.clone(),
             created_time: m.created_time,
-        })
+        }
     }
 
     /// The `remove` of the DEST file `rel` (decoded), with its size when a version added it.
@@ -738,8 +736,19 @@ impl Dest {
             });
         }
         let src_path = source.root().join(&add.path);
-        let file = source
-            .open_data_file(&add.path, add.size)
+        // Its rows as canonical JSONL: the JSONL file itself, or a Parquet data file (another
+        // Delta writer's append) converted by the read side.
+        let entry = crate::snapshot::FileEntry {
+            path: add.path.clone(),
+            size: add.size,
+            num_records: add.num_records().unwrap_or(0),
+            has_stats: add.num_records().is_some(),
+            modification_time: add.modification_time,
+            partition_values: add.partition_values.clone(),
+            added_in: version,
+        };
+        let (file, _) = source
+            .open_rows(&entry, &snap.schema)
             .map_err(|e| crate::vacuum::explain_missing(source, version, &add.path, e))?;
         let (parent, name) = match rel.rsplit_once('/') {
             Some((p, n)) => (Some(p), n),
@@ -888,6 +897,7 @@ mod tests {
     fn dest_paths() {
         assert_eq!(dest_path("part-1.jsonl"), "part-1.parquet");
         assert_eq!(dest_path("a/b.jsonl"), "a/b.parquet");
-        assert_eq!(dest_path("x.parquet"), "x.parquet.parquet");
+        assert_eq!(dest_path("x.parquet"), "x.parquet");
+        assert_eq!(dest_path("x.csv"), "x.csv.parquet");
     }
 }

@@ -103,17 +103,22 @@ fn export(src: &TempTable, dest: &Path, flags: &[&str]) -> Out {
     td(&a)
 }
 
-/// `(name, Delta type)` of the source's columns at its latest version.
+/// `(name, Delta type in DEST)` of the source's columns at its latest version.
 fn columns(src: &TempTable) -> Vec<(String, String)> {
     src.describe()["schema"]
         .as_array()
         .expect("describe --json has schema")
         .iter()
         .map(|c| {
-            (
-                c["name"].as_str().unwrap().to_string(),
-                c["deltaType"].as_str().unwrap().to_string(),
-            )
+            // The Delta type of the exported column (a source's `integer` is exported as `long`).
+            let ty = match c["type"].as_str().unwrap() {
+                "int" => "long",
+                "float" => "double",
+                "str" => "string",
+                "bool" => "boolean",
+                other => other,
+            };
+            (c["name"].as_str().unwrap().to_string(), ty.to_string())
         })
         .collect()
 }
@@ -136,6 +141,22 @@ fn dest_commit(dest: &Path, v: u64) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).expect("a commit line is JSON"))
         .collect()
+}
+
+/// DEST's `metaData` at version 0 and the Delta types of its schema's fields.
+fn dest_metadata(dest: &Path) -> (Value, Vec<String>) {
+    let meta = dest_commit(dest, 0)
+        .into_iter()
+        .find_map(|l| l.get("metaData").cloned())
+        .expect("metaData in version 0");
+    let schema: Value = serde_json::from_str(meta["schemaString"].as_str().unwrap()).unwrap();
+    let types = schema["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["type"].as_str().unwrap().to_string())
+        .collect();
+    (meta, types)
 }
 
 /// The mtime of DEST's commit `v`, ms since the epoch.
@@ -178,7 +199,11 @@ fn assert_readers_agree(src: &TempTable, dest: &Path, expect: &[Expect], time_tr
     for e in expect {
         let jsonl = tmp.path().join(format!("v{}.jsonl", e.source));
         std::fs::write(&jsonl, src.read_v(e.source)).unwrap();
-        versions.push(json!({"version": e.dest, "jsonl": jsonl, "timestamp": e.timestamp}));
+        // tinydelta reads the Parquet files back too (docs/FORMAT.md, "Parquet data files").
+        let dest_jsonl = tmp.path().join(format!("dest{}.jsonl", e.dest));
+        let back = td(&["read", dest.to_str().unwrap(), "--version", &e.dest.to_string()]).ok();
+        std::fs::write(&dest_jsonl, back.stdout).unwrap();
+        versions.push(json!({"version": e.dest, "jsonl": jsonl, "dest_jsonl": dest_jsonl, "timestamp": e.timestamp}));
         // The commit's time, in the log and as the file's mtime.
         let commit = dest_commit(dest, e.dest);
         let info = &commit[0]["commitInfo"];
@@ -216,6 +241,10 @@ fn assert_readers_agree(src: &TempTable, dest: &Path, expect: &[Expect], time_tr
         assert_eq!(
             v["duckdb"], v["expected"],
             "{ctx}: DuckDB read_parquet vs tinydelta read"
+        );
+        assert_eq!(
+            v["dest_jsonl"], v["expected"],
+            "{ctx}: tinydelta read of DEST vs of the source"
         );
         let rows = src.describe_v(e.source)["numRecords"].as_u64().unwrap();
         assert_eq!(v["expected"]["rows"], rows, "{ctx}: rows");
@@ -330,18 +359,8 @@ fn all_versions_read_the_same_in_deltalake_and_duckdb_with_time_travel() {
         .find_map(|l| l.get("protocol"))
         .expect("protocol in version 0");
     assert_eq!(proto, &json!({"minReaderVersion": 1, "minWriterVersion": 2}));
-    let meta = c0
-        .iter()
-        .find_map(|l| l.get("metaData"))
-        .expect("metaData in version 0");
+    let (meta, types) = dest_metadata(&dest);
     assert_eq!(meta["format"]["provider"], "parquet");
-    let schema: Value = serde_json::from_str(meta["schemaString"].as_str().unwrap()).unwrap();
-    let types: Vec<&str> = schema["fields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["type"].as_str().unwrap())
-        .collect();
     assert_eq!(
         types,
         ["long", "string", "double", "boolean", "date", "timestamp", "string"]
@@ -648,4 +667,66 @@ fn bad_rows_in_a_source_data_file_fail_naming_the_file_and_line() {
     // Versions before the bad file were exported and read normally.
     assert_eq!(dest_versions(&dest), vec![0, 1]);
     assert_readers_agree(&src, &dest, &all_versions(&src, 0..=1), true);
+}
+
+/// A deltalake append of two rows (a Parquet data file) into the TYPES table `sys.argv[1]`.
+const DELTALAKE_APPEND: &str = r#"
+import sys, datetime, pyarrow as pa
+from deltalake import write_deltalake
+utc = datetime.timezone.utc
+write_deltalake(sys.argv[1], pa.table({
+    "id": pa.array([7, 8], pa.int64()),
+    "name": pa.array(['x"y', None], pa.string()),
+    "score": pa.array([2.25, None], pa.float64()),
+    "ok": pa.array([True, None], pa.bool_()),
+    "day": pa.array([datetime.date(2024, 2, 3), None], pa.date32()),
+    "at": pa.array([datetime.datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=utc), None], pa.timestamp("us", tz="UTC")),
+    "note": pa.array([None, "n"], pa.string()),
+}), mode="append")
+"#;
+
+/// A table made by deltalake at `sys.argv[1]`: partitioned, 32-bit types, versions 0-5.
+const DELTALAKE_TABLE: &str = r#"
+import sys, pyarrow as pa
+from deltalake import write_deltalake
+def batch(k):
+    return pa.table({
+        "i32": pa.array([k, None, -k], pa.int32()),
+        "f32": pa.array([k + 0.5, 0.25, None], pa.float32()),
+        "s": pa.array(["a%d" % k, None, "c"], pa.string()),
+        "part": pa.array(["even" if k % 2 == 0 else "odd", "even", "odd"], pa.string()),
+    })
+write_deltalake(sys.argv[1], batch(0), partition_by=["part"])
+for k in range(1, 6):
+    write_deltalake(sys.argv[1], batch(k), mode="overwrite" if k == 3 else "append")
+"#;
+
+#[test]
+fn a_table_with_another_writers_parquet_file_is_exported() {
+    let src = TempTable::new(TYPES);
+    src.append_file("delta_compat/types-a.jsonl");
+    // deltalake appends a Parquet file into the tinydelta table.
+    py(&["-c", DELTALAKE_APPEND, &src.p()], b"");
+    let c = data("delta_compat/types-c.jsonl");
+    src.td("overwrite", &["--file", c.to_str().unwrap()]).ok();
+    src.td("restore", &["--version", "2"]).ok();
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("dest");
+    let out = export(&src, &dest, &["--all-versions"]).ok();
+    assert!(out.text().contains("as versions 0-4"), "{}", out.text());
+    assert_readers_agree(&src, &dest, &all_versions(&src, 0..=4), true);
+}
+
+#[test]
+fn a_partitioned_table_made_by_deltalake_is_exported_unpartitioned() {
+    let src = TempTable::uncreated();
+    py(&["-c", DELTALAKE_TABLE, &src.p()], b"");
+    assert_eq!(src.latest(), 5);
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("dest");
+    export(&src, &dest, &["--all-versions"]).ok();
+    let (meta, types) = dest_metadata(&dest);
+    assert_eq!(meta["partitionColumns"], json!([]));
+    assert_eq!(types, ["long", "double", "string", "string"]);
+    assert_readers_agree(&src, &dest, &all_versions(&src, 0..=5), true);
 }
