@@ -175,6 +175,22 @@ pub fn count(n: u64, one: &str, many: &str) -> String {
     }
 }
 
+/// The note for a write of `input` to `table` that failed with `first` (the mount's
+/// `incoming/NAME.error`): every bad line (at most [`DEFAULT_MAX_ERRORS`] listed), the total and
+/// the hints, as [`Diagnosis::note`]; `first`'s own sentence when `first` is not
+/// [`Error::BadInput`], or when the second pass cannot read the input or finds no bad line.
+pub fn note_for(table: &crate::Table, source: &str, input: impl BufRead, first: &Error) -> String {
+    if !matches!(first, Error::BadInput { .. }) {
+        return first.to_string();
+    }
+    table
+        .latest_snapshot()
+        .and_then(|s| scan(&s.schema, source, input, DEFAULT_MAX_ERRORS, None))
+        .ok()
+        .filter(|d| d.total > 0)
+        .map_or_else(|| first.to_string(), |d| d.note())
+}
+
 /// What [`scan`] remembers about the input for its hints.
 #[derive(Default)]
 struct HintState {

@@ -874,7 +874,10 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 "tinydelta-mount" => tinydelta::mount_cli::command(),
                 _ => Cli::command(),
             };
-            clap_complete::generate(shell, &mut cmd, bin.as_str(), &mut out);
+            // Into a buffer first: clap_complete panics on a failed write (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, bin.as_str(), &mut script);
+            out.write_all(&script).map_err(stdout_err)?;
             out.flush().map_err(stdout_err)?;
         }
         Cmd::Man { dir } => {
