@@ -51,7 +51,8 @@ pub fn command() -> clap::Command {
 }
 
 /// The mount points where `table_root` is mounted by a tinydelta-mount, from
-/// `/proc/self/mountinfo` (procfs): entries of type `fuse.tinydelta` whose source
+/// `/proc/self/mountinfo` (procfs): FUSE entries (type `fuse`, or `fuse.tinydelta` where the
+/// subtype is recorded) whose source
 /// (`tinydelta:<table path>`) names the same folder (compared by device and inode, or by the
 /// source name when that path cannot be resolved). Empty when none is visible here (another
 /// mount namespace) or mountinfo cannot be read.
@@ -65,7 +66,7 @@ pub fn mounted_at(table_root: &Path) -> Vec<PathBuf> {
     let ours = id(table_root);
     infos
         .into_iter()
-        .filter(|m| m.fs_type == "fuse.tinydelta")
+        .filter(|m| m.fs_type == "fuse" || m.fs_type == "fuse.tinydelta")
         .filter(|m| {
             let Some(src) = m.mount_source.as_deref() else {
                 return false;

@@ -90,7 +90,7 @@ impl Progress {
         self.rows += newlines;
         if self.last.elapsed() >= Duration::from_millis(100) {
             self.last = Instant::now();
-            self.bar.set_message(format!("{} rows", self.rows));
+            self.bar.set_message(crate::diagnose::count(self.rows, "row", "rows"));
         }
     }
 

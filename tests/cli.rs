@@ -471,3 +471,39 @@ fn incoming_note_lists_the_same_bad_lines() {
     assert_eq!(f.latest(), 0);
     assert!(Path::new(&f.m("incoming/x.jsonl")).exists());
 }
+
+/// A second mount of a table names the first one's mount point, once, also with `-f`.
+#[test]
+fn already_mounted_names_the_other_mount_point_once() {
+    let f = Fixture::flights(&[]);
+    let _m = f.mount();
+    let other = f.dir.path().join("mnt2");
+    fs::create_dir(&other).unwrap();
+    let table = fs::canonicalize(&f.table).unwrap();
+    let first = fs::canonicalize(&f.mnt).unwrap();
+    let want = format!(
+        "tinydelta-mount: table {} is already mounted at {} by another tinydelta-mount (pid ",
+        table.display(),
+        first.display()
+    );
+    for extra in [&[][..], &["-f"]] {
+        let out = Command::new(mount::MOUNT_BIN)
+            .arg(&table)
+            .arg(&other)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{extra:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "{extra:?}: printed once: {err}");
+        assert!(lines[0].starts_with(&want), "{extra:?}: {err}");
+        assert!(
+            lines[0].ends_with(&format!(
+                "a table can be mounted once (unmount it first: fusermount3 -u {})",
+                first.display()
+            )),
+            "{err}"
+        );
+    }
+}

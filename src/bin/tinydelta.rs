@@ -608,6 +608,10 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 };
                 let rows = match unstated {
                     0 => s.num_records.to_string(),
+                    1 => format!(
+                        "{} (1 file has no row count in its stats: its rows were counted)",
+                        s.num_records + counted
+                    ),
                     n => format!(
                         "{} ({n} files have no row count in their stats: their rows were counted)",
                         s.num_records + counted
@@ -733,22 +737,25 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 expect_version,
                 ..Default::default()
             };
-            let r = tinydelta::optimize::optimize(&t, target, &opts)?;
+            let r = {
+                let _p = Progress::spinner(&format!("optimize {}", table.display()), quiet);
+                tinydelta::optimize::optimize(&t, target, &opts)?
+            };
             match r.version {
                 Some(v) => writeln!(
                     out,
-                    "optimized {}: {} files ({} bytes) into {} as version {v}; {} files live",
+                    "optimized {}: {} ({}) into {} as version {v}; {} live",
                     table.display(),
-                    r.removed_files,
-                    r.removed_bytes,
+                    count(r.removed_files as u64, "file", "files"),
+                    count(r.removed_bytes, "byte", "bytes"),
                     r.added_files,
-                    r.files_after
+                    count(r.files_after as u64, "file", "files")
                 ),
                 None => writeln!(
                     out,
-                    "nothing to optimize in {}: no two files smaller than {target} bytes fit one file ({} files live)",
+                    "nothing to optimize in {}: no two files smaller than {target} bytes fit one file ({} live)",
                     table.display(),
-                    r.files_after
+                    count(r.files_after as u64, "file", "files")
                 ),
             }
             .map_err(stdout_err)?;
@@ -759,11 +766,13 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             deep,
             repair,
         } => {
+            let _p = Progress::spinner(&format!("check {}", table.display()), quiet);
             let report = match Table::open(&table) {
                 Ok(t) => tinydelta::check::check(&t, deep, repair)?,
                 Err(e @ Error::Corrupt { .. }) => tinydelta::check::Report::unopenable(e),
                 Err(e) => return Err(e.into()),
             };
+            drop(_p);
             if json {
                 writeln!(out, "{}", json!({"table": table.display().to_string(), "whole": report.is_whole(), "readableThrough": report.readable_through, "problems": report.problems, "repaired": report.repaired})).map_err(stdout_err)?;
             } else {
@@ -955,5 +964,132 @@ trait RowsAdded {
 impl RowsAdded for Table {
     fn snapshot_rows_added(&self, v: u64) -> Result<u64> {
         Ok(rows_of(&self.commit_info(v)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// README's "## Usage" section (up to the next `## ` heading).
+    fn usage_section() -> String {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md");
+        let start = readme.find("\n## Usage\n").expect("README has a ## Usage section");
+        let rest = &readme[start + 1..];
+        let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
+        rest[..end].to_string()
+    }
+
+    /// The long and short flags (`--name`, `-x`) in `text`.
+    fn flags(text: &str) -> Vec<String> {
+        text.split(|c: char| c.is_whitespace() || "[]|(),`".contains(c))
+            .filter_map(|w| {
+                let w = w.split('=').next().unwrap_or(w);
+                let name = w.strip_prefix("--").or_else(|| w.strip_prefix('-'))?;
+                (!name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '-')).then(|| w.to_string())
+            })
+            .collect()
+    }
+
+    /// Whether `cmd`, one of its subcommands, or a global flag of `top` has the flag `flag`.
+    fn has_flag(top: &clap::Command, cmd: &clap::Command, flag: &str) -> bool {
+        let matches = |a: &clap::Arg| match flag.strip_prefix("--") {
+            Some(long) => a.get_long() == Some(long),
+            None => a.get_short() == flag.strip_prefix('-').and_then(|s| s.chars().next()),
+        };
+        cmd.get_arguments().any(matches)
+            || cmd.get_subcommands().any(|s| s.get_arguments().any(matches))
+            || top.get_arguments().any(|a| a.is_global_set() && matches(a))
+            || flag == "--help"
+            || flag == "--version"
+    }
+
+    /// Every command and flag the README's Usage section names exists in the clap definitions
+    /// (issue 13): the synopsis lines (`tinydelta CMD ... --flag`, continuation lines belong to
+    /// the command above) and inline code that starts with a subcommand (`read --as-of TIME`).
+    #[test]
+    fn readme_usage_names_only_real_commands_and_flags() {
+        let mut top = Cli::command();
+        top.build();
+        let mut mount = tinydelta::mount_cli::command();
+        mount.build();
+        let usage = usage_section();
+        let sub = |name: &str| top.find_subcommand(name).cloned();
+        let mut checked = 0;
+        let mut current: Option<(clap::Command, &clap::Command)> = None;
+        for line in usage.lines() {
+            let Some(code) = line.strip_prefix("    ") else {
+                current = None;
+                continue;
+            };
+            let words: Vec<&str> = code.split_whitespace().collect();
+            let cmd = match words.first() {
+                Some(&"tinydelta") => {
+                    let name = words.get(1).expect("a subcommand after tinydelta");
+                    let c = sub(name)
+                        .unwrap_or_else(|| panic!("README names `tinydelta {name}`, which clap does not define"));
+                    current = Some((c, &top));
+                    current.as_ref().map(|c| c.0.clone())
+                }
+                Some(&"tinydelta-mount") => {
+                    current = Some((mount.clone(), &mount));
+                    current.as_ref().map(|c| c.0.clone())
+                }
+                Some(w) if w.starts_with('[') || w.starts_with("--") => current.as_ref().map(|c| c.0.clone()),
+                _ => {
+                    current = None;
+                    None
+                }
+            };
+            let Some(cmd) = cmd else { continue };
+            let owner = current.as_ref().map_or(&top, |c| c.1);
+            for f in flags(code) {
+                assert!(
+                    has_flag(owner, &cmd, &f),
+                    "README's usage line {code:?} names {f}, which `{}` does not have",
+                    cmd.get_name()
+                );
+                checked += 1;
+            }
+        }
+        // Inline code in the prose: `read --as-of TIME`, `vacuum --retain 0s --force`, ...
+        for span in usage.split('`').skip(1).step_by(2) {
+            let mut words = span.split_whitespace();
+            let Some(first) = words.next() else { continue };
+            let (owner, cmd) = match first {
+                "tinydelta-mount" => (&mount, Some(mount.clone())),
+                "tinydelta" => (&top, words.next().and_then(sub)),
+                name => (&top, sub(name)),
+            };
+            let Some(cmd) = cmd else { continue };
+            for f in flags(span) {
+                assert!(
+                    has_flag(owner, &cmd, &f),
+                    "README's usage section has `{span}`, but `{}` has no {f}",
+                    cmd.get_name()
+                );
+                checked += 1;
+            }
+        }
+        assert!(
+            checked >= 40,
+            "only {checked} flags found in README's usage section: did its format change?"
+        );
+        // Every subcommand is in the synopsis.
+        for c in top.get_subcommands().filter(|c| c.get_name() != "help") {
+            assert!(
+                usage.contains(&format!("    tinydelta {}", c.get_name())),
+                "README's usage synopsis does not list `tinydelta {}`",
+                c.get_name()
+            );
+        }
+    }
+
+    #[test]
+    fn the_flags_parser_finds_flags() {
+        assert_eq!(
+            flags("TABLE [--retain DUR [--force]] [-o OPTIONS] `--json`"),
+            ["--retain", "--force", "-o", "--json"]
+        );
     }
 }
