@@ -185,7 +185,7 @@ pub fn note_for(table: &crate::Table, source: &str, input: impl BufRead, first: 
     }
     table
         .latest_snapshot()
-        .and_then(|s| scan(&s.schema, source, input, DEFAULT_MAX_ERRORS, None))
+        .and_then(|s| scan(&s.schema, source, input, 1, DEFAULT_MAX_ERRORS, None))
         .ok()
         .filter(|d| d.total > 0)
         .map_or_else(|| first.to_string(), |d| d.note())
@@ -203,7 +203,9 @@ struct HintState {
 }
 
 /// Check every line of `input` against `schema`, continuing after bad lines (see the module
-/// doc). Lists at most `max` bad lines; with `rejects`, writes every bad line byte for byte to
+/// doc). `first_line` is the number of `input`'s first line (1 unless the caller knows the
+/// lines before it are good: then the CSV and JSON-array hints, which look at the input's first
+/// line, are not given). Lists at most `max` bad lines; with `rejects`, writes every bad line byte for byte to
 /// `rejects.lines` (the last line without `\n` if the input ends without one) and its error to
 /// `rejects.errors`. `progress` is told the bytes read. Errors: [`Error::Io`] reading the input
 /// or writing the rejects (never [`Error::BadInput`]).
@@ -211,6 +213,7 @@ pub fn scan(
     schema: &Schema,
     source: &str,
     mut input: impl BufRead,
+    first_line: u64,
     max: usize,
     mut rejects: Option<&mut Rejects>,
 ) -> Result<Diagnosis> {
@@ -221,10 +224,14 @@ pub fn scan(
     let mut check = LineCheck::new(schema.clone());
     // LineCheck's own line counter: it advances only over lines fed without error.
     let mut check_line = 1u64;
-    let mut hints = HintState::default();
+    let mut hints = HintState {
+        // Line 0: no line of this input is the first of the whole input.
+        first_nonblank: (first_line > 1).then_some(0),
+        ..HintState::default()
+    };
     let mut chunk = Vec::with_capacity(CHUNK_BYTES + (64 << 10));
     let mut out = Vec::new();
-    let mut first_line = 1u64;
+    let mut first_line = first_line;
     loop {
         chunk.clear();
         let mut eof = false;
@@ -530,26 +537,90 @@ impl<R: BufRead> Read for SkipLines<R> {
     }
 }
 
-/// The rows to write: a file (`--file`) or stdin, readable again from its start for a second
-/// pass. A file (or stdin redirected from a regular file) is read again; stdin from a pipe is
-/// copied, as it is read, into an unnamed temporary file (`O_TMPFILE` in `$TMPDIR`), so a
-/// second pass reads the copy (if the copy cannot be made, only the first pass is possible).
+/// The rows to write: a file (`--file`) or stdin, readable again for a second pass. A file (or
+/// stdin redirected from a regular file) is read again from its start. Stdin from a pipe is
+/// either copied whole, as it is read, into an unnamed temporary file (`O_TMPFILE` in
+/// `$TMPDIR`; `keep_all`, for `--rejects`, whose second pass needs every line), or only its
+/// last few MiB are kept in memory ([`RING_BYTES`] per worker thread), enough to read again from
+/// the first bad line the fast path found, whose lines are still in flight when it stops.
 pub struct Input {
     name: String,
     src: Src,
 }
 
+/// Bytes of a piped stdin kept in memory per worker thread of the fast path (which has up to
+/// two 1 MiB chunks in flight per worker), plus [`RING_SLACK`].
+pub const RING_BYTES: usize = 2 << 20;
+const RING_SLACK: usize = 4 << 20;
+
 enum Src {
     Path(PathBuf),
     /// Stdin on a regular file: a duplicate descriptor and the offset it started at.
     StdinFile(File, u64),
-    /// Stdin on a pipe: the spool, or why there is none.
-    StdinPipe(std::result::Result<File, String>, bool),
+    /// Stdin on a pipe, copied whole: the spool (or why there is none), and whether the first
+    /// pass started.
+    StdinSpool(std::result::Result<File, String>, bool),
+    /// Stdin on a pipe: the last bytes read.
+    StdinRing(Ring),
+}
+
+/// The last bytes read from a pipe, in the blocks they were read in.
+#[derive(Default)]
+pub struct Ring {
+    blocks: std::collections::VecDeque<Vec<u8>>,
+    bytes: usize,
+    cap: usize,
+    /// Line ends in the bytes dropped so far.
+    dropped_lines: u64,
+    /// Whether the kept bytes start a line (nothing dropped, or the last dropped byte was `\n`).
+    at_line_start: bool,
+    spare: Vec<Vec<u8>>,
+    /// Whether the first pass started.
+    started: bool,
+}
+
+impl Ring {
+    fn new() -> Ring {
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+        Ring {
+            cap: workers * RING_BYTES + RING_SLACK,
+            at_line_start: true,
+            ..Ring::default()
+        }
+    }
+
+    fn push(&mut self, data: &[u8]) {
+        let mut b = self.spare.pop().unwrap_or_default();
+        b.clear();
+        b.extend_from_slice(data);
+        self.bytes += b.len();
+        self.blocks.push_back(b);
+        while self.blocks.len() > 1 && self.bytes - self.blocks[0].len() >= self.cap {
+            let Some(f) = self.blocks.pop_front() else { break };
+            self.bytes -= f.len();
+            self.dropped_lines += lines(&f);
+            self.at_line_start = f.last() == Some(&b'\n');
+            self.spare.push(f);
+        }
+    }
+
+    /// The kept bytes from the start of 1-based line `line`, if it is still kept whole.
+    fn tail_from_line(&self, line: u64) -> Option<Vec<u8>> {
+        let first = self.dropped_lines + 1;
+        let kept: Vec<u8> = self.blocks.iter().flatten().copied().collect();
+        let start = match line.checked_sub(first)? {
+            0 if self.at_line_start => 0,
+            0 => return None,
+            n => memchr::memchr_iter(b'\n', &kept).nth((n - 1) as usize)? + 1,
+        };
+        Some(kept[start..].to_vec())
+    }
 }
 
 impl Input {
-    /// `file`, or stdin. Errors: [`Error::Usage`] for a missing file (exit 2), [`Error::Io`].
-    pub fn open(file: Option<&Path>) -> Result<Input> {
+    /// `file`, or stdin (a pipe is copied whole when `keep_all`). Errors: [`Error::Usage`] for a
+    /// missing file (exit 2), [`Error::Io`].
+    pub fn open(file: Option<&Path>, keep_all: bool) -> Result<Input> {
         let src = match file {
             Some(p) => {
                 File::open(p).map_err(|e| match e.kind() {
@@ -564,7 +635,8 @@ impl Input {
                 let regular = f.metadata().is_ok_and(|m| m.file_type().is_file());
                 match (regular, f.stream_position()) {
                     (true, Ok(at)) => Src::StdinFile(f, at),
-                    _ => Src::StdinPipe(spool(), false),
+                    _ if keep_all => Src::StdinSpool(spool(), false),
+                    _ => Src::StdinRing(Ring::new()),
                 }
             }
         };
@@ -585,48 +657,72 @@ impl Input {
         match &self.src {
             Src::Path(p) => std::fs::metadata(p).ok().map(|m| m.len()),
             Src::StdinFile(f, at) => f.metadata().ok().map(|m| m.len().saturating_sub(*at)),
-            Src::StdinPipe(..) => None,
+            Src::StdinSpool(..) | Src::StdinRing(_) => None,
         }
     }
 
-    /// A reader over the whole input from its start. The first call on a pipe reads stdin
-    /// (copying it to the spool); later calls read the rest of stdin into the spool first, then
-    /// the spool. Errors: [`Error::Io`]; for a pipe whose copy failed, [`Error::Io`] saying so.
+    /// A reader over the whole input from its start: the first pass. On a pipe this reads
+    /// stdin (keeping what [`Input::again_from`] needs).
     pub fn reader(&mut self) -> Result<Box<dyn BufRead + '_>> {
+        self.again_from(1).map(|(_, r)| r)
+    }
+
+    /// A reader for the next pass, starting at line `line` or before it, and the number of its
+    /// first line (1 for a file or a copied pipe, `line` for a kept tail). The first call on a
+    /// pipe reads stdin itself. Later calls on a pipe read the rest of stdin after what was
+    /// kept. Errors: [`Error::Io`]; for a pipe whose lines from `line` were not kept (its copy
+    /// failed, or longer lines than the ring holds), an [`Error::Io`] saying so.
+    pub fn again_from(&mut self, line: u64) -> Result<(u64, Box<dyn BufRead + '_>)> {
         const BUF: usize = 1 << 20;
+        let not_kept = |why: String| {
+            Error::io(
+                "read again",
+                "<stdin>",
+                io::Error::other(format!(
+                    "stdin is a pipe and its lines from line {line} were not kept ({why})"
+                )),
+            )
+        };
         Ok(match &mut self.src {
             Src::Path(p) => {
                 let f = File::open(&*p).ctx("open", &*p)?;
-                Box::new(BufReader::with_capacity(BUF, f))
+                (1, Box::new(BufReader::with_capacity(BUF, f)))
             }
             Src::StdinFile(f, at) => {
                 f.seek(SeekFrom::Start(*at)).ctx("seek", "<stdin>")?;
-                Box::new(BufReader::with_capacity(BUF, &*f))
+                (1, Box::new(BufReader::with_capacity(BUF, &*f)))
             }
-            Src::StdinPipe(spool, started) => {
+            Src::StdinSpool(spool, started) => {
                 if !*started {
                     *started = true;
-                    return Ok(Box::new(BufReader::with_capacity(
-                        BUF,
-                        Tee {
-                            inner: io::stdin(),
-                            spool,
-                        },
-                    )));
+                    let tee = Tee {
+                        inner: io::stdin(),
+                        keep: Keep::Spool(spool),
+                    };
+                    return Ok((1, Box::new(BufReader::with_capacity(BUF, tee))));
                 }
-                let f = match spool {
-                    Ok(f) => f,
-                    Err(why) => {
-                        return Err(Error::io(
-                            "read again",
-                            "<stdin>",
-                            io::Error::other(format!("stdin was not kept for a second pass: {why}")),
-                        ));
-                    }
-                };
+                let f = spool.as_mut().map_err(|why| not_kept(why.clone()))?;
                 io::copy(&mut io::stdin(), f).ctx("copy stdin to a temporary file for", "<stdin>")?;
                 f.seek(SeekFrom::Start(0)).ctx("seek", "<stdin>")?;
-                Box::new(BufReader::with_capacity(BUF, &*f))
+                (1, Box::new(BufReader::with_capacity(BUF, &*f)))
+            }
+            Src::StdinRing(ring) => {
+                if !ring.started {
+                    ring.started = true;
+                    let tee = Tee {
+                        inner: io::stdin(),
+                        keep: Keep::Ring(ring),
+                    };
+                    return Ok((1, Box::new(BufReader::with_capacity(BUF, tee))));
+                }
+                let kept = ring.tail_from_line(line).ok_or_else(|| {
+                    not_kept(format!(
+                        "only its last {} MiB are kept; give the input with --file to list every bad line",
+                        ring.cap >> 20
+                    ))
+                })?;
+                let rest = io::Cursor::new(kept).chain(io::stdin());
+                (line, Box::new(BufReader::with_capacity(BUF, rest)))
             }
         })
     }
@@ -645,19 +741,32 @@ fn spool() -> std::result::Result<File, String> {
         .map_err(|e| format!("cannot create a temporary file in {}: {e}", dir.display()))
 }
 
-/// Reads stdin, copying every byte to the spool (on a failed copy the spool is dropped).
+/// Where a [`Tee`] keeps what it reads.
+enum Keep<'a> {
+    /// Everything, in a file (on a failed write the spool is dropped, saying why).
+    Spool(&'a mut std::result::Result<File, String>),
+    /// The last bytes.
+    Ring(&'a mut Ring),
+}
+
+/// Reads stdin, keeping a copy.
 struct Tee<'a> {
     inner: io::Stdin,
-    spool: &'a mut std::result::Result<File, String>,
+    keep: Keep<'a>,
 }
 
 impl Read for Tee<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
-        if let Ok(f) = self.spool
-            && let Err(e) = f.write_all(&buf[..n])
-        {
-            *self.spool = Err(format!("writing the temporary copy failed: {e}"));
+        match &mut self.keep {
+            Keep::Spool(spool) => {
+                if let Ok(f) = spool
+                    && let Err(e) = f.write_all(&buf[..n])
+                {
+                    **spool = Err(format!("writing the temporary copy failed: {e}"));
+                }
+            }
+            Keep::Ring(ring) => ring.push(&buf[..n]),
         }
         Ok(n)
     }
@@ -672,7 +781,7 @@ mod tests {
     }
 
     fn diag(input: &[u8], max: usize) -> Diagnosis {
-        scan(&schema(), "in.jsonl", input, max, None).unwrap()
+        scan(&schema(), "in.jsonl", input, 1, max, None).unwrap()
     }
 
     #[test]
@@ -722,6 +831,31 @@ mod tests {
             .read_to_string(&mut out)
             .unwrap();
         assert_eq!(out, "a\nd\n");
+    }
+
+    #[test]
+    fn the_ring_reads_again_from_a_kept_line() {
+        let mut r = Ring {
+            cap: 10,
+            at_line_start: true,
+            ..Ring::default()
+        };
+        r.push(b"a1\nb2\n");
+        assert_eq!(r.tail_from_line(1).unwrap(), b"a1\nb2\n");
+        assert_eq!(r.tail_from_line(2).unwrap(), b"b2\n");
+        r.push(b"c3\nd4");
+        r.push(b"\ne5\n");
+        // At least `cap` bytes stay: nothing dropped yet.
+        assert_eq!(r.tail_from_line(1).unwrap(), b"a1\nb2\nc3\nd4\ne5\n");
+        r.push(b"f");
+        // Lines 1-2 dropped.
+        assert_eq!(r.tail_from_line(2), None);
+        assert_eq!(r.tail_from_line(3).unwrap(), b"c3\nd4\ne5\nf");
+        assert_eq!(r.tail_from_line(5).unwrap(), b"e5\nf");
+        r.push(b"ghijklmnop");
+        // Only the tail of line 6 is kept: it cannot be read again whole.
+        assert_eq!(r.tail_from_line(6), None);
+        assert_eq!(r.tail_from_line(5), None);
     }
 
     #[test]

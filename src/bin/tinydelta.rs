@@ -291,7 +291,7 @@ fn write_rows(
 ) -> Result<(Written, Option<tinydelta::diagnose::Diagnosis>), Fail> {
     use tinydelta::diagnose::{self, Rejects, SkipLines};
     use tinydelta::progress::Progress;
-    let mut input = diagnose::Input::open(file.as_deref())?;
+    let mut input = diagnose::Input::open(file.as_deref(), bad.rejects.is_some())?;
     let name = input.name().to_string();
     let label = match mode {
         Mode::Overwrite => "overwrite",
@@ -319,15 +319,22 @@ fn write_rows(
             write(&mut progress.wrap(reader), &opts)
         };
         return match first {
-            Err(e @ Error::BadInput { .. }) => {
-                // The fast path stopped at the first bad line: list them all (second pass).
+            Err(e @ Error::BadInput { line, .. }) => {
+                // The fast path stopped at the first bad line: list them all (second pass, from
+                // that line where the input cannot be read again whole).
                 let schema = t.latest_snapshot()?.schema;
-                let mut progress = Progress::bytes("checking", input.size_bytes(), quiet);
-                let d = match input.reader() {
-                    Ok(r) => diagnose::scan(&schema, &name, progress.wrap(r), bad.max_errors, None)?,
-                    Err(_) => return Err(e.into()),
+                let size = input.size_bytes();
+                let d = match input.again_from(line) {
+                    Ok((first, r)) => {
+                        let mut progress = Progress::bytes("checking", size, quiet);
+                        diagnose::scan(&schema, &name, progress.wrap(r), first, bad.max_errors, None)?
+                    }
+                    Err(why) => {
+                        eprintln!("tinydelta: {e}");
+                        report(&[format!("{name}: the lines after line {line} were not checked: {why}")]);
+                        return Err(Fail::Reported(e.exit_code() as u8));
+                    }
                 };
-                drop(progress);
                 if d.total == 0 {
                     // The input changed between the passes: report what the write saw.
                     return Err(e.into());
@@ -344,7 +351,7 @@ fn write_rows(
         let mut progress = Progress::bytes("checking", input.size_bytes(), quiet);
         input
             .reader()
-            .and_then(|r| diagnose::scan(&schema, &name, progress.wrap(r), bad.max_errors, Some(&mut rejects)))
+            .and_then(|r| diagnose::scan(&schema, &name, progress.wrap(r), 1, bad.max_errors, Some(&mut rejects)))
             .and_then(|d| rejects.finish().map(|()| d))
     };
     let d = match scanned {
