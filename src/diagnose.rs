@@ -205,10 +205,11 @@ struct HintState {
 /// Check every line of `input` against `schema`, continuing after bad lines (see the module
 /// doc). `first_line` is the number of `input`'s first line (1 unless the caller knows the
 /// lines before it are good: then the CSV and JSON-array hints, which look at the input's first
-/// line, are not given). Lists at most `max` bad lines; with `rejects`, writes every bad line byte for byte to
-/// `rejects.lines` (the last line without `\n` if the input ends without one) and its error to
-/// `rejects.errors`. `progress` is told the bytes read. Errors: [`Error::Io`] reading the input
-/// or writing the rejects (never [`Error::BadInput`]).
+/// line, are not given). Lists at most `max` bad lines; with `rejects`, writes every bad line
+/// byte for byte to `rejects.lines` (the last line without `\n` if the input ends without one)
+/// and its error to `rejects.errors`. Memory: one chunk of about 1 MiB of whole lines (more
+/// only for a longer line). Errors: [`Error::Io`] reading the input or writing the rejects
+/// (never [`Error::BadInput`]).
 pub fn scan(
     schema: &Schema,
     source: &str,
