@@ -336,6 +336,12 @@ fn rejects_round_trip() {
     assert_eq!(out, "overwrote t with 1 row as version 2\n");
     assert_eq!(fs::read(t.path("ow.jsonl")).unwrap(), b"{\"id\":true}\n");
     assert_eq!(t.read(), "{\"id\":7,\"region\":null,\"year\":null,\"amount\":null}\n");
+
+    // A write that fails (here a conflict) commits nothing and leaves no rejects behind.
+    let (code, _, err) = t.append("in.jsonl", &["--rejects", "conflict.jsonl", "--expect-version", "0"]);
+    assert_eq!(code, 3, "{err:?}");
+    assert!(!t.path("conflict.jsonl").exists() && !t.path("conflict.jsonl.errors").exists());
+    assert_eq!(t.latest(), 2);
 }
 
 #[test]

@@ -345,8 +345,8 @@ fn write_rows(
             other => Ok((other?, None)),
         };
     };
-    let mut rejects = Rejects::create(rejects_path)?;
     let schema = t.latest_snapshot()?.schema;
+    let mut rejects = Rejects::create(rejects_path)?;
     let scanned = {
         let mut progress = Progress::bytes("checking", input.size_bytes(), quiet);
         input
@@ -402,6 +402,8 @@ fn write_rows(
             rejects.discard();
             Ok((other, None))
         }
+        // Published, durability unknown: the good rows may be in the table, so their rejects stay.
+        Err(e @ Error::NotDurable { .. }) => Err(e.into()),
         Err(e) => {
             rejects.discard();
             Err(e.into())
