@@ -19,8 +19,11 @@ run() {
 [ -e /dev/fuse ] || { echo "demo.sh: /dev/fuse is missing (modprobe fuse, or run the container with --device /dev/fuse)" >&2; exit 1; }
 command -v fusermount3 >/dev/null || { echo "demo.sh: fusermount3 is missing (apt-get install fuse3)" >&2; exit 1; }
 
-echo "Building (cargo build --release)..."
-cargo build --release --quiet --bin tinydelta --bin tinydelta-mount
+echo "demo.sh: building tinydelta (the CLI) and tinydelta-mount (the FUSE mount) with"
+echo "  cargo build --release   (the first build compiles every dependency: a few minutes; later ones take seconds)"
+# cargo's own progress (a bar on a terminal, one line per crate elsewhere) shows it is working.
+cargo build --release --bin tinydelta --bin tinydelta-mount
+echo "demo.sh: built; now a table in a temporary folder, mounted, read and appended to"
 export PATH="$repo/target/release:$PATH"
 
 work="$(mktemp -d /tmp/tinydelta-demo.XXXXXX)"
@@ -53,8 +56,12 @@ diff "$mnt/v/1/data.jsonl" "$mnt/latest/data.jsonl" || true
 run cmp "$mnt/v/2/data.jsonl" <(tinydelta read "$table" --version 2)
 
 # A bad file: cp fails, latest stays, the bytes stay, NAME.error says why.
+echo
+echo "# Next, a file with a bad row (line 2 has \"year\":\"2025\", a string in an int column) is refused"
+echo "# ON PURPOSE: cp's \"Invalid argument\" error below is the expected outcome, not a failure of the demo."
 say "cp examples/orders-bad.jsonl $mnt/incoming/"
 if cp examples/orders-bad.jsonl "$mnt/incoming/"; then echo "unexpected: the bad file was accepted" >&2; exit 1; fi
+echo "# (expected: the file was refused and nothing was committed)"
 run readlink "$mnt/latest"
 run ls "$mnt/incoming"
 run cat "$mnt/incoming/orders-bad.jsonl.error"

@@ -234,8 +234,9 @@ fn check_versions(table: &Table, first: u64, end: u64, deep: bool, report: &mut 
                         report.damage(
                             Some(entry.added_in),
                             format!(
-                                "{}: {rows} rows, but its add action's stats say {}",
+                                "{}: {}, but its add action's stats say {}",
                                 table.root().join(path).display(),
+                                crate::diagnose::count(rows, "row", "rows"),
                                 entry.num_records
                             ),
                             RESTORE_HINT,

@@ -363,9 +363,8 @@ impl<'s> Canonicalizer<'s> {
                     ),
                 ));
             }
-            if line_no == 1 {
-                bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-            }
+            // A UTF-8 BOM is skipped at the start of any line (files concatenated with `cat`).
+            bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
             bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
             let text = match std::str::from_utf8(bytes) {
                 Ok(t) => t,
@@ -769,7 +768,7 @@ fn read_chunk<R: BufRead>(input: &mut R, chunk: &mut Vec<u8>, source: &str) -> R
 /// statistics of what was written.
 ///
 /// `source` names the input in errors (a path, `<stdin>`, an `incoming/` name). Accepts CRLF, a
-/// missing final newline, blank lines, a leading UTF-8 BOM, any whitespace and key order, ints in
+/// missing final newline, blank lines, a UTF-8 BOM at the start of any line, any whitespace and key order, ints in
 /// float columns, and omitted nullable keys. Input is read in chunks of whole lines (about 1 MiB,
 /// or one line if longer) canonicalised by one thread per core; memory is a few chunks, bounded
 /// by the longest line, never the file. Errors: [`Error::BadInput`] with the 1-based line, the

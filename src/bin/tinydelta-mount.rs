@@ -1,48 +1,8 @@
 //! `tinydelta-mount TABLE MOUNTPOINT`: every version of a table as a directory (README, "The mount").
 
-use std::path::PathBuf;
-
 use clap::Parser;
 use tinydelta::fuse::daemon::{self, MountArgs};
-
-/// Mount a tinydelta table: `v/<n>/data.jsonl` for every version, a live `latest` symlink, and
-/// an `incoming/` drop box where a file written and closed becomes one append commit.
-#[derive(Parser, Debug)]
-#[command(name = "tinydelta-mount", version, about)]
-struct Cli {
-    /// The table folder.
-    table: PathBuf,
-    /// The directory to mount it on (what it holds is hidden while mounted).
-    mountpoint: PathBuf,
-    /// Stay in the foreground (log to stderr) instead of returning once the mount is ready.
-    #[arg(short, long)]
-    foreground: bool,
-    /// Mount options, comma-separated: allow_other (others may read; the kernel checks
-    /// permissions), allow_root, default_permissions.
-    #[arg(short = 'o', value_name = "OPTIONS")]
-    options: Vec<String>,
-    /// Worker threads serving requests (default: one per CPU, 2 to 16; commits run on 2 threads of their own).
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Where the background daemon writes its log (default: nowhere). Verbosity: RUST_LOG.
-    #[arg(long, value_name = "FILE")]
-    log_file: Option<PathBuf>,
-    /// Show incoming/ read-only to other users (with -o allow_other): 0755, files 0644, notes
-    /// 0444. Default: private to the mounting user (0700, 0600, 0400).
-    #[arg(long)]
-    share_incoming: bool,
-    /// The longest line incoming/ accepts, in bytes (default 16 MiB = 16777216); a longer line
-    /// is refused with an error naming it.
-    #[arg(long, value_name = "BYTES")]
-    max_line_bytes: Option<usize>,
-    /// Never use FUSE passthrough (single-file versions and commit files are otherwise read by
-    /// the kernel directly where it allows: Linux >= 6.9, CAP_SYS_ADMIN); for comparisons.
-    #[arg(long)]
-    no_passthrough: bool,
-    /// Internal: print READY or ERROR on stdout once mounted (used by the background start).
-    #[arg(long, hide = true)]
-    notify_ready: bool,
-}
+use tinydelta::mount_cli::MountCli;
 
 /// Keep the daemon's memory flat across commits (mallopt(3)): each commit canonicalises in
 /// 1 MiB chunks on short-lived threads, and glibc's default of up to 8 arenas per CPU keeps
@@ -63,7 +23,7 @@ fn bound_malloc() {
 
 fn main() {
     bound_malloc();
-    let cli = Cli::parse();
+    let cli = MountCli::parse();
     env_logger::Builder::from_env(
         env_logger::Env::default().default_filter_or("warn,tinydelta=info,fuser::session=error"),
     )

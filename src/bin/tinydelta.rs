@@ -6,8 +6,10 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use serde_json::json;
+use tinydelta::diagnose::count;
+use tinydelta::progress::Progress;
 use tinydelta::{Error, Result, Schema, Table, WriteOptions};
 
 #[derive(Parser)]
@@ -17,6 +19,9 @@ use tinydelta::{Error, Result, Schema, Table, WriteOptions};
     about = "A single-node Delta-Lake-compatible table format with JSONL data files"
 )]
 struct Cli {
+    /// Draw no progress (progress is drawn only on a terminal, for work over about a second).
+    #[arg(short, long, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -46,6 +51,8 @@ enum Cmd {
         /// version for APP_ID, else exit 0 saying it was already applied.
         #[arg(long, value_name = "APP_ID:VERSION")]
         txn: Option<String>,
+        #[command(flatten)]
+        bad: BadLines,
     },
     /// Replace all rows with the input as one WRITE/Overwrite commit.
     Overwrite {
@@ -57,6 +64,8 @@ enum Cmd {
         /// Commit only if the latest version is still N.
         #[arg(long, value_name = "N")]
         expect_version: Option<u64>,
+        #[command(flatten)]
+        bad: BadLines,
     },
     /// Print a version's rows as canonical JSONL.
     Read {
@@ -169,6 +178,9 @@ enum Cmd {
         /// List what would be deleted, delete nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Machine-readable output: one JSON object with every file and the totals.
+        #[arg(long)]
+        json: bool,
     },
     /// Write a Delta table with Parquet data files that every Delta engine reads (README,
     /// "Export"): the latest version (or --version N), or with --all-versions every version
@@ -185,6 +197,33 @@ enum Cmd {
         #[arg(long)]
         all_versions: bool,
     },
+    /// Print a shell completion script for tinydelta (or tinydelta-mount) on stdout.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+        /// The program to complete.
+        #[arg(long, value_name = "PROGRAM", default_value = "tinydelta", value_parser = ["tinydelta", "tinydelta-mount"])]
+        bin: String,
+    },
+    /// Write man pages for tinydelta, each subcommand and tinydelta-mount into DIR (e.g.
+    /// /usr/local/share/man/man1).
+    Man {
+        /// The folder to write tinydelta.1, tinydelta-SUBCOMMAND.1 and tinydelta-mount.1 into
+        /// (created if missing).
+        dir: PathBuf,
+    },
+}
+
+/// What append and overwrite do with bad lines.
+#[derive(clap::Args, Clone, Debug)]
+struct BadLines {
+    /// Commit the good rows and write each bad line byte for byte to FILE and one JSON object
+    /// per bad line (line, column, error) to FILE.errors; FILE must not exist.
+    #[arg(long, value_name = "FILE")]
+    rejects: Option<PathBuf>,
+    /// List at most N bad lines in the error (the total is always given).
+    #[arg(long, value_name = "N", default_value_t = tinydelta::diagnose::DEFAULT_MAX_ERRORS)]
+    max_errors: usize,
 }
 
 #[derive(Subcommand)]
@@ -207,30 +246,184 @@ enum AlterCmd {
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
-    match run(cli.cmd) {
+    match run(cli.cmd, cli.quiet) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => {
+        Err(Fail::Error(Error::Io { source, .. })) if source.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(Fail::Error(e)) => {
             eprintln!("tinydelta: {e}");
             ExitCode::from(e.exit_code() as u8)
         }
+        Err(Fail::Reported(code)) => ExitCode::from(code),
     }
 }
 
-fn input(file: &Option<PathBuf>) -> Result<(String, Box<dyn BufRead>)> {
-    Ok(match file {
-        Some(p) => {
-            let f = File::open(p).map_err(|e| match e.kind() {
-                io::ErrorKind::NotFound => Error::Usage(format!("input file {} not found", p.display())),
-                _ => Error::io("open", p, e),
-            })?;
-            (p.display().to_string(), Box::new(BufReader::with_capacity(1 << 20, f)))
+/// Why a command failed: an error to print, or one already reported on stderr (its exit code).
+enum Fail {
+    Error(Error),
+    Reported(u8),
+}
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Self {
+        Fail::Error(e)
+    }
+}
+
+/// Print `lines` on stderr, each after `tinydelta: `.
+fn report(lines: &[String]) {
+    let mut err = io::stderr().lock();
+    for l in lines {
+        let _ = writeln!(err, "tinydelta: {l}");
+    }
+}
+
+/// Which write `write_rows` makes.
+enum Mode<'a> {
+    Append,
+    Txn(&'a str, i64),
+    Overwrite,
+}
+
+/// What a write did.
+enum Written {
+    Version(u64),
+    NoRows,
+    AlreadyApplied(i64),
+}
+
+/// One write (README, "Usage"; bad lines: README, "Errors"). Without `--rejects`: the fast
+/// path; if it finds a bad line, a second pass over the input lists up to `max_errors` of them,
+/// the total and hints (exit 5, nothing committed). With `--rejects FILE`: a first pass writes
+/// the bad lines to FILE (and their errors to FILE.errors), then the good lines are written;
+/// every line bad is exit 5 with nothing committed.
+fn write_rows(
+    t: &Table,
+    mode: Mode,
+    file: &Option<PathBuf>,
+    mut opts: WriteOptions,
+    bad: &BadLines,
+    quiet: bool,
+) -> Result<(Written, Option<tinydelta::diagnose::Diagnosis>), Fail> {
+    use tinydelta::diagnose::{self, Rejects, SkipLines};
+    use tinydelta::progress::Progress;
+    let mut input = diagnose::Input::open(file.as_deref(), bad.rejects.is_some())?;
+    let name = input.name().to_string();
+    let label = match mode {
+        Mode::Overwrite => "overwrite",
+        _ => "append",
+    };
+    let write = |reader: &mut dyn BufRead, opts: &WriteOptions| -> Result<Written> {
+        Ok(match mode {
+            Mode::Append => match t.append(&name, reader, opts)? {
+                Some(v) => Written::Version(v),
+                None => Written::NoRows,
+            },
+            Mode::Txn(app, version) => match t.append_txn(&name, reader, opts, app, version)? {
+                tinydelta::table::TxnOutcome::Committed(v) => Written::Version(v),
+                tinydelta::table::TxnOutcome::AlreadyApplied { recorded } => Written::AlreadyApplied(recorded),
+                tinydelta::table::TxnOutcome::NoRows => Written::NoRows,
+            },
+            Mode::Overwrite => Written::Version(t.overwrite(&name, reader, opts)?),
+        })
+    };
+    let more = "--max-errors N lists more";
+    let Some(rejects_path) = &bad.rejects else {
+        let first = {
+            let mut progress = Progress::bytes(label, input.size_bytes(), quiet);
+            let reader = input.reader()?;
+            write(&mut progress.wrap(reader), &opts)
+        };
+        return match first {
+            Err(e @ Error::BadInput { line, .. }) => {
+                // The fast path stopped at the first bad line: list them all (second pass, from
+                // that line where the input cannot be read again whole).
+                let schema = t.latest_snapshot()?.schema;
+                let size = input.size_bytes();
+                let d = match input.again_from(line) {
+                    Ok((first, r)) => {
+                        let mut progress = Progress::bytes("checking", size, quiet);
+                        diagnose::scan(&schema, &name, progress.wrap(r), first, bad.max_errors, None)?
+                    }
+                    Err(why) => {
+                        eprintln!("tinydelta: {e}");
+                        report(&[format!("{name}: the lines after line {line} were not checked: {why}")]);
+                        return Err(Fail::Reported(e.exit_code() as u8));
+                    }
+                };
+                if d.total == 0 {
+                    // The input changed between the passes: report what the write saw.
+                    return Err(e.into());
+                }
+                report(&d.report(more));
+                Err(Fail::Reported(e.exit_code() as u8))
+            }
+            other => Ok((other?, None)),
+        };
+    };
+    let schema = t.latest_snapshot()?.schema;
+    let mut rejects = Rejects::create(rejects_path)?;
+    let scanned = {
+        let mut progress = Progress::bytes("checking", input.size_bytes(), quiet);
+        input
+            .reader()
+            .and_then(|r| diagnose::scan(&schema, &name, progress.wrap(r), 1, bad.max_errors, Some(&mut rejects)))
+            .and_then(|d| rejects.finish().map(|()| d))
+    };
+    let d = match scanned {
+        Ok(d) => d,
+        Err(e) => {
+            rejects.discard();
+            return Err(e.into());
         }
-        None => (
-            "<stdin>".to_string(),
-            Box::new(BufReader::with_capacity(1 << 20, io::stdin())),
-        ),
-    })
+    };
+    let (shown, errors_shown) = (rejects.path.display(), rejects.errors_path.display());
+    if d.good == 0 && d.total > 0 {
+        let mut lines = d.report(more);
+        let at = d.listed.len();
+        lines[at] = format!(
+            "{name}: every line is bad ({}, written to {shown}, their errors to {errors_shown}); nothing was committed",
+            diagnose::count(d.total, "bad line", "bad lines")
+        );
+        report(&lines);
+        return Err(Fail::Reported(5));
+    }
+    opts.extra_params.push(("rejectedLines".into(), d.total.to_string()));
+    opts.extra_params.push(("rejectsFile".into(), shown.to_string()));
+    let written = {
+        let mut progress = Progress::bytes(label, input.size_bytes(), quiet);
+        input.reader().and_then(|r| {
+            let mut good = BufReader::with_capacity(1 << 20, SkipLines::new(progress.wrap(r), d.bad_ranges.clone()));
+            write(&mut good, &opts)
+        })
+    };
+    match written {
+        Ok(Written::Version(v)) => {
+            let mut lines = d.report(more);
+            lines.retain(|l| !l.ends_with("nothing was committed"));
+            let at = d.listed.len();
+            lines.insert(
+                at,
+                format!(
+                    "{name}: rejected {} into {shown} (their errors in {errors_shown}); the good rows were committed as version {v}",
+                    diagnose::count(d.total, "bad line", "bad lines")
+                ),
+            );
+            report(&lines);
+            Ok((Written::Version(v), Some(d)))
+        }
+        Ok(other) => {
+            // Nothing committed (no rows, or the txn was applied before): the rejects would
+            // describe a write that did not happen.
+            rejects.discard();
+            Ok((other, None))
+        }
+        // Published, durability unknown: the good rows may be in the table, so their rejects stay.
+        Err(e @ Error::NotDurable { .. }) => Err(e.into()),
+        Err(e) => {
+            rejects.discard();
+            Err(e.into())
+        }
+    }
 }
 
 use tinydelta::table::rfc3339_ms;
@@ -249,7 +442,7 @@ fn stdout_err(e: io::Error) -> Error {
     Error::io("write", "<stdout>", e)
 }
 
-fn run(cmd: Cmd) -> Result<()> {
+fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
     let mut out = io::stdout().lock();
     match cmd {
         Cmd::Create { table, columns } => {
@@ -267,59 +460,50 @@ fn run(cmd: Cmd) -> Result<()> {
             table,
             file,
             expect_version,
-            txn: Some(txn),
+            txn,
+            bad,
         } => {
-            let (app, version) = txn
-                .rsplit_once(':')
-                .and_then(|(a, v)| Some((a, v.parse::<i64>().ok()?)))
-                .filter(|(a, v)| !a.is_empty() && *v >= 0)
-                .ok_or_else(|| {
-                    Error::Usage(format!(
-                        "--txn {txn:?} is not APP_ID:VERSION (a non-empty id and a version from 0), e.g. etl:5"
-                    ))
-                })?;
+            let txn = txn
+                .map(|txn| {
+                    txn.rsplit_once(':')
+                        .and_then(|(a, v)| Some((a.to_string(), v.parse::<i64>().ok()?)))
+                        .filter(|(a, v)| !a.is_empty() && *v >= 0)
+                        .ok_or_else(|| {
+                            Error::Usage(format!(
+                                "--txn {txn:?} is not APP_ID:VERSION (a non-empty id and a version from 0), e.g. etl:5"
+                            ))
+                        })
+                })
+                .transpose()?;
             let t = Table::open(&table)?;
-            let (name, reader) = input(&file)?;
             let opts = WriteOptions {
                 expect_version,
                 ..Default::default()
             };
-            match t.append_txn(&name, reader, &opts, app, version)? {
-                tinydelta::table::TxnOutcome::Committed(v) => {
+            let mode = match &txn {
+                Some((app, version)) => Mode::Txn(app, *version),
+                None => Mode::Append,
+            };
+            let (written, _) = write_rows(&t, mode, &file, opts, &bad, quiet)?;
+            let name = file.as_ref().map_or("<stdin>".into(), |p| p.display().to_string());
+            let tag = txn.as_ref().map(|(a, v)| format!(" (txn {a}:{v})")).unwrap_or_default();
+            match (written, &txn) {
+                (Written::Version(v), _) => {
                     let rows = t.snapshot_rows_added(v)?;
                     writeln!(
                         out,
-                        "appended {rows} rows to {} as version {v} (txn {app}:{version})",
+                        "appended {} to {} as version {v}{tag}",
+                        count(rows, "row", "rows"),
                         table.display()
                     )
                 }
-                tinydelta::table::TxnOutcome::AlreadyApplied { recorded } => writeln!(
+                (Written::AlreadyApplied(recorded), Some((app, version))) => writeln!(
                     out,
                     "txn {app}:{version} was already applied to {} (it records version {recorded} for {app}); nothing committed",
                     table.display()
                 ),
-                tinydelta::table::TxnOutcome::NoRows => writeln!(out, "nothing committed to {}", table.display()),
-            }
-            .map_err(stdout_err)?;
-        }
-        Cmd::Append {
-            table,
-            file,
-            expect_version,
-            txn: None,
-        } => {
-            let t = Table::open(&table)?;
-            let (name, reader) = input(&file)?;
-            let opts = WriteOptions {
-                expect_version,
-                ..Default::default()
-            };
-            match t.append(&name, reader, &opts)? {
-                Some(v) => {
-                    let rows = t.snapshot_rows_added(v)?;
-                    writeln!(out, "appended {rows} rows to {} as version {v}", table.display())
-                }
-                None => writeln!(out, "no rows in {name}; nothing committed to {}", table.display()),
+                (_, Some(_)) => writeln!(out, "nothing committed to {}", table.display()),
+                (_, None) => writeln!(out, "no rows in {name}; nothing committed to {}", table.display()),
             }
             .map_err(stdout_err)?;
         }
@@ -327,16 +511,24 @@ fn run(cmd: Cmd) -> Result<()> {
             table,
             file,
             expect_version,
+            bad,
         } => {
             let t = Table::open(&table)?;
-            let (name, reader) = input(&file)?;
             let opts = WriteOptions {
                 expect_version,
                 ..Default::default()
             };
-            let v = t.overwrite(&name, reader, &opts)?;
-            let rows = t.snapshot_rows_added(v)?;
-            writeln!(out, "overwrote {} with {rows} rows as version {v}", table.display()).map_err(stdout_err)?;
+            let (written, _) = write_rows(&t, Mode::Overwrite, &file, opts, &bad, quiet)?;
+            if let Written::Version(v) = written {
+                let rows = t.snapshot_rows_added(v)?;
+                writeln!(
+                    out,
+                    "overwrote {} with {} as version {v}",
+                    table.display(),
+                    count(rows, "row", "rows")
+                )
+                .map_err(stdout_err)?;
+            }
         }
         Cmd::Read { table, version, as_of } => {
             let t = Table::open(&table)?;
@@ -356,7 +548,8 @@ fn run(cmd: Cmd) -> Result<()> {
                                 table: table.clone(),
                                 time,
                                 first: rfc3339_ms(t.commit_info(t.segment()?.first)?.timestamp),
-                            });
+                            }
+                            .into());
                         }
                     }
                 }
@@ -439,6 +632,10 @@ fn run(cmd: Cmd) -> Result<()> {
                 };
                 let rows = match unstated {
                     0 => s.num_records.to_string(),
+                    1 => format!(
+                        "{} (1 file has no row count in its stats: its rows were counted)",
+                        s.num_records + counted
+                    ),
                     n => format!(
                         "{} ({n} files have no row count in their stats: their rows were counted)",
                         s.num_records + counted
@@ -544,7 +741,8 @@ fn run(cmd: Cmd) -> Result<()> {
             AlterCmd::DropColumn { name } => {
                 return Err(Error::Usage(format!(
                     "cannot drop column {name:?}: tinydelta only adds nullable columns (dropping needs Delta column mapping)"
-                )));
+                ))
+                .into());
             }
         },
         Cmd::Optimize {
@@ -563,22 +761,25 @@ fn run(cmd: Cmd) -> Result<()> {
                 expect_version,
                 ..Default::default()
             };
-            let r = tinydelta::optimize::optimize(&t, target, &opts)?;
+            let r = {
+                let _p = Progress::spinner(&format!("optimize {}", table.display()), quiet);
+                tinydelta::optimize::optimize(&t, target, &opts)?
+            };
             match r.version {
                 Some(v) => writeln!(
                     out,
-                    "optimized {}: {} files ({} bytes) into {} as version {v}; {} files live",
+                    "optimized {}: {} ({}) into {} as version {v}; {} live",
                     table.display(),
-                    r.removed_files,
-                    r.removed_bytes,
+                    count(r.removed_files as u64, "file", "files"),
+                    count(r.removed_bytes, "byte", "bytes"),
                     r.added_files,
-                    r.files_after
+                    count(r.files_after as u64, "file", "files")
                 ),
                 None => writeln!(
                     out,
-                    "nothing to optimize in {}: no two files smaller than {target} bytes fit one file ({} files live)",
+                    "nothing to optimize in {}: no two files smaller than {target} bytes fit one file ({} live)",
                     table.display(),
-                    r.files_after
+                    count(r.files_after as u64, "file", "files")
                 ),
             }
             .map_err(stdout_err)?;
@@ -589,11 +790,13 @@ fn run(cmd: Cmd) -> Result<()> {
             deep,
             repair,
         } => {
+            let _p = Progress::spinner(&format!("check {}", table.display()), quiet);
             let report = match Table::open(&table) {
                 Ok(t) => tinydelta::check::check(&t, deep, repair)?,
                 Err(e @ Error::Corrupt { .. }) => tinydelta::check::Report::unopenable(e),
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             };
+            drop(_p);
             if json {
                 writeln!(out, "{}", json!({"table": table.display().to_string(), "whole": report.is_whole(), "readableThrough": report.readable_through, "problems": report.problems, "repaired": report.repaired})).map_err(stdout_err)?;
             } else {
@@ -619,7 +822,8 @@ fn run(cmd: Cmd) -> Result<()> {
                 return Err(Error::Corrupt {
                     path: table.clone(),
                     reason: "check found damage (listed above)".into(),
-                });
+                }
+                .into());
             }
         }
         Cmd::Vacuum {
@@ -628,12 +832,15 @@ fn run(cmd: Cmd) -> Result<()> {
             force,
             older_than,
             dry_run,
+            json,
         } => {
             let t = Table::open(&table)?;
             let duration = |flag: &str, d: Option<String>| -> Result<Option<std::time::Duration>> {
                 d.map(|d| {
                     humantime::parse_duration(&d).map_err(|e| {
-                        Error::Usage(format!("{flag} {d:?} is not a duration like 0s, 30m, 1h or 7d: {e}"))
+                        Error::Usage(format!(
+                            "{flag} {d:?} is not a duration: write a number and a unit, e.g. 0s, 30m, 1h, 7d or 2weeks ({e})"
+                        ))
                     })
                 })
                 .transpose()
@@ -644,19 +851,44 @@ fn run(cmd: Cmd) -> Result<()> {
                 older_than: duration("--older-than", older_than)?.unwrap_or(tinydelta::vacuum::DEFAULT_RETENTION),
                 dry_run,
             };
-            let report = tinydelta::vacuum::vacuum(&t, &opts)?;
+            let report = {
+                let _p = Progress::spinner(&format!("vacuum {}", table.display()), quiet);
+                tinydelta::vacuum::vacuum(&t, &opts)?
+            };
             let verb = if dry_run { "would delete" } else { "deleted" };
+            if json {
+                let files: Vec<_> = report
+                    .deleted
+                    .iter()
+                    .map(|(p, size)| json!({"path": p.display().to_string(), "size": size}))
+                    .collect();
+                let doc = json!({
+                    "table": table.display().to_string(),
+                    "dryRun": dry_run,
+                    "files": files,
+                    "numFiles": report.deleted.len(),
+                    "sizeBytes": report.bytes,
+                    "numExpiredDataFiles": report.expired,
+                    "retentionMillis": report.retention.as_millis() as u64,
+                    "dataKept": report.data_kept,
+                    "stagingSkipped": report.staging_skipped,
+                    "vacuumStartVersion": report.commits.map(|c| c.0),
+                    "vacuumEndVersion": report.commits.map(|c| c.1),
+                });
+                writeln!(out, "{doc}").map_err(stdout_err)?;
+                return Ok(());
+            }
             if let Some(why) = &report.data_kept {
                 writeln!(out, "kept every data file: {why}").map_err(stdout_err)?;
             }
             for (p, size) in &report.deleted {
-                writeln!(out, "{verb} {} ({size} bytes)", p.display()).map_err(stdout_err)?;
+                writeln!(out, "{verb} {} ({})", p.display(), count(*size, "byte", "bytes")).map_err(stdout_err)?;
             }
             writeln!(
                 out,
-                "{verb} {} files ({} bytes) from {}; {} of them data files removed more than {} ago",
-                report.deleted.len(),
-                report.bytes,
+                "{verb} {} ({}) from {}; {} of them data files removed more than {} ago",
+                count(report.deleted.len() as u64, "file", "files"),
+                count(report.bytes, "byte", "bytes"),
                 table.display(),
                 report.expired,
                 humantime::format_duration(report.retention),
@@ -676,6 +908,28 @@ fn run(cmd: Cmd) -> Result<()> {
             version,
             all_versions,
         } => export(&mut out, &table, &dest, version, all_versions)?,
+        Cmd::Completions { shell, bin } => {
+            let mut cmd = match bin.as_str() {
+                "tinydelta-mount" => tinydelta::mount_cli::command(),
+                _ => Cli::command(),
+            };
+            // Into a buffer first: clap_complete panics on a failed write (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, bin.as_str(), &mut script);
+            out.write_all(&script).map_err(stdout_err)?;
+            out.flush().map_err(stdout_err)?;
+        }
+        Cmd::Man { dir } => {
+            let written = write_man_pages(&dir)?;
+            writeln!(
+                out,
+                "wrote {} into {} (view one with: man -l {}/tinydelta.1)",
+                count(written as u64, "man page", "man pages"),
+                dir.display(),
+                dir.display()
+            )
+            .map_err(stdout_err)?;
+        }
     }
     Ok(())
 }
@@ -731,6 +985,39 @@ fn export(
     .map_err(stdout_err)
 }
 
+/// Write `tinydelta.1`, `tinydelta-SUB.1` for every subcommand (and `tinydelta-alter-SUB.1`) and
+/// `tinydelta-mount.1` into `dir` (clap_mangen), creating it if needed. Returns the number of
+/// pages written.
+fn write_man_pages(dir: &std::path::Path) -> Result<usize> {
+    use tinydelta::error::IoContext;
+    std::fs::create_dir_all(dir).ctx("create", dir)?;
+    let mut n = 0;
+    let mut page = |cmd: clap::Command, name: String| -> Result<()> {
+        let path = dir.join(format!("{name}.1"));
+        let mut buf = Vec::new();
+        // clap names are &'static str (no "string" feature): a few bytes leaked, once per page.
+        let name: &'static str = Box::leak(name.into_boxed_str());
+        clap_mangen::Man::new(cmd.name(name))
+            .render(&mut buf)
+            .ctx("render", &path)?;
+        std::fs::write(&path, buf).ctx("write", &path)?;
+        n += 1;
+        Ok(())
+    };
+    let mut top = Cli::command();
+    top.build();
+    page(top.clone(), "tinydelta".into())?;
+    for sub in top.get_subcommands().filter(|s| s.get_name() != "help") {
+        let name = format!("tinydelta-{}", sub.get_name());
+        for subsub in sub.get_subcommands().filter(|s| s.get_name() != "help") {
+            page(subsub.clone(), format!("{name}-{}", subsub.get_name()))?;
+        }
+        page(sub.clone(), name)?;
+    }
+    page(tinydelta::mount_cli::command(), "tinydelta-mount".into())?;
+    Ok(n)
+}
+
 /// Rows of the live files without stats (other Delta writers may omit them), counted by reading
 /// them: (rows, files).
 fn counted_rows(t: &Table, s: &tinydelta::Snapshot) -> Result<(u64, u64)> {
@@ -758,5 +1045,132 @@ trait RowsAdded {
 impl RowsAdded for Table {
     fn snapshot_rows_added(&self, v: u64) -> Result<u64> {
         Ok(rows_of(&self.commit_info(v)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// README's "## Usage" section (up to the next `## ` heading).
+    fn usage_section() -> String {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md");
+        let start = readme.find("\n## Usage\n").expect("README has a ## Usage section");
+        let rest = &readme[start + 1..];
+        let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
+        rest[..end].to_string()
+    }
+
+    /// The long and short flags (`--name`, `-x`) in `text`.
+    fn flags(text: &str) -> Vec<String> {
+        text.split(|c: char| c.is_whitespace() || "[]|(),`".contains(c))
+            .filter_map(|w| {
+                let w = w.split('=').next().unwrap_or(w);
+                let name = w.strip_prefix("--").or_else(|| w.strip_prefix('-'))?;
+                (!name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '-')).then(|| w.to_string())
+            })
+            .collect()
+    }
+
+    /// Whether `cmd`, one of its subcommands, or a global flag of `top` has the flag `flag`.
+    fn has_flag(top: &clap::Command, cmd: &clap::Command, flag: &str) -> bool {
+        let matches = |a: &clap::Arg| match flag.strip_prefix("--") {
+            Some(long) => a.get_long() == Some(long),
+            None => a.get_short() == flag.strip_prefix('-').and_then(|s| s.chars().next()),
+        };
+        cmd.get_arguments().any(matches)
+            || cmd.get_subcommands().any(|s| s.get_arguments().any(matches))
+            || top.get_arguments().any(|a| a.is_global_set() && matches(a))
+            || flag == "--help"
+            || flag == "--version"
+    }
+
+    /// Every command and flag the README's Usage section names exists in the clap definitions
+    /// (issue 13): the synopsis lines (`tinydelta CMD ... --flag`, continuation lines belong to
+    /// the command above) and inline code that starts with a subcommand (`read --as-of TIME`).
+    #[test]
+    fn readme_usage_names_only_real_commands_and_flags() {
+        let mut top = Cli::command();
+        top.build();
+        let mut mount = tinydelta::mount_cli::command();
+        mount.build();
+        let usage = usage_section();
+        let sub = |name: &str| top.find_subcommand(name).cloned();
+        let mut checked = 0;
+        let mut current: Option<(clap::Command, &clap::Command)> = None;
+        for line in usage.lines() {
+            let Some(code) = line.strip_prefix("    ") else {
+                current = None;
+                continue;
+            };
+            let words: Vec<&str> = code.split_whitespace().collect();
+            let cmd = match words.first() {
+                Some(&"tinydelta") => {
+                    let name = words.get(1).expect("a subcommand after tinydelta");
+                    let c = sub(name)
+                        .unwrap_or_else(|| panic!("README names `tinydelta {name}`, which clap does not define"));
+                    current = Some((c, &top));
+                    current.as_ref().map(|c| c.0.clone())
+                }
+                Some(&"tinydelta-mount") => {
+                    current = Some((mount.clone(), &mount));
+                    current.as_ref().map(|c| c.0.clone())
+                }
+                Some(w) if w.starts_with('[') || w.starts_with("--") => current.as_ref().map(|c| c.0.clone()),
+                _ => {
+                    current = None;
+                    None
+                }
+            };
+            let Some(cmd) = cmd else { continue };
+            let owner = current.as_ref().map_or(&top, |c| c.1);
+            for f in flags(code) {
+                assert!(
+                    has_flag(owner, &cmd, &f),
+                    "README's usage line {code:?} names {f}, which `{}` does not have",
+                    cmd.get_name()
+                );
+                checked += 1;
+            }
+        }
+        // Inline code in the prose: `read --as-of TIME`, `vacuum --retain 0s --force`, ...
+        for span in usage.split('`').skip(1).step_by(2) {
+            let mut words = span.split_whitespace();
+            let Some(first) = words.next() else { continue };
+            let (owner, cmd) = match first {
+                "tinydelta-mount" => (&mount, Some(mount.clone())),
+                "tinydelta" => (&top, words.next().and_then(sub)),
+                name => (&top, sub(name)),
+            };
+            let Some(cmd) = cmd else { continue };
+            for f in flags(span) {
+                assert!(
+                    has_flag(owner, &cmd, &f),
+                    "README's usage section has `{span}`, but `{}` has no {f}",
+                    cmd.get_name()
+                );
+                checked += 1;
+            }
+        }
+        assert!(
+            checked >= 40,
+            "only {checked} flags found in README's usage section: did its format change?"
+        );
+        // Every subcommand is in the synopsis.
+        for c in top.get_subcommands().filter(|c| c.get_name() != "help") {
+            assert!(
+                usage.contains(&format!("    tinydelta {}", c.get_name())),
+                "README's usage synopsis does not list `tinydelta {}`",
+                c.get_name()
+            );
+        }
+    }
+
+    #[test]
+    fn the_flags_parser_finds_flags() {
+        assert_eq!(
+            flags("TABLE [--retain DUR [--force]] [-o OPTIONS] `--json`"),
+            ["--retain", "--force", "-o", "--json"]
+        );
     }
 }

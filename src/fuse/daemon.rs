@@ -247,8 +247,11 @@ fn foreground(args: MountArgs) -> i32 {
             let _ = writeln!(out, "ERROR {} {msg}", e.code);
             let _ = out.flush();
         }
-        error!("{}", super::printable(&e.message));
-        if !notify {
+        // Once: to the log of a background daemon, or on stderr in the foreground (whose log
+        // is stderr too).
+        if notify {
+            error!("{}", super::printable(&e.message));
+        } else {
             eprintln!("tinydelta-mount: {}", e.message);
         }
         e.code
@@ -324,8 +327,19 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
         ..ViewConfig::default()
     };
     let view = TableView::load(&table_root, cfg).map_err(|e| match e {
+        // Another daemon holds `_staging/.lock`; its message names the holder: "locked by
+        // another tinydelta-mount (pid N); ...".
+        FsError::Table(crate::Error::Io { source: io, .. }) | FsError::Io(io)
+            if io.kind() == io::ErrorKind::WouldBlock =>
+        {
+            let msg = io.to_string();
+            let holder = msg
+                .split_once('(')
+                .and_then(|(_, r)| r.split_once(')'))
+                .map_or("", |(h, _)| h);
+            StartError::new(1, crate::mount_cli::already_mounted(&table_root, holder))
+        }
         FsError::Table(t) => StartError::new(t.exit_code(), t.to_string()),
-        FsError::Io(io) if io.kind() == io::ErrorKind::WouldBlock => StartError::new(1, io.to_string()),
         other => StartError::new(1, format!("cannot open {}/_staging: {other}", table_root.display())),
     })?;
     let mut config = Config::default();

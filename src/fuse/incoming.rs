@@ -1232,7 +1232,13 @@ impl TableView {
                 Err(FsError::Table(crate::Error::NotDurable { table, version, reason }))
             }
             Err(err) => {
-                let msg = err.to_string();
+                // Bad input: every bad line, the total and hints (src/diagnose.rs, issue 13).
+                let from = match plan {
+                    Plan::Append { from } => from,
+                    Plan::Replace { .. } => 0,
+                };
+                let reader = BufReader::with_capacity(1 << 20, PreadReader::new(file.clone(), from, len));
+                let msg = crate::diagnose::note_for(self.table(), &source, reader, &err);
                 warn!("incoming/{name:?}: not committed: {}", msg.escape_debug());
                 self.note(seq, &msg);
                 Err(FsError::Table(err))

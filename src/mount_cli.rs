@@ -1,0 +1,106 @@
+//! The command line of `tinydelta-mount` (README, "The mount"), in the library so that
+//! `tinydelta man` and `tinydelta completions --bin tinydelta-mount` can render it too, and the
+//! messages the mount prints about another daemon already serving a table.
+
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+
+/// Mount a tinydelta table: `v/<n>/data.jsonl` for every version, a live `latest` symlink, and
+/// an `incoming/` drop box where a file written and closed becomes one append commit.
+#[derive(Parser, Debug)]
+#[command(name = "tinydelta-mount", version, about)]
+pub struct MountCli {
+    /// The table folder.
+    pub table: PathBuf,
+    /// The directory to mount it on (what it holds is hidden while mounted).
+    pub mountpoint: PathBuf,
+    /// Stay in the foreground (log to stderr) instead of returning once the mount is ready.
+    #[arg(short, long)]
+    pub foreground: bool,
+    /// Mount options, comma-separated: allow_other (others may read; the kernel checks
+    /// permissions), allow_root, default_permissions.
+    #[arg(short = 'o', value_name = "OPTIONS")]
+    pub options: Vec<String>,
+    /// Worker threads serving requests (default: one per CPU, 2 to 16; commits run on 2 threads of their own).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Where the background daemon writes its log (default: nowhere). Verbosity: RUST_LOG.
+    #[arg(long, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
+    /// Show incoming/ read-only to other users (with -o allow_other): 0755, files 0644, notes
+    /// 0444. Default: private to the mounting user (0700, 0600, 0400).
+    #[arg(long)]
+    pub share_incoming: bool,
+    /// The longest line incoming/ accepts, in bytes (default 16 MiB = 16777216); a longer line
+    /// is refused with an error naming it.
+    #[arg(long, value_name = "BYTES")]
+    pub max_line_bytes: Option<usize>,
+    /// Never use FUSE passthrough (single-file versions and commit files are otherwise read by
+    /// the kernel directly where it allows: Linux >= 6.9, CAP_SYS_ADMIN); for comparisons.
+    #[arg(long)]
+    pub no_passthrough: bool,
+    /// Internal: print READY or ERROR on stdout once mounted (used by the background start).
+    #[arg(long, hide = true)]
+    pub notify_ready: bool,
+}
+
+/// The clap definition of `tinydelta-mount` (for man pages and completions).
+pub fn command() -> clap::Command {
+    <MountCli as clap::CommandFactory>::command()
+}
+
+/// The mount points where `table_root` is mounted by a tinydelta-mount, from
+/// `/proc/self/mountinfo` (procfs): FUSE entries (type `fuse`, or `fuse.tinydelta` where the
+/// subtype is recorded) whose source
+/// (`tinydelta:<table path>`) names the same folder (compared by device and inode, or by the
+/// source name when that path cannot be resolved). Empty when none is visible here (another
+/// mount namespace) or mountinfo cannot be read.
+pub fn mounted_at(table_root: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(infos) = procfs::process::Process::myself().and_then(|p| p.mountinfo()) else {
+        return Vec::new();
+    };
+    let want = crate::fuse::daemon::fs_name(table_root);
+    let id = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let ours = id(table_root);
+    infos
+        .into_iter()
+        .filter(|m| m.fs_type == "fuse" || m.fs_type == "fuse.tinydelta")
+        .filter(|m| {
+            let Some(src) = m.mount_source.as_deref() else {
+                return false;
+            };
+            src == want
+                || src
+                    .strip_prefix("tinydelta:")
+                    .is_some_and(|p| ours.is_some() && id(Path::new(p)) == ours)
+        })
+        .map(|m| m.mount_point)
+        .collect()
+}
+
+/// The sentence for a table whose `_staging/.lock` another daemon holds: names the other mount
+/// point(s) when visible, and the holder the lock file records (`holder`, e.g. `pid 1234`).
+pub fn already_mounted(table_root: &Path, holder: &str) -> String {
+    let by = if holder.is_empty() {
+        "another tinydelta-mount".to_string()
+    } else {
+        format!("another tinydelta-mount ({holder})")
+    };
+    match mounted_at(table_root).as_slice() {
+        [] => format!(
+            "table {} is already mounted by {by}, at a mount point not visible here; a table can be mounted once",
+            table_root.display()
+        ),
+        points => {
+            let shown: Vec<String> = points.iter().map(|p| p.display().to_string()).collect();
+            format!(
+                "table {} is already mounted at {} by {by}; a table can be mounted once (unmount it first: fusermount3 -u {})",
+                table_root.display(),
+                shown.join(" and "),
+                shown[0]
+            )
+        }
+    }
+}

@@ -1,0 +1,515 @@
+//! The CLI's messages, hints, `--rejects`, completions and man pages (issue 13; README,
+//! "Usage" and "Errors"). Each message and hint is checked by its exact first sentence.
+
+#[path = "common/mount.rs"]
+mod mount;
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use mount::{Fixture, TD_BIN};
+
+/// A table `id:int! region:str year:int amount:float` in a temporary folder.
+struct T {
+    dir: tempfile::TempDir,
+}
+
+impl T {
+    fn new() -> T {
+        let t = T {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        let out = t.td(&["create", "t", "id:int!", "region:str", "year:int", "amount:float"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        t
+    }
+
+    fn path(&self, rel: &str) -> std::path::PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// Run tinydelta in the folder (so inputs are named as given).
+    fn td(&self, args: &[&str]) -> Output {
+        self.td_stdin(args, None)
+    }
+
+    fn td_stdin(&self, args: &[&str], stdin: Option<&[u8]>) -> Output {
+        let mut child = Command::new(TD_BIN)
+            .args(args)
+            .current_dir(self.dir.path())
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(data) = stdin {
+            let mut w = child.stdin.take().unwrap();
+            w.write_all(data).unwrap();
+        }
+        child.wait_with_output().unwrap()
+    }
+
+    fn write(&self, name: &str, bytes: &[u8]) {
+        fs::write(self.path(name), bytes).unwrap();
+    }
+
+    /// `append t --file NAME` with `extra`; (exit code, stdout, stderr lines).
+    fn append(&self, name: &str, extra: &[&str]) -> (i32, String, Vec<String>) {
+        let mut args = vec!["append", "t", "--file", name];
+        args.extend_from_slice(extra);
+        split(self.td(&args))
+    }
+
+    fn latest(&self) -> u64 {
+        let out = self.td(&["describe", "t", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["version"].as_u64().unwrap()
+    }
+
+    fn read(&self) -> String {
+        String::from_utf8(self.td(&["read", "t"]).stdout).unwrap()
+    }
+}
+
+fn split(out: Output) -> (i32, String, Vec<String>) {
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+/// The first sentence of a message: up to the first ". " (not the one of "e.g. ") or the end.
+fn first_sentence(s: &str) -> &str {
+    let mut from = 0;
+    while let Some(i) = s[from..].find(". ") {
+        let end = from + i;
+        if !s[..end].ends_with("e.g") {
+            return &s[..end];
+        }
+        from = end + 2;
+    }
+    s
+}
+
+#[test]
+fn every_bad_line_is_listed_with_the_total() {
+    let t = T::new();
+    t.write(
+        "three.jsonl",
+        b"{\"id\":1}\n{\"id\":\"2\"}\n{\"id\":3}\n{\"id\":4,}\n\n{\"id\":null}\n{\"id\":6}\n",
+    );
+    let (code, out, err) = t.append("three.jsonl", &[]);
+    assert_eq!(code, 5, "{err:?}");
+    assert_eq!(out, "");
+    assert_eq!(
+        err,
+        [
+            "tinydelta: three.jsonl: line 2, column \"id\": expected int, found string",
+            "tinydelta: three.jsonl: line 4, column 9: invalid JSON: trailing comma",
+            "tinydelta: three.jsonl: line 6, column \"id\": null value for a NOT NULL column",
+            "tinydelta: three.jsonl: 3 bad lines; nothing was committed",
+        ]
+    );
+    assert_eq!(t.latest(), 0, "nothing committed");
+    // --max-errors N lists N and still counts them all.
+    let (code, _, err) = t.append("three.jsonl", &["--max-errors", "1"]);
+    assert_eq!(code, 5);
+    assert_eq!(
+        err,
+        [
+            "tinydelta: three.jsonl: line 2, column \"id\": expected int, found string",
+            "tinydelta: three.jsonl: 3 bad lines (the first 1 listed; --max-errors N lists more); nothing was committed",
+        ]
+    );
+    // The default lists 10 of 25.
+    let many: String = (0..25).map(|_| "{\"id\":1.5}\n").collect();
+    t.write("many.jsonl", many.as_bytes());
+    let (code, _, err) = t.append("many.jsonl", &[]);
+    assert_eq!(code, 5);
+    assert_eq!(err.len(), 11, "{err:?}");
+    assert_eq!(
+        err[10],
+        "tinydelta: many.jsonl: 25 bad lines (the first 10 listed; --max-errors N lists more); nothing was committed"
+    );
+    // One bad line: one sentence, as before.
+    let (code, _, err) = t.append("missing.jsonl", &[]);
+    assert_eq!(code, 2, "a missing file is a usage error: {err:?}");
+    t.write("one.jsonl", b"{\"id\":1}\n{\"id\":2,\"year\":\"2025\"}\n");
+    let (code, _, err) = t.append("one.jsonl", &[]);
+    assert_eq!(code, 5);
+    assert_eq!(
+        err,
+        ["tinydelta: one.jsonl: line 2, column \"year\": expected int, found string"]
+    );
+}
+
+#[test]
+fn stdin_from_a_pipe_lists_every_bad_line_too() {
+    let t = T::new();
+    let input = b"{\"id\":\"a\"}\n{\"id\":1}\n{\"id\":\"b\"}\n";
+    let (code, _, err) = split(t.td_stdin(&["append", "t"], Some(input)));
+    assert_eq!(code, 5);
+    assert_eq!(
+        err,
+        [
+            "tinydelta: <stdin>: line 1, column \"id\": expected int, found string",
+            "tinydelta: <stdin>: line 3, column \"id\": expected int, found string",
+            "tinydelta: <stdin>: 2 bad lines; nothing was committed",
+        ]
+    );
+    // And a good pipe commits, counted in the right number.
+    let (code, out, _) = split(t.td_stdin(&["append", "t"], Some(b"{\"id\":1}\n")));
+    assert_eq!(code, 0);
+    assert_eq!(out, "appended 1 row to t as version 1\n");
+}
+
+#[test]
+fn hints_for_the_common_wrong_inputs() {
+    let t = T::new();
+    let cases: &[(&str, &[u8], &str)] = &[
+        (
+            "orders.csv",
+            b"id,region,year\n1,EU,2024\n",
+            "tinydelta: hint: line 1 looks like a CSV header (column names separated by commas), but tinydelta reads JSON Lines (one object per line): convert it first, e.g. `duckdb -c \"COPY (FROM read_csv('orders.csv')) TO '/dev/stdout' (FORMAT json)\" | tinydelta append TABLE`.",
+        ),
+        (
+            "orders.tsv",
+            b"id\tregion\tyear\n1\tEU\t2024\n",
+            "tinydelta: hint: line 1 looks like a TSV header (column names separated by tabs), but tinydelta reads JSON Lines (one object per line): convert it first, e.g. `duckdb -c \"COPY (FROM read_csv('orders.tsv')) TO '/dev/stdout' (FORMAT json)\" | tinydelta append TABLE`.",
+        ),
+        (
+            "orders.json",
+            b"[\n  {\"id\": 1},\n  {\"id\": 2}\n]\n",
+            "tinydelta: hint: the input looks like one JSON array of objects, but tinydelta reads JSON Lines (one object per line): convert it with `jq -c '.[]' orders.json > orders.jsonl`.",
+        ),
+        (
+            "nan.jsonl",
+            b"{\"id\":1,\"amount\":NaN}\n{\"id\":2,\"amount\":Infinity}\n",
+            "tinydelta: hint: JSON has no NaN or Infinity (Python's json.dumps writes them unless allow_nan=False): write null for a missing number instead.",
+        ),
+        (
+            "latin.jsonl",
+            b"{\"id\":1,\"region\":\"M\xfcnchen\"}\n",
+            "tinydelta: hint: byte 0xFC on line 1 is not UTF-8 (in Windows-1252 or Latin-1 it is '\u{fc}'): convert the input with `iconv -f WINDOWS-1252 -t UTF-8 latin.jsonl > latin.jsonl.utf8`.",
+        ),
+        (
+            "utf16.jsonl",
+            b"\xff\xfe{\x00\"\x00i\x00d\x00\"\x00:\x001\x00}\x00\n\x00",
+            "tinydelta: hint: the input looks like UTF-16, not UTF-8: convert it with `iconv -f UTF-16 -t UTF-8 utf16.jsonl > utf16.jsonl.utf8`.",
+        ),
+    ];
+    for (name, bytes, hint) in cases {
+        t.write(name, bytes);
+        let (code, _, err) = t.append(name, &[]);
+        assert_eq!(code, 5, "{name}: {err:?}");
+        let hints: Vec<&String> = err.iter().filter(|l| l.starts_with("tinydelta: hint: ")).collect();
+        assert_eq!(hints.len(), 1, "{name}: one hint: {err:?}");
+        assert_eq!(first_sentence(hints[0]), first_sentence(hint), "{name}");
+        assert_eq!(hints[0], hint, "{name}");
+    }
+    // NaN and Infinity are named in the error itself.
+    let (_, _, err) = t.append("nan.jsonl", &[]);
+    assert_eq!(
+        err[..2],
+        [
+            "tinydelta: nan.jsonl: line 1, column 18: invalid JSON: NaN is not a JSON number",
+            "tinydelta: nan.jsonl: line 2, column 18: invalid JSON: Infinity is not a JSON number",
+        ]
+    );
+    // A good file earns no hint; a CSV-looking line that is not the first is no header.
+    t.write("late.jsonl", b"{\"id\":1}\nid,region\n");
+    let (_, _, err) = t.append("late.jsonl", &[]);
+    assert!(err.iter().all(|l| !l.contains("hint")), "{err:?}");
+    assert_eq!(t.latest(), 0);
+}
+
+#[test]
+fn a_bom_at_the_start_of_any_line_is_skipped() {
+    let t = T::new();
+    // Two files, each with a BOM, concatenated with cat.
+    t.write(
+        "cat.jsonl",
+        b"\xef\xbb\xbf{\"id\":1}\n{\"id\":2}\n\xef\xbb\xbf{\"id\":3}\r\n{\"id\":4}",
+    );
+    let (code, out, err) = t.append("cat.jsonl", &[]);
+    assert_eq!(code, 0, "{err:?}");
+    assert_eq!(out, "appended 4 rows to t as version 1\n");
+    let ids: Vec<String> = t
+        .read()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].to_string())
+        .collect();
+    assert_eq!(ids, ["1", "2", "3", "4"]);
+}
+
+#[test]
+fn rejects_round_trip() {
+    let t = T::new();
+    // Bad lines of every kind, one with CRLF and a BOM, the last without its newline.
+    let good = [
+        &b"{\"id\":1,\"region\":\"EU\"}\n"[..],
+        b"{\"id\":2,\"year\":2024}\r\n",
+        b"\n",
+        b"{\"id\":3,\"amount\":1}\n",
+    ];
+    let bad = [
+        &b"{\"id\":\"x\"}\r\n"[..],
+        b"\xef\xbb\xbf{\"id\":1,}\n",
+        b"{\"id\":1,\"region\":\"caf\xe9\"}\n",
+        b"{\"id\":1,\"zz\":2}",
+    ];
+    let input: Vec<u8> = [good[0], bad[0], good[1], bad[1], good[2], bad[2], good[3], bad[3]].concat();
+    t.write("in.jsonl", &input);
+    let (code, out, err) = t.append("in.jsonl", &["--rejects", "bad.jsonl"]);
+    assert_eq!(code, 0, "{err:?}");
+    assert_eq!(out, "appended 3 rows to t as version 1\n");
+    assert!(
+        err.contains(
+            &"tinydelta: in.jsonl: rejected 4 bad lines into bad.jsonl (their errors in bad.jsonl.errors); the good rows were committed as version 1"
+                .to_string()
+        ),
+        "{err:?}"
+    );
+    // The bad lines, byte for byte.
+    assert_eq!(fs::read(t.path("bad.jsonl")).unwrap(), bad.concat());
+    // One JSON object per bad line.
+    let errors: Vec<serde_json::Value> = fs::read_to_string(t.path("bad.jsonl.errors"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let lines: Vec<u64> = errors.iter().map(|e| e["line"].as_u64().unwrap()).collect();
+    assert_eq!(lines, [2, 4, 6, 8]);
+    assert_eq!(errors[0]["column"], "id");
+    assert_eq!(errors[0]["error"], "expected int, found string");
+    assert_eq!(errors[1]["column"], 9);
+    assert_eq!(errors[3]["error"], "unknown column (not in the table's schema)");
+    // The good rows, committed; the rejected count recorded in the commit.
+    let rows: Vec<serde_json::Value> = t.read().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let ids: Vec<i64> = rows.iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, [1, 2, 3]);
+    let h: serde_json::Value = serde_json::from_slice(&t.td(&["history", "t", "--json"]).stdout).unwrap();
+    assert_eq!(h[1]["operationParameters"]["rejectedLines"], "4");
+    assert_eq!(h[1]["operationParameters"]["rejectsFile"], "bad.jsonl");
+    assert_eq!(h[1]["rows"], 3);
+
+    // An existing FILE is never overwritten: exit 2, nothing committed, FILE unchanged.
+    let (code, _, err) = t.append("in.jsonl", &["--rejects", "bad.jsonl"]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        err,
+        [
+            "tinydelta: --rejects: bad.jsonl already exists; tinydelta never overwrites it (remove it or name another file)"
+        ]
+    );
+    assert_eq!(fs::read(t.path("bad.jsonl")).unwrap(), bad.concat());
+    assert_eq!(t.latest(), 1);
+    t.write("taken.errors", b"mine");
+    let (code, _, _) = t.append("in.jsonl", &["--rejects", "taken"]);
+    assert_eq!(code, 2);
+    assert!(!t.path("taken").exists(), "FILE is not left behind");
+    assert_eq!(fs::read(t.path("taken.errors")).unwrap(), b"mine");
+
+    // Every line bad: nothing committed, exit 5.
+    t.write("allbad.jsonl", b"{\"id\":\"a\"}\n{\"id\":\"b\"}\n");
+    let (code, out, err) = t.append("allbad.jsonl", &["--rejects", "all.jsonl"]);
+    assert_eq!(code, 5);
+    assert_eq!(out, "");
+    assert_eq!(
+        err.last().unwrap(),
+        "tinydelta: allbad.jsonl: every line is bad (2 bad lines, written to all.jsonl, their errors to all.jsonl.errors); nothing was committed"
+    );
+    assert_eq!(t.latest(), 1);
+
+    // Overwrite, from a pipe.
+    let (code, out, _) = split(t.td_stdin(
+        &["overwrite", "t", "--rejects", "ow.jsonl"],
+        Some(b"{\"id\":7}\n{\"id\":true}\n"),
+    ));
+    assert_eq!(code, 0);
+    assert_eq!(out, "overwrote t with 1 row as version 2\n");
+    assert_eq!(fs::read(t.path("ow.jsonl")).unwrap(), b"{\"id\":true}\n");
+    assert_eq!(t.read(), "{\"id\":7,\"region\":null,\"year\":null,\"amount\":null}\n");
+
+    // A write that fails (here a conflict) commits nothing and leaves no rejects behind.
+    let (code, _, err) = t.append("in.jsonl", &["--rejects", "conflict.jsonl", "--expect-version", "0"]);
+    assert_eq!(code, 3, "{err:?}");
+    assert!(!t.path("conflict.jsonl").exists() && !t.path("conflict.jsonl.errors").exists());
+    assert_eq!(t.latest(), 2);
+}
+
+#[test]
+fn usage_errors_say_what_is_valid() {
+    let t = T::new();
+    let (code, _, err) = split(t.td(&["vacuum", "t", "--older-than", "banana"]));
+    assert_eq!(code, 2);
+    assert_eq!(
+        first_sentence(&err[0]),
+        "tinydelta: --older-than \"banana\" is not a duration: write a number and a unit, e.g. 0s, 30m, 1h, 7d or 2weeks (expected number at 0)"
+    );
+}
+
+#[test]
+fn json_output() {
+    let t = T::new();
+    t.write("a.jsonl", b"{\"id\":1}\n");
+    assert_eq!(t.append("a.jsonl", &[]).0, 0);
+    t.write("b.jsonl", b"{\"id\":2}\n");
+    assert!(t.td(&["overwrite", "t", "--file", "b.jsonl"]).status.success());
+    let out = t.td(&["vacuum", "t", "--retain", "0s", "--force", "--dry-run", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["dryRun"], true);
+    assert_eq!(v["numFiles"], 1);
+    assert_eq!(v["numExpiredDataFiles"], 1);
+    assert_eq!(v["files"].as_array().unwrap().len(), 1);
+    assert!(v["files"][0]["size"].as_u64().unwrap() > 0);
+    assert_eq!(v["sizeBytes"], v["files"][0]["size"]);
+    for cmd in [&["describe", "t", "--json"][..], &["history", "t", "--json"]] {
+        let out = t.td(cmd);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    }
+    // Nothing drawn on a pipe: stderr stays empty.
+    let out = t.td(&["vacuum", "t", "--dry-run"]);
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("would delete 0 files (0 bytes)"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn completions_and_man_pages_are_generated() {
+    let t = T::new();
+    let cases = [
+        ("bash", "tinydelta", "complete -F _tinydelta"),
+        ("zsh", "tinydelta", "#compdef tinydelta"),
+        ("fish", "tinydelta", "complete -c tinydelta"),
+        ("bash", "tinydelta-mount", "complete -F _tinydelta__mount"),
+        ("zsh", "tinydelta-mount", "#compdef tinydelta-mount"),
+        ("fish", "tinydelta-mount", "complete -c tinydelta-mount"),
+    ];
+    for (shell, bin, marker) in cases {
+        let out = t.td(&["completions", shell, "--bin", bin]);
+        assert!(out.status.success(), "{shell} {bin}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.contains(marker), "{shell} {bin}: no {marker:?}");
+        for word in ["append", "rejects", "max-errors", "vacuum", "completions"] {
+            assert!(bin != "tinydelta" || text.contains(word), "{shell}: {word} missing");
+        }
+        if shell == "bash" {
+            let f = t.path(&format!("{bin}.bash"));
+            fs::write(&f, &text).unwrap();
+            let st = Command::new("bash").arg("-n").arg(&f).status().unwrap();
+            assert!(st.success(), "{bin}.bash is not valid bash");
+        }
+    }
+    let out = t.td(&["man", "man1"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for page in [
+        "tinydelta",
+        "tinydelta-append",
+        "tinydelta-alter-add-column",
+        "tinydelta-mount",
+    ] {
+        let text = fs::read_to_string(t.path(&format!("man1/{page}.1"))).unwrap_or_else(|e| panic!("{page}.1: {e}"));
+        assert!(
+            text.starts_with(".ie") || text.contains(".TH"),
+            "{page}.1 is no man page"
+        );
+        assert!(text.contains(&format!(".TH {page} 1")), "{page}.1 title");
+    }
+    let append = fs::read_to_string(t.path("man1/tinydelta-append.1")).unwrap();
+    assert!(append.contains("rejects"), "tinydelta-append.1 documents --rejects");
+    let mount = fs::read_to_string(t.path("man1/tinydelta-mount.1")).unwrap();
+    assert!(
+        mount.contains("share\\-incoming"),
+        "tinydelta-mount.1 documents its flags"
+    );
+}
+
+/// `incoming/NAME.error` lists the same lines (and hints) as `tinydelta append` does.
+#[test]
+fn incoming_note_lists_the_same_bad_lines() {
+    let f = Fixture::flights(&[]);
+    let _m = f.mount();
+    let good = "{\"year\":2013,\"month\":1,\"day\":1}\n";
+    let input = format!(
+        "{good}{{\"year\":\"2013\",\"month\":1,\"day\":1}}\n{good}{{\"year\":2013,\"month\":1,\"day\":1,\"distance\":NaN}}\n{{\"year\":2013}}\n{good}"
+    );
+    // The CLI, on a file named as the mount names it.
+    let work = f.dir.path().join("work");
+    fs::create_dir_all(work.join("incoming")).unwrap();
+    fs::write(work.join("incoming/x.jsonl"), &input).unwrap();
+    let out = Command::new(TD_BIN)
+        .args(["append", &f.t(), "--file", "incoming/x.jsonl"])
+        .current_dir(&work)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    let cli: Vec<String> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .map(|l| l.strip_prefix("tinydelta: ").unwrap().to_string())
+        .collect();
+    assert_eq!(cli.len(), 5, "{cli:?}");
+    // The mount.
+    let cp = Command::new("cp")
+        .arg(work.join("incoming/x.jsonl"))
+        .arg(f.m("incoming/x.jsonl"))
+        .output()
+        .unwrap();
+    assert!(!cp.status.success(), "cp of a bad file must fail");
+    let note = fs::read_to_string(f.m("incoming/x.jsonl.error")).unwrap();
+    let note: Vec<&str> = note.lines().collect();
+    assert_eq!(note, cli);
+    assert_eq!(
+        note[0],
+        "incoming/x.jsonl: line 2, column \"year\": expected int, found string"
+    );
+    assert_eq!(note[3], "incoming/x.jsonl: 3 bad lines; nothing was committed");
+    assert_eq!(f.latest(), 0);
+    assert!(Path::new(&f.m("incoming/x.jsonl")).exists());
+}
+
+/// A second mount of a table names the first one's mount point, once, also with `-f`.
+#[test]
+fn already_mounted_names_the_other_mount_point_once() {
+    let f = Fixture::flights(&[]);
+    let _m = f.mount();
+    let other = f.dir.path().join("mnt2");
+    fs::create_dir(&other).unwrap();
+    let table = fs::canonicalize(&f.table).unwrap();
+    let first = fs::canonicalize(&f.mnt).unwrap();
+    let want = format!(
+        "tinydelta-mount: table {} is already mounted at {} by another tinydelta-mount (pid ",
+        table.display(),
+        first.display()
+    );
+    for extra in [&[][..], &["-f"]] {
+        let out = Command::new(mount::MOUNT_BIN)
+            .arg(&table)
+            .arg(&other)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{extra:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "{extra:?}: printed once: {err}");
+        assert!(lines[0].starts_with(&want), "{extra:?}: {err}");
+        assert!(
+            lines[0].ends_with(&format!(
+                "a table can be mounted once (unmount it first: fusermount3 -u {})",
+                first.display()
+            )),
+            "{err}"
+        );
+    }
+}
