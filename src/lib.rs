@@ -17,6 +17,7 @@ pub mod error;
 pub mod failpoint;
 pub mod fuse;
 pub mod log;
+pub mod lru;
 pub mod optimize;
 pub mod rows;
 pub mod schema;

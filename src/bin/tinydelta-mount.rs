@@ -35,6 +35,15 @@ struct Cli {
     /// is refused with an error naming it.
     #[arg(long, value_name = "BYTES")]
     max_line_bytes: Option<usize>,
+    /// How many staged files in incoming/ keep an open descriptor in the daemon (default 256);
+    /// others are reopened on demand.
+    #[arg(long, value_name = "N")]
+    max_open_staged: Option<usize>,
+    /// The most bytes one close, fsync or rename in incoming/ may validate (default 1 GiB =
+    /// 1073741824; bytes written sequentially are validated as they arrive and do not count); a
+    /// commit needing more fails with EFBIG and NAME.error says why.
+    #[arg(long, value_name = "BYTES")]
+    max_validate_bytes: Option<u64>,
     /// Never use FUSE passthrough (single-file versions and commit files are otherwise read by
     /// the kernel directly where it allows: Linux >= 6.9, CAP_SYS_ADMIN); for comparisons.
     #[arg(long)]
@@ -78,6 +87,8 @@ fn main() {
         notify_ready: cli.notify_ready,
         share_incoming: cli.share_incoming,
         max_line_bytes: cli.max_line_bytes,
+        max_open_staged: cli.max_open_staged,
+        max_validate_bytes: cli.max_validate_bytes,
         no_passthrough: cli.no_passthrough,
         ..MountArgs::default()
     };

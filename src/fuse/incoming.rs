@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::fs::File;
 use std::hash::Hasher;
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufReader, Read};
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -37,7 +37,7 @@ use log::{debug, info, warn};
 
 use crate::WriteOptions;
 use crate::rows::LineCheck;
-use crate::staging::{self, ERROR_SUFFIX, SOURCE_PARAM, STAGING_ID_PARAM};
+use crate::staging::{self, ERROR_SUFFIX, FileId, SOURCE_PARAM, STAGING_ID_PARAM};
 
 use super::errno::{FsError, FsResult};
 use super::inode::Node;
@@ -52,8 +52,9 @@ pub const GHOST_TTL: Duration = Duration::from_secs(5);
 pub(super) struct Bytes {
     /// Its id in `_staging/`.
     pub id: String,
-    /// Its data file.
-    pub file: Arc<File>,
+    /// Its data file's identity; the descriptor is opened on demand and kept in a bounded pool
+    /// ([`staging::Staging::data`], README "Limits").
+    pub ident: FileId,
     /// Bytes in the data file.
     pub len: u64,
     /// Why the last commit failed (shown as `NAME.error`).
@@ -62,6 +63,35 @@ pub(super) struct Bytes {
     pub blocked: Option<String>,
     /// Streaming validation of sequential writes; `None` once writes are not sequential.
     pub check: Option<Stream>,
+    /// The last refusal of these bytes by validation, kept until they change: a close, fsync
+    /// or rename of an unchanged refused file answers it again without reading the file.
+    pub verdict: Option<Verdict>,
+}
+
+/// Why validation refused a staged file's bytes, and what exactly it validated.
+#[derive(Debug, Clone)]
+pub(super) struct Verdict {
+    /// The bytes validated: `from..len` of the data file.
+    from: u64,
+    len: u64,
+    /// The schema they were validated against (a schema change may make them valid).
+    schema: crate::Schema,
+    /// The refusal ([`crate::Error::BadInput`]'s fields but the file's name, which a rename
+    /// changes).
+    line: u64,
+    column: String,
+    reason: String,
+}
+
+impl Verdict {
+    fn error(&self, source: &str) -> crate::Error {
+        crate::Error::BadInput {
+            file: source.to_string(),
+            line: self.line,
+            column: self.column.clone(),
+            reason: self.reason.clone(),
+        }
+    }
 }
 
 /// A staged file written sequentially so far: each complete line validated as it arrives and its
@@ -70,8 +100,11 @@ pub(super) struct Bytes {
 #[derive(Debug)]
 pub(super) struct Stream {
     check: LineCheck,
-    /// `_staging/<id>.canon`, from the first complete line on.
-    canon: Option<File>,
+    /// `_staging/<id>.canon`'s identity, from the first complete line on (its descriptor lives
+    /// in the staging pool like the data file's).
+    canon: Option<FileId>,
+    /// Bytes written to `<id>.canon`.
+    canon_len: u64,
     /// Writing the canonical rows failed: the commit canonicalises the staged bytes instead.
     canon_failed: bool,
     /// Hash of the bytes fed (for re-save detection).
@@ -83,6 +116,7 @@ impl Stream {
         Stream {
             check: LineCheck::new(schema),
             canon: None,
+            canon_len: 0,
             canon_failed: false,
             hash: Default::default(),
         }
@@ -93,23 +127,32 @@ impl Stream {
         if self.canon_failed || rows.is_empty() {
             return;
         }
-        let written = match &mut self.canon {
-            Some(f) => f.write_all(rows).map_err(|e| e.to_string()),
-            None => match staging.create_canon(id) {
-                Ok(mut f) => {
-                    let r = f.write_all(rows).map_err(|e| e.to_string());
-                    self.canon = Some(f);
-                    r
-                }
-                Err(e) => Err(e.to_string()),
-            },
-        };
+        let written = (|| -> crate::Result<()> {
+            let ident = match self.canon {
+                Some(i) => i,
+                None => *self.canon.insert(staging.create_canon(id)?),
+            };
+            staging
+                .canon(id, ident)?
+                .write_all_at(rows, self.canon_len)
+                .map_err(|e| crate::Error::io("write", staging.dir().join(format!("{id}.canon")), e))?;
+            self.canon_len += rows.len() as u64;
+            Ok(())
+        })();
         if let Err(e) = written {
             debug!("_staging/{id}.canon: {e}; the commit canonicalises the staged bytes instead");
             self.canon_failed = true;
             self.canon = None;
             let _ = staging.remove_canon(id);
         }
+    }
+}
+
+impl Bytes {
+    /// The data file's descriptor, from the staging pool (opened again beneath the table and
+    /// checked to be the same file when the pool had closed it).
+    fn data(&self, staging: &staging::Staging) -> FsResult<Arc<File>> {
+        Ok(staging.data(&self.id, self.ident)?)
     }
 }
 
@@ -190,11 +233,13 @@ impl Staged {
         self.base + self.bytes().map_or(0, |b| b.len)
     }
 
-    fn file(&self) -> Option<Arc<File>> {
+    /// Its data file's descriptor (opened again if the pool closed it; a removed file keeps the
+    /// descriptor its open handles read).
+    fn file(&self, staging: &staging::Staging) -> FsResult<Option<Arc<File>>> {
         match &self.state {
-            State::Listed(b) | State::Detached(b) => Some(b.file.clone()),
-            State::Removed(f) => f.clone(),
-            State::Committed { .. } => None,
+            State::Listed(b) | State::Detached(b) => Ok(Some(b.data(staging)?)),
+            State::Removed(f) => Ok(f.clone()),
+            State::Committed { .. } => Ok(None),
         }
     }
 }
@@ -377,12 +422,13 @@ impl TableView {
     /// (swap files hold anything).
     fn new_bytes(&self, name: &str, id: String, file: File) -> FsResult<Bytes> {
         Ok(Bytes {
+            ident: self.staging.keep_data(&id, file)?,
             id,
-            file: Arc::new(file),
             len: 0,
             note: None,
             blocked: None,
             check: self.line_check(name)?,
+            verdict: None,
         })
     }
 
@@ -433,11 +479,12 @@ impl TableView {
             };
             let bytes = Bytes {
                 id: f.id,
-                file: Arc::new(file),
+                ident: FileId::of(&file)?,
                 len: meta.len(),
                 note,
                 blocked: f.torn,
                 check: None,
+                verdict: None,
             };
             let seq = inc.insert(&name, State::Listed(bytes), self.file_perm());
             inc.get(seq)?.mtime = meta.modified().unwrap_or_else(|_| SystemTime::now());
@@ -639,9 +686,10 @@ impl TableView {
                     // Rewritten from offset 0: no longer blocked, and the old note is moot.
                     e.base = 0;
                     if let State::Listed(b) = &mut e.state {
-                        b.file.set_len(0)?;
+                        b.data(&self.staging)?.set_len(0)?;
                         b.len = 0;
                         b.blocked = None;
+                        b.verdict = None;
                         let fresh = self.line_check(&e.name.clone())?;
                         self.end_stream(b);
                         b.check = fresh;
@@ -766,7 +814,7 @@ impl TableView {
         let (file, base, len) = {
             let mut inc = lock(&self.incoming);
             let e = inc.get(seq)?;
-            (e.file(), e.base, e.bytes().map_or(0, |b| b.len))
+            (e.file(&self.staging)?, e.base, e.bytes().map_or(0, |b| b.len))
         };
         let Some(file) = file else { return Ok(Vec::new()) };
         if offset < base {
@@ -865,7 +913,7 @@ impl TableView {
         let (file, base, name) = {
             let mut inc = lock(&self.incoming);
             let e = inc.get(seq)?;
-            (e.file(), e.base, e.name.clone())
+            (e.file(&self.staging)?, e.base, e.name.clone())
         };
         let Some(file) = file else { return Ok(data.len()) };
         if offset < base {
@@ -890,6 +938,7 @@ impl TableView {
             e.mtime = SystemTime::now();
             let Some(b) = e.bytes_mut() else { return Ok(data.len()) };
             b.len = b.len.max(at + data.len() as u64);
+            b.verdict = None;
             if at == 0 && b.blocked.is_some() {
                 b.blocked = None;
             }
@@ -952,8 +1001,9 @@ impl TableView {
                 }
                 let base = e.base;
                 if let Some(b) = e.bytes_mut() {
-                    b.file.set_len(size - base)?;
+                    b.data(&self.staging)?.set_len(size - base)?;
                     b.len = size - base;
+                    b.verdict = None;
                     self.end_stream(b);
                     if size == 0 {
                         b.blocked = None;
@@ -1025,7 +1075,7 @@ impl TableView {
                 let e = inc.get(seq)?;
                 let sync_only = !writable || e.writers > 1 || e.in_place || staging::is_scratch(&e.name);
                 let Some(b) = e.bytes() else { return Ok(()) };
-                (sync_only, b.id.clone(), e.name.clone(), b.file.clone(), b.len)
+                (sync_only, b.id.clone(), e.name.clone(), b.data(&self.staging)?, b.len)
             };
             if sync_only {
                 self.staging.sync(&id, &name, &file, len)?;
@@ -1099,7 +1149,7 @@ impl TableView {
             if let Some(why) = &b.blocked {
                 return Err(FsError::Blocked(why.clone()));
             }
-            (b.id.clone(), e.name.clone(), b.file.clone(), b.len, e.base)
+            (b.id.clone(), e.name.clone(), b.data(&self.staging)?, b.len, e.base)
         };
         if len == 0 {
             // Nothing to commit (a shell redirection closes a duplicate of the new, still empty
@@ -1136,6 +1186,14 @@ impl TableView {
         let prepared = match plan {
             Plan::Append { from: 0 } => self.commit_prepared(seq, &id, &source, len, &opts)?,
             _ => None,
+        };
+        let from = match plan {
+            Plan::Append { from } => from,
+            Plan::Replace { .. } => 0,
+        };
+        let validated = match prepared {
+            Some(_) => None,
+            None => Some(self.validation_budget(seq, &source, from, len)?),
         };
         let (result, hash) = match (&plan, prepared) {
             (_, Some(done)) => done,
@@ -1232,12 +1290,60 @@ impl TableView {
                 Err(FsError::Table(crate::Error::NotDurable { table, version, reason }))
             }
             Err(err) => {
+                if let (
+                    Some(schema),
+                    crate::Error::BadInput {
+                        line, column, reason, ..
+                    },
+                ) = (validated, &err)
+                    && let Some(b) = lock(&self.incoming).get(seq)?.bytes_mut()
+                {
+                    b.verdict = Some(Verdict {
+                        from,
+                        len,
+                        schema,
+                        line: *line,
+                        column: column.clone(),
+                        reason: reason.clone(),
+                    });
+                }
                 let msg = err.to_string();
                 warn!("incoming/{name:?}: not committed: {}", msg.escape_debug());
                 self.note(seq, &msg);
                 Err(FsError::Table(err))
             }
         }
+    }
+
+    /// Before a commit validates bytes `from..len` of `seq` in one request (README, "Limits"):
+    /// when validation refused exactly these bytes against the same schema before, that refusal
+    /// again, without reading them; when they are more than
+    /// [`staging::max_validate_bytes`], `EFBIG` ([`FsError::TooBig`]) and a note saying why.
+    /// Returns the schema the validation will use, to key the verdict it may give.
+    fn validation_budget(&self, seq: u64, source: &str, from: u64, len: u64) -> FsResult<crate::Schema> {
+        let schema = self.versions.table().latest_snapshot()?.schema.clone();
+        let kept = lock(&self.incoming).get(seq)?.bytes().and_then(|b| b.verdict.clone());
+        if let Some(v) = kept
+            && v.from == from
+            && v.len == len
+            && v.schema == schema
+        {
+            debug!("{source}: unchanged since validation refused it; not validated again");
+            return Err(FsError::Table(v.error(source)));
+        }
+        let need = len - from;
+        let cap = staging::max_validate_bytes();
+        if need > cap {
+            let msg = format!(
+                "not committed: {source} would need {need} bytes validated in one request, more than the limit of \
+                 {cap} (tinydelta-mount --max-validate-bytes); write it sequentially from offset 0 under a plain name \
+                 (as cp does), which validates it as it arrives, or use `tinydelta append`"
+            );
+            warn!("{}", msg.escape_debug());
+            self.note(seq, &msg);
+            return Err(FsError::TooBig(msg));
+        }
+        Ok(schema)
     }
 
     /// The commit of a file streamed from offset 0 to its end: finish the tail, fsync the
@@ -1281,13 +1387,21 @@ impl TableView {
             let _ = self.staging.remove_canon(id);
             return Ok(None);
         }
+        let canon = match stream.canon.map(|ident| self.staging.canon(id, ident)).transpose() {
+            Ok(c) => c,
+            Err(e) => {
+                debug!("{source}: {e}; canonicalising its bytes");
+                let _ = self.staging.remove_canon(id);
+                return Ok(None);
+            }
+        };
         // The canonical rows are not fsynced here: the publish fsyncs them at the same time as
         // the commit and the table folder (one journal commit; commit::publish_after).
         let placed = std::cell::Cell::new(None);
         let result = self.table().append_prepared_after(
             stream.check.schema(),
             &stats,
-            stream.canon.as_ref(),
+            canon.as_deref(),
             |path| {
                 let r = self.staging.link_canon(id, path);
                 placed.set(Some(r.is_ok()));
@@ -1306,6 +1420,17 @@ impl TableView {
         Ok(Some((result, stream.hash.finish())))
     }
 
+    /// The descriptor a listed file being removed keeps for its open handles (they read its
+    /// bytes until closed, as after an unlink on disk); none when nobody has it open.
+    fn pin_removed(&self, handles: u32, b: &Bytes) -> Option<Arc<File>> {
+        if handles == 0 {
+            return None;
+        }
+        b.data(&self.staging)
+            .inspect_err(|e| warn!("a removed staged file's open handles cannot read it any more: {e}"))
+            .ok()
+    }
+
     /// Remove `name` from `incoming/`: discards a listed file, forgets a committed name (the
     /// table keeps its rows), or clears a note (`rm NAME.error`).
     pub(super) fn unlink_staged(&self, name: &str) -> FsResult<()> {
@@ -1314,9 +1439,9 @@ impl TableView {
         if let Some(&seq) = inc.names.get(name) {
             let e = inc.get(seq)?;
             if let State::Listed(b) = &e.state {
+                let file = self.pin_removed(e.handles, b);
                 self.staging.remove(&b.id)?;
-                let file = b.file.clone();
-                e.state = State::Removed(Some(file));
+                e.state = State::Removed(file);
             }
             inc.unname(seq);
             inc.maybe_drop(seq);
@@ -1374,9 +1499,9 @@ impl TableView {
                 }
                 let e = inc.get(dst)?;
                 if let State::Listed(b) = &e.state {
+                    let file = self.pin_removed(e.handles, b);
                     self.staging.remove(&b.id)?;
-                    let file = b.file.clone();
-                    e.state = State::Removed(Some(file));
+                    e.state = State::Removed(file);
                 }
                 inc.unname(dst);
                 inc.maybe_drop(dst);
