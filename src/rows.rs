@@ -148,7 +148,22 @@ struct Canonicalizer<'s> {
     /// Per timestamp column: the last raw value seen and its instant (µs), to skip re-parsing
     /// repeated values.
     ts_cache: Vec<Option<(String, i64)>>,
+    /// The values of the line [`Canonicalizer::canonical`] is checking, one per column.
+    parsed: Vec<Parsed>,
     stats: FileStats,
+}
+
+/// A value [`Canonicalizer::canonical`] accepted, before its statistics are counted.
+#[derive(Debug, Clone, Copy)]
+enum Parsed {
+    Null,
+    Int(i64),
+    Float(f64),
+    Bool,
+    /// A string or date: its bytes' range in the line, without the quotes.
+    Str(usize, usize),
+    /// A timestamp's instant (µs since the epoch).
+    Instant(i64),
 }
 
 enum Rejection {
@@ -174,6 +189,7 @@ impl<'s> Canonicalizer<'s> {
             key_prefix,
             slots: vec![None; schema.columns.len()],
             ts_cache: vec![None; schema.columns.len()],
+            parsed: Vec::with_capacity(schema.columns.len()),
             stats: FileStats {
                 columns: vec![ColumnStats::default(); schema.columns.len()],
                 ..FileStats::default()
@@ -186,6 +202,11 @@ impl<'s> Canonicalizer<'s> {
     /// Flat objects without escapes take a hand-written scanner; anything else (escapes, nested
     /// values, malformed JSON) goes through serde_json, which also words the syntax errors.
     fn line(&mut self, text: &str, out: &mut Vec<u8>) -> std::result::Result<(), Rejection> {
+        if self.canonical(text) {
+            out.extend_from_slice(text.as_bytes());
+            out.push(b'\n');
+            return Ok(());
+        }
         let mut flat: Vec<(&str, &str)> = Vec::with_capacity(self.schema.columns.len());
         if scan_flat(text, &mut flat) {
             return self.emit(&flat, out);
@@ -202,6 +223,139 @@ impl<'s> Canonicalizer<'s> {
         })?;
         let fields: Vec<(&str, &str)> = fields.0.iter().map(|(k, v)| (k.0.as_ref(), v.get())).collect();
         self.emit(&fields, out)
+    }
+
+    /// Whether `text` is a canonical row already (every column's key in schema order, no
+    /// whitespace, each value valid for its column and written as [`Canonicalizer::emit`]
+    /// writes it), counting its statistics if it is. Checks every value in full, as `emit`
+    /// does; anything else, valid or not, is `false` and nothing is counted: the caller takes the
+    /// general path, which canonicalises it or words the error. This is the common case of
+    /// rows written by tinydelta or by a tool that prints the schema's columns in order, and it
+    /// costs one pass over the line with no copy but the row's own.
+    fn canonical(&mut self, text: &str) -> bool {
+        let b = text.as_bytes();
+        let n = self.schema.columns.len();
+        if n == 0 || b.first() != Some(&b'{') {
+            return false;
+        }
+        self.parsed.clear();
+        let mut i = 1;
+        for ci in 0..n {
+            let key = &self.key_prefix[ci];
+            if !b[i..].starts_with(key) {
+                return false;
+            }
+            i += key.len();
+            let col = &self.schema.columns[ci];
+            let start = i;
+            let value = match b.get(i) {
+                Some(b'n') if b[i..].starts_with(b"null") && col.nullable => {
+                    i += 4;
+                    Parsed::Null
+                }
+                Some(b't') if b[i..].starts_with(b"true") && col.ty == ColumnType::Bool => {
+                    i += 4;
+                    Parsed::Bool
+                }
+                Some(b'f') if b[i..].starts_with(b"false") && col.ty == ColumnType::Bool => {
+                    i += 5;
+                    Parsed::Bool
+                }
+                Some(b'"') => {
+                    let Some(len) = b[i + 1..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20) else {
+                        return false;
+                    };
+                    let end = i + 1 + len;
+                    if b[end] != b'"' {
+                        return false;
+                    }
+                    let s = &text[i + 1..end];
+                    i = end + 1;
+                    match col.ty {
+                        ColumnType::Str => Parsed::Str(start + 1, end),
+                        ColumnType::Date if valid_date(s) => Parsed::Str(start + 1, end),
+                        ColumnType::Timestamp => {
+                            let us = match &self.ts_cache[ci] {
+                                Some((last, us)) if last == s => *us,
+                                _ => {
+                                    let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) else {
+                                        return false;
+                                    };
+                                    let us = t.timestamp_micros();
+                                    self.ts_cache[ci] = Some((s.to_string(), us));
+                                    us
+                                }
+                            };
+                            Parsed::Instant(us)
+                        }
+                        _ => return false,
+                    }
+                }
+                Some(b'-' | b'0'..=b'9') if col.ty == ColumnType::Int => {
+                    let neg = b[i] == b'-';
+                    if neg {
+                        i += 1;
+                    }
+                    let digits = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+                    // No leading zero, no "-0" (emitted as "0"), at most 19 digits; a fraction
+                    // or exponent is refused below (the next byte is not , or }).
+                    if digits == 0 || digits > 19 || (b[i] == b'0' && (digits > 1 || neg)) {
+                        return false;
+                    }
+                    let mut v: i64 = 0;
+                    for &d in &b[i..i + digits] {
+                        let d = i64::from(d - b'0');
+                        let next = v
+                            .checked_mul(10)
+                            .and_then(|v| if neg { v.checked_sub(d) } else { v.checked_add(d) });
+                        match next {
+                            Some(x) => v = x,
+                            None => return false,
+                        }
+                    }
+                    i += digits;
+                    Parsed::Int(v)
+                }
+                Some(b'-' | b'0'..=b'9') if col.ty == ColumnType::Float => {
+                    let end = b[i..]
+                        .iter()
+                        .position(|c| !matches!(c, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
+                        .map_or(b.len(), |p| i + p);
+                    let raw = &text[i..end];
+                    let Ok(f) = raw.parse::<f64>() else { return false };
+                    // Canonical only when written as emit writes it (which also proves it a
+                    // JSON number: "1.", "+1", "01" never come out of the formatter).
+                    if !f.is_finite() || ryu_like(f) != raw.as_bytes() {
+                        return false;
+                    }
+                    i = end;
+                    Parsed::Float(if f == 0.0 { 0.0 } else { f })
+                }
+                _ => return false,
+            };
+            self.parsed.push(value);
+            let delim = if ci + 1 == n { b'}' } else { b',' };
+            if b.get(i) != Some(&delim) {
+                return false;
+            }
+            i += 1;
+        }
+        if i != b.len() {
+            return false;
+        }
+        for (ci, v) in self.parsed.iter().enumerate() {
+            let st = &mut self.stats.columns[ci];
+            match *v {
+                Parsed::Null => st.null_count += 1,
+                Parsed::Int(n) => update_stat(st, StatValue::Int(n)),
+                Parsed::Float(f) => update_stat(st, StatValue::Float(f)),
+                Parsed::Bool => {}
+                Parsed::Str(s, e) => update_str_stat(st, &text[s..e]),
+                Parsed::Instant(us) => update_stat(st, StatValue::Instant(us)),
+            }
+        }
+        self.stats.num_records += 1;
+        true
     }
 
     /// Write one row from its `(key, raw JSON value)` fields, in input order.
@@ -677,7 +831,12 @@ fn update_stat(st: &mut ColumnStats, v: StatValue) {
 /// the stat prefix keep a truncated `min` and make `max` unknown (a prefix is a lower bound,
 /// never an upper one).
 fn update_str_stat(st: &mut ColumnStats, s: &str) {
-    let (s, long) = match s.char_indices().nth(STRING_STAT_PREFIX) {
+    // At most STRING_STAT_PREFIX bytes is at most that many characters: no need to count them.
+    let cut = match s.len() <= STRING_STAT_PREFIX {
+        true => None,
+        false => s.char_indices().nth(STRING_STAT_PREFIX),
+    };
+    let (s, long) = match cut {
         Some((cut, _)) => (&s[..cut], true),
         None => (s, false),
     };
@@ -715,6 +874,13 @@ impl FileStats {
             a.merge(b);
         }
     }
+}
+
+/// `f` as [`Canonicalizer::emit`] writes a float column's value (serde_json's formatting).
+fn ryu_like(f: f64) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(24);
+    let _ = serde_json::to_writer(&mut buf, &f);
+    buf
 }
 
 fn json_kind(raw: &str) -> &'static str {
@@ -995,6 +1161,50 @@ mod tests {
         assert_eq!(stats["maxValues"]["x"], 18.0);
         assert_eq!(stats["nullCount"]["s"], 1);
         assert_eq!(stats["minValues"]["t"], "2013-01-01T09:00:00.000000Z");
+    }
+
+    /// Canonical rows take the one-pass check; its bytes and statistics must be exactly those
+    /// of the general path, and anything it does not take must still be canonicalised or
+    /// refused by the general path, with the same errors.
+    #[test]
+    fn canonical_rows_match_the_general_path() {
+        let input = "{\"id\":1,\"x\":18,\"s\":\"a\\u0062\"}\n{ \"id\": -0 }\n\
+            {\"t\":\"2013-01-01T10:00:00+01:00\",\"id\":3,\"x\":-0.0,\"d\":\"2020-02-29\",\"b\":false}\n\
+            {\"id\":-9223372036854775808,\"x\":1e300,\"s\":\"ü€ \\\"q\\\" long string over thirty-two characters\"}\n\
+            {\"id\":9223372036854775807,\"x\":0.1,\"s\":\"\",\"b\":true,\"t\":\"2013-01-01T10:00:00Z\"}\n";
+        let (once, st1) = run(input.as_bytes()).unwrap();
+        let (twice, st2) = run(once.as_bytes()).unwrap();
+        assert_eq!(once, twice);
+        assert_eq!(st1.to_stats_json(&schema()), st2.to_stats_json(&schema()));
+        assert_eq!((st1.num_records, st1.bytes), (st2.num_records, st2.bytes));
+        // Every canonical line of the second run without an escape took the one-pass check.
+        let s = schema();
+        let mut c = Canonicalizer::new(&s);
+        let plain: Vec<&str> = once.lines().filter(|l| !l.contains('\\')).collect();
+        assert_eq!(plain.len(), 4);
+        for l in &plain {
+            assert!(c.canonical(l), "{l}");
+        }
+        // Near misses fall through (and are then canonicalised or refused as before).
+        for l in [
+            "{\"id\":-0,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null}",
+            "{\"id\":1,\"x\":1.50,\"s\":null,\"b\":null,\"d\":null,\"t\":null}",
+            "{\"id\":1,\"x\":18,\"s\":null,\"b\":null,\"d\":null,\"t\":null}",
+            "{\"id\":01,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null}",
+            "{\"id\":1.0,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null}",
+            "{\"id\":9223372036854775808,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null}",
+            "{\"id\":null,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null}",
+            "{\"id\":1,\"x\":null,\"s\":\"a\\nb\",\"b\":null,\"d\":null,\"t\":null}",
+            "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":\"2021-02-29\",\"t\":null}",
+            "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":\"noon\"}",
+            "{\"id\":1,\"x\":null,\"s\":null,\"b\":1,\"d\":null,\"t\":null}",
+            "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null} ",
+            "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null}",
+            "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null,\"z\":1}",
+        ] {
+            assert!(!c.canonical(l), "{l}");
+        }
+        assert_eq!(c.stats.num_records, plain.len() as u64);
     }
 
     #[test]
