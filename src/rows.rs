@@ -242,7 +242,7 @@ impl<'s> Canonicalizer<'s> {
         let mut i = 1;
         for ci in 0..n {
             let key = &self.key_prefix[ci];
-            if !b[i..].starts_with(key) {
+            if !starts_with(&b[i..], key) {
                 return false;
             }
             i += key.len();
@@ -276,7 +276,11 @@ impl<'s> Canonicalizer<'s> {
                         ColumnType::Date if valid_date(s) => Parsed::Str(start + 1, end),
                         ColumnType::Timestamp => {
                             let us = match &self.ts_cache[ci] {
-                                Some((last, us)) if last == s => *us,
+                                Some((last, us))
+                                    if last.len() == s.len() && starts_with(s.as_bytes(), last.as_bytes()) =>
+                                {
+                                    *us
+                                }
                                 _ => {
                                     let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) else {
                                         return false;
@@ -638,12 +642,52 @@ impl LineCheck {
     }
 
     fn run(&mut self, source: &str, complete: &[u8], out: &mut Vec<u8>) -> Result<()> {
-        let mut c = Canonicalizer::new(&self.schema);
-        let before = out.len();
-        c.chunk(complete, self.line, out).map_err(|e| Self::bad(source, e))?;
-        c.stats.bytes = (out.len() - before) as u64;
-        self.stats.merge(&c.stats);
-        self.line += count_lines(complete);
+        let pieces = split_lines(complete, LINE_CHECK_PIECE);
+        if pieces.len() == 1 {
+            let mut c = Canonicalizer::new(&self.schema);
+            let before = out.len();
+            c.chunk(complete, self.line, out).map_err(|e| Self::bad(source, e))?;
+            c.stats.bytes = (out.len() - before) as u64;
+            self.stats.merge(&c.stats);
+            self.line += count_lines(complete);
+            return Ok(());
+        }
+        // A large write (the mount takes up to 1 MiB per request): its pieces are checked on
+        // threads of their own, so a request costs the time of one piece, not of all of them.
+        let mut firsts = Vec::with_capacity(pieces.len());
+        let mut line = self.line;
+        for p in &pieces {
+            firsts.push(line);
+            line += count_lines(p);
+        }
+        let schema = &self.schema;
+        let check = |piece: &[u8], first: u64| {
+            let mut c = Canonicalizer::new(schema);
+            let mut rows = Vec::with_capacity(piece.len() + piece.len() / 8);
+            c.chunk(piece, first, &mut rows).map(|()| {
+                c.stats.bytes = rows.len() as u64;
+                (rows, std::mem::take(&mut c.stats))
+            })
+        };
+        let results: Vec<_> = std::thread::scope(|scope| {
+            let others: Vec<_> = pieces[1..]
+                .iter()
+                .zip(&firsts[1..])
+                .map(|(p, &first)| scope.spawn(move || check(p, first)))
+                .collect();
+            let mut all = vec![check(pieces[0], firsts[0])];
+            for h in others {
+                all.push(h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+            }
+            all
+        });
+        // The first bad line in input order wins, as in one pass.
+        for r in results {
+            let (rows, stats) = r.map_err(|e| Self::bad(source, e))?;
+            out.extend_from_slice(&rows);
+            self.stats.merge(&stats);
+        }
+        self.line = line;
         Ok(())
     }
 
@@ -876,6 +920,23 @@ impl FileStats {
     }
 }
 
+/// `hay` starts with `needle`, compared eight bytes at a time: keys and timestamps are short, and
+/// a `memcmp` call per key cost more than the comparison (issue 10's profile).
+#[inline]
+fn starts_with(hay: &[u8], needle: &[u8]) -> bool {
+    if hay.len() < needle.len() {
+        return false;
+    }
+    let (mut h, mut n) = (&hay[..needle.len()], needle);
+    while let (Some((hw, hr)), Some((nw, nr))) = (h.split_first_chunk::<8>(), n.split_first_chunk::<8>()) {
+        if hw != nw {
+            return false;
+        }
+        (h, n) = (hr, nr);
+    }
+    h.iter().zip(n).all(|(a, b)| a == b)
+}
+
 /// `f` as [`Canonicalizer::emit`] writes a float column's value (serde_json's formatting).
 fn ryu_like(f: f64) -> Vec<u8> {
     let mut buf = Vec::with_capacity(24);
@@ -997,6 +1058,31 @@ impl From<Error> for Either {
     fn from(e: Error) -> Self {
         Either::Other(e)
     }
+}
+
+/// Bytes of whole lines [`LineCheck`] checks on one thread; a larger write is cut into pieces
+/// of about this size (at most one per core) checked at the same time.
+const LINE_CHECK_PIECE: usize = 256 << 10;
+
+/// `complete` (whole lines) cut at line ends into at most one piece per core (at most 4), each
+/// of at least `min` bytes; one piece when it is small or there is one core.
+fn split_lines(complete: &[u8], min: usize) -> Vec<&[u8]> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
+    let n = cores.min(complete.len() / min.max(1)).max(1);
+    let mut pieces = Vec::with_capacity(n);
+    let mut start = 0;
+    for k in 1..n {
+        let target = (complete.len() * k / n).max(start);
+        match memchr::memchr(b'\n', &complete[target..]) {
+            Some(p) if target + p + 1 < complete.len() => {
+                pieces.push(&complete[start..target + p + 1]);
+                start = target + p + 1;
+            }
+            _ => break,
+        }
+    }
+    pieces.push(&complete[start..]);
+    pieces
 }
 
 fn count_lines(chunk: &[u8]) -> u64 {
@@ -1205,6 +1291,46 @@ mod tests {
             assert!(!c.canonical(l), "{l}");
         }
         assert_eq!(c.stats.num_records, plain.len() as u64);
+    }
+
+    /// A large write is checked in pieces on several threads: the rows, statistics and the
+    /// first bad line's number are those of one pass.
+    #[test]
+    fn line_check_of_large_writes_matches_one_pass() {
+        let mut input = String::new();
+        for i in 0..40_000 {
+            input.push_str(&format!("{{\"id\":{i},\"s\":\"row {}\",\"x\":{i}.5}}\n", i % 97));
+        }
+        assert!(input.len() > 4 * LINE_CHECK_PIECE);
+        assert!(split_lines(input.as_bytes(), LINE_CHECK_PIECE).len() > 1 || num_cpus_is_one());
+        let (want, want_st) = run(input.as_bytes()).unwrap();
+        let feed = |data: &str| {
+            let mut c = LineCheck::new(schema());
+            let mut out = Vec::new();
+            // Two writes, the first ending inside a line.
+            let cut = data.len() / 3 + 7;
+            c.feed("in.jsonl", &data.as_bytes()[..cut], &mut out)?;
+            c.feed("in.jsonl", &data.as_bytes()[cut..], &mut out)?;
+            let st = c.finish("in.jsonl", &mut out)?;
+            Ok::<_, Error>((out, st))
+        };
+        let (got, st) = feed(&input).unwrap();
+        assert_eq!(String::from_utf8(got).unwrap(), want);
+        assert_eq!(st.to_stats_json(&schema()), want_st.to_stats_json(&schema()));
+        assert_eq!((st.num_records, st.bytes), (want_st.num_records, want_st.bytes));
+        // Bad lines late in the input: the first one is named.
+        let mut bad: Vec<&str> = input.lines().collect();
+        bad[31_000] = "{\"id\":\"x\"}";
+        bad[35_000] = "{\"id\":1.5}";
+        let bad = bad.join("\n");
+        match feed(&bad) {
+            Err(Error::BadInput { line, column, .. }) => assert_eq!((line, column.as_str()), (31_001, "\"id\"")),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn num_cpus_is_one() -> bool {
+        std::thread::available_parallelism().map_or(1, |n| n.get()) == 1
     }
 
     #[test]
