@@ -661,32 +661,54 @@ impl LineCheck {
             line += count_lines(p);
         }
         let schema = &self.schema;
-        let check = |piece: &[u8], first: u64| {
+        let check = |piece: &[u8], first: u64, rows: &mut Vec<u8>| {
             let mut c = Canonicalizer::new(schema);
-            let mut rows = Vec::with_capacity(piece.len() + piece.len() / 8);
-            c.chunk(piece, first, &mut rows).map(|()| {
-                c.stats.bytes = rows.len() as u64;
-                (rows, std::mem::take(&mut c.stats))
+            let before = rows.len();
+            c.chunk(piece, first, rows).map(|()| {
+                c.stats.bytes = (rows.len() - before) as u64;
+                std::mem::take(&mut c.stats)
             })
         };
-        let results: Vec<_> = std::thread::scope(|scope| {
+        // The pieces after the first write into this thread's spare buffers (fresh ones would
+        // cost a page fault per 4 KiB of every write); the first writes into `out`.
+        let mut spare = PIECE_ROWS.with(|b| std::mem::take(&mut *b.borrow_mut()));
+        spare.resize_with(pieces.len() - 1, Vec::new);
+        let (first, others) = std::thread::scope(|scope| {
             let others: Vec<_> = pieces[1..]
                 .iter()
                 .zip(&firsts[1..])
-                .map(|(p, &first)| scope.spawn(move || check(p, first)))
+                .zip(spare)
+                .map(|((p, &first), mut rows)| {
+                    scope.spawn(move || {
+                        rows.clear();
+                        let r = check(p, first, &mut rows);
+                        (rows, r)
+                    })
+                })
                 .collect();
-            let mut all = vec![check(pieces[0], firsts[0])];
-            for h in others {
-                all.push(h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
-            }
-            all
+            let first = check(pieces[0], firsts[0], out);
+            let others: Vec<_> = others
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+                .collect();
+            (first, others)
         });
         // The first bad line in input order wins, as in one pass.
-        for r in results {
-            let (rows, stats) = r.map_err(|e| Self::bad(source, e))?;
-            out.extend_from_slice(&rows);
-            self.stats.merge(&stats);
+        let mut result = first.map(|st| self.stats.merge(&st));
+        let mut keep = Vec::with_capacity(others.len());
+        for (rows, r) in others {
+            if result.is_ok() {
+                result = r.map(|st| {
+                    out.extend_from_slice(&rows);
+                    self.stats.merge(&st);
+                });
+            }
+            if rows.capacity() <= 2 * LINE_CHECK_PIECE * 4 {
+                keep.push(rows);
+            }
         }
+        PIECE_ROWS.with(|b| *b.borrow_mut() = keep);
+        result.map_err(|e| Self::bad(source, e))?;
         self.line = line;
         Ok(())
     }
@@ -711,12 +733,17 @@ impl LineCheck {
             }
             return Ok(());
         };
-        if self.pending.is_empty() {
-            self.run(source, &data[..=nl], out)?;
-        } else {
-            let mut complete = std::mem::take(&mut self.pending);
-            complete.extend_from_slice(&data[..=nl]);
-            self.run(source, &complete, out)?;
+        let mut start = 0;
+        if !self.pending.is_empty() {
+            // Finish the pending line on its own, then check the rest where it lies (no copy).
+            let first = memchr::memchr(b'\n', data).unwrap_or(nl);
+            let mut line = std::mem::take(&mut self.pending);
+            line.extend_from_slice(&data[..=first]);
+            self.run(source, &line, out)?;
+            start = first + 1;
+        }
+        if start <= nl {
+            self.run(source, &data[start..=nl], out)?;
         }
         self.pending.clear();
         self.pending.extend_from_slice(&data[nl + 1..]);
@@ -1058,6 +1085,11 @@ impl From<Error> for Either {
     fn from(e: Error) -> Self {
         Either::Other(e)
     }
+}
+
+thread_local! {
+    /// Spare row buffers of [`LineCheck`]'s pieces, kept by the thread that feeds it.
+    static PIECE_ROWS: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Bytes of whole lines [`LineCheck`] checks on one thread; a larger write is cut into pieces
