@@ -502,14 +502,31 @@ impl<'s> Canonicalizer<'s> {
     /// Canonicalise every line of `chunk` (whole lines; the last may lack its `\n` only at the
     /// end of input). `first_line` is the 1-based number of its first line.
     fn chunk(&mut self, chunk: &[u8], first_line: u64, out: &mut Vec<u8>) -> std::result::Result<(), LineError> {
+        self.chunk_into(chunk, first_line, out, false).map(|_| ())
+    }
+
+    /// [`Canonicalizer::chunk`]; with `defer`, a chunk that is its own canonical form (every
+    /// line canonical and ending in `\n`, no blank line, BOM or CR) is validated and counted but
+    /// not copied: the result is `true` and `out` is untouched, so the caller writes `chunk`
+    /// itself (issue 10: the data is written once, never copied through a second buffer).
+    fn chunk_into(
+        &mut self,
+        chunk: &[u8],
+        first_line: u64,
+        out: &mut Vec<u8>,
+        defer: bool,
+    ) -> std::result::Result<bool, LineError> {
         let mut line_no = first_line;
         let mut rest = chunk;
+        let mut deferred = defer;
         while !rest.is_empty() {
-            let (mut bytes, next) = match memchr::memchr(b'\n', rest) {
-                Some(i) => (&rest[..i], &rest[i + 1..]),
-                None => (rest, &rest[rest.len()..]),
+            let start = chunk.len() - rest.len();
+            let (mut bytes, next, ended) = match memchr::memchr(b'\n', rest) {
+                Some(i) => (&rest[..i], &rest[i + 1..], true),
+                None => (rest, &rest[rest.len()..], false),
             };
             rest = next;
+            let whole = bytes.len();
             let max = max_line_bytes();
             if bytes.len() > max {
                 return Err((
@@ -532,7 +549,24 @@ impl<'s> Canonicalizer<'s> {
                     return Err((line_no, col.to_string(), "invalid UTF-8".into()));
                 }
             };
-            if !text.bytes().all(|b| b.is_ascii_whitespace()) {
+            let blank = text.bytes().all(|b| b.is_ascii_whitespace());
+            if deferred {
+                // `canonical` counts the row's statistics when it says yes.
+                let canonical = !blank && self.canonical(text);
+                if canonical && ended && bytes.len() == whole {
+                    line_no += 1;
+                    continue;
+                }
+                out.extend_from_slice(&chunk[..start]);
+                deferred = false;
+                if canonical {
+                    out.extend_from_slice(text.as_bytes());
+                    out.push(b'\n');
+                    line_no += 1;
+                    continue;
+                }
+            }
+            if !blank {
                 match self.line(text, out) {
                     Ok(()) => {}
                     // A schema column is quoted ("year"); a bare number is a character position.
@@ -553,7 +587,7 @@ impl<'s> Canonicalizer<'s> {
             }
             line_no += 1;
         }
-        Ok(())
+        Ok(deferred)
     }
 }
 
@@ -1059,10 +1093,11 @@ pub fn canonicalize<R: BufRead, W: Write>(
         let mut pending = more.then_some(next);
         while have {
             out.clear();
-            c.chunk(&chunk, line, &mut out).map_err(bad)?;
+            let same = c.chunk_into(&chunk, line, &mut out, true).map_err(bad)?;
             line += count_lines(&chunk);
-            output.write_all(&out).ctx("write", out_path)?;
-            c.stats.bytes += out.len() as u64;
+            let rows: &[u8] = if same { &chunk } else { &out };
+            output.write_all(rows).ctx("write", out_path)?;
+            c.stats.bytes += rows.len() as u64;
             match pending.take() {
                 Some(p) => chunk = p,
                 None => have = read_chunk(&mut input, &mut chunk, source)?,
@@ -1121,7 +1156,8 @@ fn count_lines(chunk: &[u8]) -> u64 {
     memchr::memchr_iter(b'\n', chunk).count() as u64
 }
 
-type ChunkResult = (u64, std::result::Result<(Vec<u8>, Vec<u8>, FileStats), LineError>);
+/// A chunk's index and (its rows, the chunk, their statistics, whether the chunk is its own rows).
+type ChunkResult = (u64, std::result::Result<(Vec<u8>, Vec<u8>, FileStats, bool), LineError>);
 
 #[allow(clippy::too_many_arguments)]
 fn parallel<R: BufRead, W: Write>(
@@ -1159,8 +1195,8 @@ fn parallel<R: BufRead, W: Write>(
                     };
                     out.clear();
                     let r = c
-                        .chunk(&chunk, line, &mut out)
-                        .map(|()| (out, chunk, std::mem::take(&mut c.stats)));
+                        .chunk_into(&chunk, line, &mut out, true)
+                        .map(|same| (out, chunk, std::mem::take(&mut c.stats), same));
                     if res_tx.send((idx, r)).is_err() {
                         return;
                     }
@@ -1173,7 +1209,7 @@ fn parallel<R: BufRead, W: Write>(
             ..FileStats::default()
         };
         let mut spare: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        let mut pending: BTreeMap<u64, (Vec<u8>, Vec<u8>, FileStats)> = BTreeMap::new();
+        let mut pending: BTreeMap<u64, (Vec<u8>, Vec<u8>, FileStats, bool)> = BTreeMap::new();
         let (mut sent, mut written, mut line) = (0u64, 0u64, 1u64);
         let send = |chunk: Vec<u8>, out: Vec<u8>, sent: &mut u64, line: &mut u64| -> bool {
             let n = count_lines(&chunk);
@@ -1214,13 +1250,14 @@ fn parallel<R: BufRead, W: Write>(
                     }
                 }
             }
-            while let Some((out, chunk, st)) = pending.remove(&written) {
-                if let Err(e) = output.write_all(&out).ctx("write", out_path) {
+            while let Some((out, chunk, st, same)) = pending.remove(&written) {
+                let rows: &[u8] = if same { &chunk } else { &out };
+                if let Err(e) = output.write_all(rows).ctx("write", out_path) {
                     err = Some((0, e.into()));
                     break;
                 }
                 total.merge(&st);
-                total.bytes += out.len() as u64;
+                total.bytes += rows.len() as u64;
                 spare.push((chunk, out));
                 written += 1;
             }
@@ -1363,6 +1400,31 @@ mod tests {
 
     fn num_cpus_is_one() -> bool {
         std::thread::available_parallelism().map_or(1, |n| n.get()) == 1
+    }
+
+    /// A chunk that is its own canonical form is written as it is; one canonical line short of
+    /// that (a CR, a blank line, no final newline, a BOM) makes the chunk's rows as before.
+    #[test]
+    fn canonical_chunks_are_written_as_they_are() {
+        let row = |i: u32| format!("{{\"id\":{i},\"x\":1.5,\"s\":\"a\",\"b\":true,\"d\":null,\"t\":null}}\n");
+        let canonical: String = (0..40_000).map(row).collect();
+        assert!(canonical.len() > 2 * CHUNK_BYTES, "several chunks, on worker threads");
+        let (out, st) = run(canonical.as_bytes()).unwrap();
+        assert_eq!(out, canonical);
+        assert_eq!((st.num_records, st.bytes), (40_000, canonical.len() as u64));
+        for (i, damage) in [
+            canonical.replacen("}\n", "}\r\n", 1),
+            canonical.replacen("}\n", "}\n\n", 3),
+            canonical.trim_end().to_string(),
+            format!("\u{feff}{canonical}"),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let (out, st) = run(damage.as_bytes()).unwrap();
+            assert_eq!(out, canonical, "case {i}");
+            assert_eq!((st.num_records, st.bytes), (40_000, canonical.len() as u64), "case {i}");
+        }
     }
 
     #[test]
