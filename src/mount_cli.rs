@@ -36,6 +36,15 @@ pub struct MountCli {
     /// is refused with an error naming it.
     #[arg(long, value_name = "BYTES")]
     pub max_line_bytes: Option<usize>,
+    /// How many staged files in incoming/ keep an open descriptor in the daemon (default 256);
+    /// others are reopened on demand.
+    #[arg(long, value_name = "N")]
+    pub max_open_staged: Option<usize>,
+    /// The most bytes one close, fsync or rename in incoming/ may validate (default 1 GiB =
+    /// 1073741824; bytes written sequentially are validated as they arrive and do not count); a
+    /// commit needing more fails with EFBIG and NAME.error says why.
+    #[arg(long, value_name = "BYTES")]
+    pub max_validate_bytes: Option<u64>,
     /// Never use FUSE passthrough (single-file versions and commit files are otherwise read by
     /// the kernel directly where it allows: Linux >= 6.9, CAP_SYS_ADMIN); for comparisons.
     #[arg(long)]

@@ -148,7 +148,22 @@ struct Canonicalizer<'s> {
     /// Per timestamp column: the last raw value seen and its instant (µs), to skip re-parsing
     /// repeated values.
     ts_cache: Vec<Option<(String, i64)>>,
+    /// The values of the line [`Canonicalizer::canonical`] is checking, one per column.
+    parsed: Vec<Parsed>,
     stats: FileStats,
+}
+
+/// A value [`Canonicalizer::canonical`] accepted, before its statistics are counted.
+#[derive(Debug, Clone, Copy)]
+enum Parsed {
+    Null,
+    Int(i64),
+    Float(f64),
+    Bool,
+    /// A string or date: its bytes' range in the line, without the quotes.
+    Str(usize, usize),
+    /// A timestamp's instant (µs since the epoch).
+    Instant(i64),
 }
 
 enum Rejection {
@@ -174,6 +189,7 @@ impl<'s> Canonicalizer<'s> {
             key_prefix,
             slots: vec![None; schema.columns.len()],
             ts_cache: vec![None; schema.columns.len()],
+            parsed: Vec::with_capacity(schema.columns.len()),
             stats: FileStats {
                 columns: vec![ColumnStats::default(); schema.columns.len()],
                 ..FileStats::default()
@@ -186,6 +202,11 @@ impl<'s> Canonicalizer<'s> {
     /// Flat objects without escapes take a hand-written scanner; anything else (escapes, nested
     /// values, malformed JSON) goes through serde_json, which also words the syntax errors.
     fn line(&mut self, text: &str, out: &mut Vec<u8>) -> std::result::Result<(), Rejection> {
+        if self.canonical(text) {
+            out.extend_from_slice(text.as_bytes());
+            out.push(b'\n');
+            return Ok(());
+        }
         let mut flat: Vec<(&str, &str)> = Vec::with_capacity(self.schema.columns.len());
         if scan_flat(text, &mut flat) {
             return self.emit(&flat, out);
@@ -202,6 +223,143 @@ impl<'s> Canonicalizer<'s> {
         })?;
         let fields: Vec<(&str, &str)> = fields.0.iter().map(|(k, v)| (k.0.as_ref(), v.get())).collect();
         self.emit(&fields, out)
+    }
+
+    /// Whether `text` is a canonical row already (every column's key in schema order, no
+    /// whitespace, each value valid for its column and written as [`Canonicalizer::emit`]
+    /// writes it), counting its statistics if it is. Checks every value in full, as `emit`
+    /// does; anything else, valid or not, is `false` and nothing is counted: the caller takes the
+    /// general path, which canonicalises it or words the error. This is the common case of
+    /// rows written by tinydelta or by a tool that prints the schema's columns in order, and it
+    /// costs one pass over the line with no copy but the row's own.
+    fn canonical(&mut self, text: &str) -> bool {
+        let b = text.as_bytes();
+        let n = self.schema.columns.len();
+        if n == 0 || b.first() != Some(&b'{') {
+            return false;
+        }
+        self.parsed.clear();
+        let mut i = 1;
+        for ci in 0..n {
+            let key = &self.key_prefix[ci];
+            if !starts_with(&b[i..], key) {
+                return false;
+            }
+            i += key.len();
+            let col = &self.schema.columns[ci];
+            let start = i;
+            let value = match b.get(i) {
+                Some(b'n') if b[i..].starts_with(b"null") && col.nullable => {
+                    i += 4;
+                    Parsed::Null
+                }
+                Some(b't') if b[i..].starts_with(b"true") && col.ty == ColumnType::Bool => {
+                    i += 4;
+                    Parsed::Bool
+                }
+                Some(b'f') if b[i..].starts_with(b"false") && col.ty == ColumnType::Bool => {
+                    i += 5;
+                    Parsed::Bool
+                }
+                Some(b'"') => {
+                    let Some(len) = b[i + 1..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20) else {
+                        return false;
+                    };
+                    let end = i + 1 + len;
+                    if b[end] != b'"' {
+                        return false;
+                    }
+                    let s = &text[i + 1..end];
+                    i = end + 1;
+                    match col.ty {
+                        ColumnType::Str => Parsed::Str(start + 1, end),
+                        ColumnType::Date if valid_date(s) => Parsed::Str(start + 1, end),
+                        ColumnType::Timestamp => {
+                            let us = match &self.ts_cache[ci] {
+                                Some((last, us))
+                                    if last.len() == s.len() && starts_with(s.as_bytes(), last.as_bytes()) =>
+                                {
+                                    *us
+                                }
+                                _ => {
+                                    let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) else {
+                                        return false;
+                                    };
+                                    let us = t.timestamp_micros();
+                                    self.ts_cache[ci] = Some((s.to_string(), us));
+                                    us
+                                }
+                            };
+                            Parsed::Instant(us)
+                        }
+                        _ => return false,
+                    }
+                }
+                Some(b'-' | b'0'..=b'9') if col.ty == ColumnType::Int => {
+                    let neg = b[i] == b'-';
+                    if neg {
+                        i += 1;
+                    }
+                    let digits = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+                    // No leading zero, no "-0" (emitted as "0"), at most 19 digits; a fraction
+                    // or exponent is refused below (the next byte is not , or }).
+                    if digits == 0 || digits > 19 || (b[i] == b'0' && (digits > 1 || neg)) {
+                        return false;
+                    }
+                    let mut v: i64 = 0;
+                    for &d in &b[i..i + digits] {
+                        let d = i64::from(d - b'0');
+                        let next = v
+                            .checked_mul(10)
+                            .and_then(|v| if neg { v.checked_sub(d) } else { v.checked_add(d) });
+                        match next {
+                            Some(x) => v = x,
+                            None => return false,
+                        }
+                    }
+                    i += digits;
+                    Parsed::Int(v)
+                }
+                Some(b'-' | b'0'..=b'9') if col.ty == ColumnType::Float => {
+                    let end = b[i..]
+                        .iter()
+                        .position(|c| !matches!(c, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
+                        .map_or(b.len(), |p| i + p);
+                    let raw = &text[i..end];
+                    let Ok(f) = raw.parse::<f64>() else { return false };
+                    // Canonical only when written as emit writes it (which also proves it a
+                    // JSON number: "1.", "+1", "01" never come out of the formatter).
+                    if !f.is_finite() || ryu_like(f) != raw.as_bytes() {
+                        return false;
+                    }
+                    i = end;
+                    Parsed::Float(if f == 0.0 { 0.0 } else { f })
+                }
+                _ => return false,
+            };
+            self.parsed.push(value);
+            let delim = if ci + 1 == n { b'}' } else { b',' };
+            if b.get(i) != Some(&delim) {
+                return false;
+            }
+            i += 1;
+        }
+        if i != b.len() {
+            return false;
+        }
+        for (ci, v) in self.parsed.iter().enumerate() {
+            let st = &mut self.stats.columns[ci];
+            match *v {
+                Parsed::Null => st.null_count += 1,
+                Parsed::Int(n) => update_stat(st, StatValue::Int(n)),
+                Parsed::Float(f) => update_stat(st, StatValue::Float(f)),
+                Parsed::Bool => {}
+                Parsed::Str(s, e) => update_str_stat(st, &text[s..e]),
+                Parsed::Instant(us) => update_stat(st, StatValue::Instant(us)),
+            }
+        }
+        self.stats.num_records += 1;
+        true
     }
 
     /// Write one row from its `(key, raw JSON value)` fields, in input order.
@@ -344,14 +502,31 @@ impl<'s> Canonicalizer<'s> {
     /// Canonicalise every line of `chunk` (whole lines; the last may lack its `\n` only at the
     /// end of input). `first_line` is the 1-based number of its first line.
     fn chunk(&mut self, chunk: &[u8], first_line: u64, out: &mut Vec<u8>) -> std::result::Result<(), LineError> {
+        self.chunk_into(chunk, first_line, out, false).map(|_| ())
+    }
+
+    /// [`Canonicalizer::chunk`]; with `defer`, a chunk that is its own canonical form (every
+    /// line canonical and ending in `\n`, no blank line, BOM or CR) is validated and counted but
+    /// not copied: the result is `true` and `out` is untouched, so the caller writes `chunk`
+    /// itself (issue 10: the data is written once, never copied through a second buffer).
+    fn chunk_into(
+        &mut self,
+        chunk: &[u8],
+        first_line: u64,
+        out: &mut Vec<u8>,
+        defer: bool,
+    ) -> std::result::Result<bool, LineError> {
         let mut line_no = first_line;
         let mut rest = chunk;
+        let mut deferred = defer;
         while !rest.is_empty() {
-            let (mut bytes, next) = match memchr::memchr(b'\n', rest) {
-                Some(i) => (&rest[..i], &rest[i + 1..]),
-                None => (rest, &rest[rest.len()..]),
+            let start = chunk.len() - rest.len();
+            let (mut bytes, next, ended) = match memchr::memchr(b'\n', rest) {
+                Some(i) => (&rest[..i], &rest[i + 1..], true),
+                None => (rest, &rest[rest.len()..], false),
             };
             rest = next;
+            let whole = bytes.len();
             let max = max_line_bytes();
             if bytes.len() > max {
                 return Err((
@@ -373,7 +548,24 @@ impl<'s> Canonicalizer<'s> {
                     return Err((line_no, col.to_string(), "invalid UTF-8".into()));
                 }
             };
-            if !text.bytes().all(|b| b.is_ascii_whitespace()) {
+            let blank = text.bytes().all(|b| b.is_ascii_whitespace());
+            if deferred {
+                // `canonical` counts the row's statistics when it says yes.
+                let canonical = !blank && self.canonical(text);
+                if canonical && ended && bytes.len() == whole {
+                    line_no += 1;
+                    continue;
+                }
+                out.extend_from_slice(&chunk[..start]);
+                deferred = false;
+                if canonical {
+                    out.extend_from_slice(text.as_bytes());
+                    out.push(b'\n');
+                    line_no += 1;
+                    continue;
+                }
+            }
+            if !blank {
                 match self.line(text, out) {
                     Ok(()) => {}
                     // A schema column is quoted ("year"); a bare number is a character position.
@@ -394,7 +586,7 @@ impl<'s> Canonicalizer<'s> {
             }
             line_no += 1;
         }
-        Ok(())
+        Ok(deferred)
     }
 }
 
@@ -483,12 +675,74 @@ impl LineCheck {
     }
 
     fn run(&mut self, source: &str, complete: &[u8], out: &mut Vec<u8>) -> Result<()> {
-        let mut c = Canonicalizer::new(&self.schema);
-        let before = out.len();
-        c.chunk(complete, self.line, out).map_err(|e| Self::bad(source, e))?;
-        c.stats.bytes = (out.len() - before) as u64;
-        self.stats.merge(&c.stats);
-        self.line += count_lines(complete);
+        let pieces = split_lines(complete, LINE_CHECK_PIECE);
+        if pieces.len() == 1 {
+            let mut c = Canonicalizer::new(&self.schema);
+            let before = out.len();
+            c.chunk(complete, self.line, out).map_err(|e| Self::bad(source, e))?;
+            c.stats.bytes = (out.len() - before) as u64;
+            self.stats.merge(&c.stats);
+            self.line += count_lines(complete);
+            return Ok(());
+        }
+        // A large write (the mount takes up to 1 MiB per request): its pieces are checked on
+        // threads of their own, so a request costs the time of one piece, not of all of them.
+        let mut firsts = Vec::with_capacity(pieces.len());
+        let mut line = self.line;
+        for p in &pieces {
+            firsts.push(line);
+            line += count_lines(p);
+        }
+        let schema = &self.schema;
+        let check = |piece: &[u8], first: u64, rows: &mut Vec<u8>| {
+            let mut c = Canonicalizer::new(schema);
+            let before = rows.len();
+            c.chunk(piece, first, rows).map(|()| {
+                c.stats.bytes = (rows.len() - before) as u64;
+                std::mem::take(&mut c.stats)
+            })
+        };
+        // The pieces after the first write into this thread's spare buffers (fresh ones would
+        // cost a page fault per 4 KiB of every write); the first writes into `out`.
+        let mut spare = PIECE_ROWS.with(|b| std::mem::take(&mut *b.borrow_mut()));
+        spare.resize_with(pieces.len() - 1, Vec::new);
+        let (first, others) = std::thread::scope(|scope| {
+            let others: Vec<_> = pieces[1..]
+                .iter()
+                .zip(&firsts[1..])
+                .zip(spare)
+                .map(|((p, &first), mut rows)| {
+                    scope.spawn(move || {
+                        rows.clear();
+                        let r = check(p, first, &mut rows);
+                        (rows, r)
+                    })
+                })
+                .collect();
+            let first = check(pieces[0], firsts[0], out);
+            let others: Vec<_> = others
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+                .collect();
+            (first, others)
+        });
+        // The first bad line in input order wins, as in one pass.
+        let mut result = first.map(|st| self.stats.merge(&st));
+        let mut keep = Vec::with_capacity(others.len());
+        for (rows, r) in others {
+            if result.is_ok() {
+                result = r.map(|st| {
+                    out.extend_from_slice(&rows);
+                    self.stats.merge(&st);
+                });
+            }
+            if rows.capacity() <= 2 * LINE_CHECK_PIECE * 4 {
+                keep.push(rows);
+            }
+        }
+        PIECE_ROWS.with(|b| *b.borrow_mut() = keep);
+        result.map_err(|e| Self::bad(source, e))?;
+        self.line = line;
         Ok(())
     }
 
@@ -512,12 +766,17 @@ impl LineCheck {
             }
             return Ok(());
         };
-        if self.pending.is_empty() {
-            self.run(source, &data[..=nl], out)?;
-        } else {
-            let mut complete = std::mem::take(&mut self.pending);
-            complete.extend_from_slice(&data[..=nl]);
-            self.run(source, &complete, out)?;
+        let mut start = 0;
+        if !self.pending.is_empty() {
+            // Finish the pending line on its own, then check the rest where it lies (no copy).
+            let first = memchr::memchr(b'\n', data).unwrap_or(nl);
+            let mut line = std::mem::take(&mut self.pending);
+            line.extend_from_slice(&data[..=first]);
+            self.run(source, &line, out)?;
+            start = first + 1;
+        }
+        if start <= nl {
+            self.run(source, &data[start..=nl], out)?;
         }
         self.pending.clear();
         self.pending.extend_from_slice(&data[nl + 1..]);
@@ -676,7 +935,12 @@ fn update_stat(st: &mut ColumnStats, v: StatValue) {
 /// the stat prefix keep a truncated `min` and make `max` unknown (a prefix is a lower bound,
 /// never an upper one).
 fn update_str_stat(st: &mut ColumnStats, s: &str) {
-    let (s, long) = match s.char_indices().nth(STRING_STAT_PREFIX) {
+    // At most STRING_STAT_PREFIX bytes is at most that many characters: no need to count them.
+    let cut = match s.len() <= STRING_STAT_PREFIX {
+        true => None,
+        false => s.char_indices().nth(STRING_STAT_PREFIX),
+    };
+    let (s, long) = match cut {
         Some((cut, _)) => (&s[..cut], true),
         None => (s, false),
     };
@@ -714,6 +978,30 @@ impl FileStats {
             a.merge(b);
         }
     }
+}
+
+/// `hay` starts with `needle`, compared eight bytes at a time: keys and timestamps are short, and
+/// a `memcmp` call per key cost more than the comparison (issue 10's profile).
+#[inline]
+fn starts_with(hay: &[u8], needle: &[u8]) -> bool {
+    if hay.len() < needle.len() {
+        return false;
+    }
+    let (mut h, mut n) = (&hay[..needle.len()], needle);
+    while let (Some((hw, hr)), Some((nw, nr))) = (h.split_first_chunk::<8>(), n.split_first_chunk::<8>()) {
+        if hw != nw {
+            return false;
+        }
+        (h, n) = (hr, nr);
+    }
+    h.iter().zip(n).all(|(a, b)| a == b)
+}
+
+/// `f` as [`Canonicalizer::emit`] writes a float column's value (serde_json's formatting).
+fn ryu_like(f: f64) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(24);
+    let _ = serde_json::to_writer(&mut buf, &f);
+    buf
 }
 
 fn json_kind(raw: &str) -> &'static str {
@@ -804,10 +1092,11 @@ pub fn canonicalize<R: BufRead, W: Write>(
         let mut pending = more.then_some(next);
         while have {
             out.clear();
-            c.chunk(&chunk, line, &mut out).map_err(bad)?;
+            let same = c.chunk_into(&chunk, line, &mut out, true).map_err(bad)?;
             line += count_lines(&chunk);
-            output.write_all(&out).ctx("write", out_path)?;
-            c.stats.bytes += out.len() as u64;
+            let rows: &[u8] = if same { &chunk } else { &out };
+            output.write_all(rows).ctx("write", out_path)?;
+            c.stats.bytes += rows.len() as u64;
             match pending.take() {
                 Some(p) => chunk = p,
                 None => have = read_chunk(&mut input, &mut chunk, source)?,
@@ -832,11 +1121,42 @@ impl From<Error> for Either {
     }
 }
 
+thread_local! {
+    /// Spare row buffers of [`LineCheck`]'s pieces, kept by the thread that feeds it.
+    static PIECE_ROWS: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Bytes of whole lines [`LineCheck`] checks on one thread; a larger write is cut into pieces
+/// of about this size (at most one per core) checked at the same time.
+const LINE_CHECK_PIECE: usize = 256 << 10;
+
+/// `complete` (whole lines) cut at line ends into at most one piece per core (at most 4), each
+/// of at least `min` bytes; one piece when it is small or there is one core.
+fn split_lines(complete: &[u8], min: usize) -> Vec<&[u8]> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
+    let n = cores.min(complete.len() / min.max(1)).max(1);
+    let mut pieces = Vec::with_capacity(n);
+    let mut start = 0;
+    for k in 1..n {
+        let target = (complete.len() * k / n).max(start);
+        match memchr::memchr(b'\n', &complete[target..]) {
+            Some(p) if target + p + 1 < complete.len() => {
+                pieces.push(&complete[start..target + p + 1]);
+                start = target + p + 1;
+            }
+            _ => break,
+        }
+    }
+    pieces.push(&complete[start..]);
+    pieces
+}
+
 fn count_lines(chunk: &[u8]) -> u64 {
     memchr::memchr_iter(b'\n', chunk).count() as u64
 }
 
-type ChunkResult = (u64, std::result::Result<(Vec<u8>, Vec<u8>, FileStats), LineError>);
+/// A chunk's index and (its rows, the chunk, their statistics, whether the chunk is its own rows).
+type ChunkResult = (u64, std::result::Result<(Vec<u8>, Vec<u8>, FileStats, bool), LineError>);
 
 #[allow(clippy::too_many_arguments)]
 fn parallel<R: BufRead, W: Write>(
@@ -874,8 +1194,8 @@ fn parallel<R: BufRead, W: Write>(
                     };
                     out.clear();
                     let r = c
-                        .chunk(&chunk, line, &mut out)
-                        .map(|()| (out, chunk, std::mem::take(&mut c.stats)));
+                        .chunk_into(&chunk, line, &mut out, true)
+                        .map(|same| (out, chunk, std::mem::take(&mut c.stats), same));
                     if res_tx.send((idx, r)).is_err() {
                         return;
                     }
@@ -888,7 +1208,7 @@ fn parallel<R: BufRead, W: Write>(
             ..FileStats::default()
         };
         let mut spare: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        let mut pending: BTreeMap<u64, (Vec<u8>, Vec<u8>, FileStats)> = BTreeMap::new();
+        let mut pending: BTreeMap<u64, (Vec<u8>, Vec<u8>, FileStats, bool)> = BTreeMap::new();
         let (mut sent, mut written, mut line) = (0u64, 0u64, 1u64);
         let send = |chunk: Vec<u8>, out: Vec<u8>, sent: &mut u64, line: &mut u64| -> bool {
             let n = count_lines(&chunk);
@@ -929,13 +1249,14 @@ fn parallel<R: BufRead, W: Write>(
                     }
                 }
             }
-            while let Some((out, chunk, st)) = pending.remove(&written) {
-                if let Err(e) = output.write_all(&out).ctx("write", out_path) {
+            while let Some((out, chunk, st, same)) = pending.remove(&written) {
+                let rows: &[u8] = if same { &chunk } else { &out };
+                if let Err(e) = output.write_all(rows).ctx("write", out_path) {
                     err = Some((0, e.into()));
                     break;
                 }
                 total.merge(&st);
-                total.bytes += out.len() as u64;
+                total.bytes += rows.len() as u64;
                 spare.push((chunk, out));
                 written += 1;
             }
@@ -994,6 +1315,115 @@ mod tests {
         assert_eq!(stats["maxValues"]["x"], 18.0);
         assert_eq!(stats["nullCount"]["s"], 1);
         assert_eq!(stats["minValues"]["t"], "2013-01-01T09:00:00.000000Z");
+    }
+
+    /// Canonical rows take the one-pass check; its bytes and statistics must be exactly those
+    /// of the general path, and anything it does not take must still be canonicalised or
+    /// refused by the general path, with the same errors.
+    #[test]
+    fn canonical_rows_match_the_general_path() {
+        let input = "{\"id\":1,\"x\":18,\"s\":\"a\\u0062\"}\n{ \"id\": -0 }\n\
+            {\"t\":\"2013-01-01T10:00:00+01:00\",\"id\":3,\"x\":-0.0,\"d\":\"2020-02-29\",\"b\":false}\n\
+            {\"id\":-9223372036854775808,\"x\":1e300,\"s\":\"ü€ \\\"q\\\" long string over thirty-two characters\"}\n\
+            {\"id\":9223372036854775807,\"x\":0.1,\"s\":\"\",\"b\":true,\"t\":\"2013-01-01T10:00:00Z\"}\n";
+        let (once, st1) = run(input.as_bytes()).unwrap();
+        let (twice, st2) = run(once.as_bytes()).unwrap();
+        assert_eq!(once, twice);
+        assert_eq!(st1.to_stats_json(&schema()), st2.to_stats_json(&schema()));
+        assert_eq!((st1.num_records, st1.bytes), (st2.num_records, st2.bytes));
+        // Every canonical line of the second run without an escape took the one-pass check.
+        let s = schema();
+        let mut c = Canonicalizer::new(&s);
+        let plain: Vec<&str> = once.lines().filter(|l| !l.contains('\\')).collect();
+        assert_eq!(plain.len(), 4);
+        for l in &plain {
+            assert!(c.canonical(l), "{l}");
+        }
+        // Near misses fall through (and are then canonicalised or refused as before).
+        for l in [
+            "{\"id\":-0,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null}",
+            "{\"id\":1,\"x\":1.50,\"s\":null,\"b\":null,\"d\":null,\"t\":null}",
+            "{\"id\":1,\"x\":18,\"s\":null,\"b\":null,\"d\":null,\"t\":null}",
+            "{\"id\":01,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null}",
+            "{\"id\":1.0,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null}",
+            "{\"id\":9223372036854775808,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null}",
+            "{\"id\":null,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null}",
+            "{\"id\":1,\"x\":null,\"s\":\"a\\nb\",\"b\":null,\"d\":null,\"t\":null}",
+            "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":\"2021-02-29\",\"t\":null}",
+            "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":\"noon\"}",
+            "{\"id\":1,\"x\":null,\"s\":null,\"b\":1,\"d\":null,\"t\":null}",
+            "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null} ",
+            "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null}",
+            "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null,\"z\":1}",
+        ] {
+            assert!(!c.canonical(l), "{l}");
+        }
+        assert_eq!(c.stats.num_records, plain.len() as u64);
+    }
+
+    /// A large write is checked in pieces on several threads: the rows, statistics and the
+    /// first bad line's number are those of one pass.
+    #[test]
+    fn line_check_of_large_writes_matches_one_pass() {
+        let mut input = String::new();
+        for i in 0..40_000 {
+            input.push_str(&format!("{{\"id\":{i},\"s\":\"row {}\",\"x\":{i}.5}}\n", i % 97));
+        }
+        assert!(input.len() > 4 * LINE_CHECK_PIECE);
+        assert!(split_lines(input.as_bytes(), LINE_CHECK_PIECE).len() > 1 || num_cpus_is_one());
+        let (want, want_st) = run(input.as_bytes()).unwrap();
+        let feed = |data: &str| {
+            let mut c = LineCheck::new(schema());
+            let mut out = Vec::new();
+            // Two writes, the first ending inside a line.
+            let cut = data.len() / 3 + 7;
+            c.feed("in.jsonl", &data.as_bytes()[..cut], &mut out)?;
+            c.feed("in.jsonl", &data.as_bytes()[cut..], &mut out)?;
+            let st = c.finish("in.jsonl", &mut out)?;
+            Ok::<_, Error>((out, st))
+        };
+        let (got, st) = feed(&input).unwrap();
+        assert_eq!(String::from_utf8(got).unwrap(), want);
+        assert_eq!(st.to_stats_json(&schema()), want_st.to_stats_json(&schema()));
+        assert_eq!((st.num_records, st.bytes), (want_st.num_records, want_st.bytes));
+        // Bad lines late in the input: the first one is named.
+        let mut bad: Vec<&str> = input.lines().collect();
+        bad[31_000] = "{\"id\":\"x\"}";
+        bad[35_000] = "{\"id\":1.5}";
+        let bad = bad.join("\n");
+        match feed(&bad) {
+            Err(Error::BadInput { line, column, .. }) => assert_eq!((line, column.as_str()), (31_001, "\"id\"")),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn num_cpus_is_one() -> bool {
+        std::thread::available_parallelism().map_or(1, |n| n.get()) == 1
+    }
+
+    /// A chunk that is its own canonical form is written as it is; one canonical line short of
+    /// that (a CR, a blank line, no final newline, a BOM) makes the chunk's rows as before.
+    #[test]
+    fn canonical_chunks_are_written_as_they_are() {
+        let row = |i: u32| format!("{{\"id\":{i},\"x\":1.5,\"s\":\"a\",\"b\":true,\"d\":null,\"t\":null}}\n");
+        let canonical: String = (0..40_000).map(row).collect();
+        assert!(canonical.len() > 2 * CHUNK_BYTES, "several chunks, on worker threads");
+        let (out, st) = run(canonical.as_bytes()).unwrap();
+        assert_eq!(out, canonical);
+        assert_eq!((st.num_records, st.bytes), (40_000, canonical.len() as u64));
+        for (i, damage) in [
+            canonical.replacen("}\n", "}\r\n", 1),
+            canonical.replacen("}\n", "}\n\n", 3),
+            canonical.trim_end().to_string(),
+            format!("\u{feff}{canonical}"),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let (out, st) = run(damage.as_bytes()).unwrap();
+            assert_eq!(out, canonical, "case {i}");
+            assert_eq!((st.num_records, st.bytes), (40_000, canonical.len() as u64), "case {i}");
+        }
     }
 
     #[test]

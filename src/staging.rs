@@ -34,10 +34,14 @@ use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::beneath::{self, Dir};
 use crate::error::{Error, Result};
+use crate::lru::Lru;
 
 /// The staging folder's name inside the table.
 pub const STAGING_DIR: &str = "_staging";
@@ -51,6 +55,71 @@ pub const SOURCE_PARAM: &str = "source";
 
 /// Mode of every file tinydelta creates in `_staging/`.
 pub const FILE_MODE: u32 = 0o600;
+
+/// How many staged files' descriptors (`<id>.data`, `<id>.canon`) a [`Staging`] keeps open by
+/// default (README, "Limits").
+pub const DEFAULT_MAX_OPEN_STAGED: usize = 256;
+
+static MAX_OPEN_STAGED: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_OPEN_STAGED);
+
+/// Set how many staged files' descriptors a [`Staging`] opened from now on keeps open (at least
+/// one; `tinydelta-mount --max-open-staged N`).
+pub fn set_max_open_staged(n: usize) {
+    MAX_OPEN_STAGED.store(n.max(1), Ordering::Relaxed);
+}
+
+/// How many bytes one request (a close, fsync or rename in `incoming/`) may validate by
+/// default: 1 GiB (README, "Limits"). Bytes written sequentially are validated as they arrive and
+/// do not count; a commit that would have to read and validate more is refused with `EFBIG`.
+pub const DEFAULT_MAX_VALIDATE_BYTES: u64 = 1 << 30;
+
+static MAX_VALIDATE_BYTES: AtomicU64 = AtomicU64::new(DEFAULT_MAX_VALIDATE_BYTES);
+
+/// The limit of [`DEFAULT_MAX_VALIDATE_BYTES`] in force.
+pub fn max_validate_bytes() -> u64 {
+    MAX_VALIDATE_BYTES.load(Ordering::Relaxed)
+}
+
+/// Set how many bytes one request may validate (`tinydelta-mount --max-validate-bytes N`).
+pub fn set_max_validate_bytes(n: u64) {
+    MAX_VALIDATE_BYTES.store(n, Ordering::Relaxed);
+}
+
+/// Which file on disk a staged file is: device, inode and birth time (`statx`; a file system
+/// may reuse a freed inode number at once, the birth time tells the new file from the old),
+/// recorded when tinydelta creates (or first opens) it and checked whenever its descriptor is
+/// opened again, so a name swapped behind the mount's back is refused instead of read or written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    dev: u64,
+    ino: u64,
+    /// Birth time (seconds, nanoseconds) where the file system records one.
+    born: Option<(i64, u32)>,
+}
+
+impl FileId {
+    /// The identity of the open file `f` (`statx`, or `fstat` where `statx` is missing).
+    pub fn of(f: &File) -> io::Result<FileId> {
+        use rustix::fs::{AtFlags, StatxFlags};
+        match rustix::fs::statx(f, "", AtFlags::EMPTY_PATH, StatxFlags::BASIC_STATS | StatxFlags::BTIME) {
+            Ok(st) => Ok(FileId {
+                dev: (u64::from(st.stx_dev_major) << 32) | u64::from(st.stx_dev_minor),
+                ino: st.stx_ino,
+                born: (st.stx_mask & StatxFlags::BTIME.bits() != 0)
+                    .then_some((st.stx_btime.tv_sec, st.stx_btime.tv_nsec)),
+            }),
+            Err(rustix::io::Errno::NOSYS) => {
+                let m = f.metadata()?;
+                Ok(FileId {
+                    dev: m.dev(),
+                    ino: m.ino(),
+                    born: None,
+                })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
 
 /// A staged file found on disk at startup.
 #[derive(Debug, Clone)]
@@ -100,6 +169,10 @@ pub struct Staging {
     dir: Dir,
     boot: Boot,
     _lock: File,
+    /// Open descriptors of staged files by file name (`<id>.data`, `<id>.canon`): at most
+    /// [`DEFAULT_MAX_OPEN_STAGED`] (or [`set_max_open_staged`]), the least recently used closed
+    /// first and opened again on demand ([`Staging::data`]).
+    open: Mutex<Lru<String, File>>,
 }
 
 fn flock_nb(f: &File) -> io::Result<bool> {
@@ -183,6 +256,7 @@ impl Staging {
             dir,
             boot,
             _lock: lock,
+            open: Mutex::new(Lru::new(MAX_OPEN_STAGED.load(Ordering::Relaxed))),
         })
     }
 
@@ -312,6 +386,55 @@ impl Staging {
         self.dir.open_rw(&Self::rel(id, "data"))
     }
 
+    /// Keep `file`, the data file of `id` just created or opened, among the open descriptors;
+    /// returns its identity for [`Staging::data`].
+    pub fn keep_data(&self, id: &str, file: File) -> Result<FileId> {
+        self.keep(id, "data", file)
+    }
+
+    fn keep(&self, id: &str, ext: &str, file: File) -> Result<FileId> {
+        let rel = Self::rel(id, ext);
+        let ident = FileId::of(&file).map_err(|e| Error::io("stat", self.dir.join(&rel), e))?;
+        self.fds().put(rel, Arc::new(file));
+        Ok(ident)
+    }
+
+    fn fds(&self) -> std::sync::MutexGuard<'_, Lru<String, File>> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The data file of `id`, open for reading and writing: the kept descriptor, or opened again
+    /// beneath the table (no symlinks, a regular file) when it was closed to stay within the
+    /// limit. Errors: [`Error::Corrupt`] when the file now at that name is not `ident` (replaced
+    /// behind the mount's back); [`Error::Io`] naming the path (ENOENT when it was deleted).
+    pub fn data(&self, id: &str, ident: FileId) -> Result<Arc<File>> {
+        self.reopen(id, "data", ident)
+    }
+
+    fn reopen(&self, id: &str, ext: &str, ident: FileId) -> Result<Arc<File>> {
+        let rel = Self::rel(id, ext);
+        if let Some(f) = self.fds().get(&rel) {
+            return Ok(f);
+        }
+        let file = self.dir.open_rw(&rel)?;
+        let now = FileId::of(&file).map_err(|e| Error::io("stat", self.dir.join(&rel), e))?;
+        if now != ident {
+            return Err(Error::Corrupt {
+                path: self.dir.join(&rel),
+                reason: "was replaced behind the mount's back (another file now has its name); refusing to use it"
+                    .into(),
+            });
+        }
+        let file = Arc::new(file);
+        self.fds().put(rel, file.clone());
+        Ok(file)
+    }
+
+    /// How many staged files' descriptors are open (for tests and logs).
+    pub fn open_descriptors(&self) -> usize {
+        self.fds().len()
+    }
+
     /// Record `name` as the staged file's name (atomically replacing the old one); `durable`
     /// fsyncs it before the rename.
     pub fn set_name(&self, id: &str, name: &str, durable: bool) -> Result<()> {
@@ -340,12 +463,22 @@ impl Staging {
 
     /// Create `<id>.canon` (0600, write-only): the canonical rows of the staged file, written
     /// while it is written sequentially, so that its commit only links them into the table.
-    pub fn create_canon(&self, id: &str) -> Result<File> {
-        self.dir.create_new(&Self::rel(id, "canon"), FILE_MODE)
+    /// Kept among the open descriptors like the data file; returns its identity for
+    /// [`Staging::canon`].
+    pub fn create_canon(&self, id: &str) -> Result<FileId> {
+        let f = self.dir.create_new(&Self::rel(id, "canon"), FILE_MODE)?;
+        self.keep(id, "canon", f)
+    }
+
+    /// `<id>.canon`, open for writing (see [`Staging::data`]; it is opened read-write when
+    /// opened again).
+    pub fn canon(&self, id: &str, ident: FileId) -> Result<Arc<File>> {
+        self.reopen(id, "canon", ident)
     }
 
     /// Remove `<id>.canon` (the file stopped being written sequentially, or was rewritten).
     pub fn remove_canon(&self, id: &str) -> Result<()> {
+        self.fds().remove(&Self::rel(id, "canon"));
         self.dir.try_unlink(&Self::rel(id, "canon")).map(|_| ())
     }
 
@@ -364,7 +497,13 @@ impl Staging {
 
     /// Delete a staged file: data first, so a crash in between leaves a lone name (deleted at
     /// the next scan), never bytes under a name.
+    /// Its kept descriptors are closed (holders of one keep theirs).
     pub fn remove(&self, id: &str) -> Result<()> {
+        {
+            let mut fds = self.fds();
+            fds.remove(&Self::rel(id, "data"));
+            fds.remove(&Self::rel(id, "canon"));
+        }
         for ext in ["data", "canon", "error", "sync", "name"] {
             self.dir.try_unlink(&Self::rel(id, ext))?;
         }
@@ -530,6 +669,38 @@ mod tests {
         assert_eq!(torn(&synced), None);
         assert!(torn(&unsynced).unwrap().contains("never fsynced"));
         assert!(torn(&grown).unwrap().contains("first 3 bytes"));
+    }
+
+    #[test]
+    fn descriptors_are_pooled_and_reopened_only_as_the_same_file() {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let s = Staging::open(dir.path()).unwrap();
+        let mut ids = Vec::new();
+        for i in 0..DEFAULT_MAX_OPEN_STAGED + 40 {
+            let (id, f) = s.create(&format!("f{i}")).unwrap();
+            f.write_all_at(format!("{i}\n").as_bytes(), 0).unwrap();
+            let ident = s.keep_data(&id, f).unwrap();
+            ids.push((id, ident));
+        }
+        assert_eq!(s.open_descriptors(), DEFAULT_MAX_OPEN_STAGED);
+        // The first ones were closed; they open again, as the same files.
+        let (id0, ident0) = ids[0].clone();
+        let mut buf = [0u8; 2];
+        s.data(&id0, ident0).unwrap().read_exact_at(&mut buf, 0).unwrap();
+        assert_eq!(&buf, b"0\n");
+        assert_eq!(s.open_descriptors(), DEFAULT_MAX_OPEN_STAGED);
+        // A file swapped in under a closed one's name is refused, never read or written.
+        let (id1, ident1) = ids[1].clone();
+        // (The old file is kept elsewhere, so its inode number cannot be reused at once.)
+        fs::rename(s.data_path(&id1), dir.path().join("old")).unwrap();
+        fs::write(s.data_path(&id1), "planted").unwrap();
+        let e = s.data(&id1, ident1).unwrap_err();
+        assert!(e.to_string().contains("replaced behind the mount's back"), "{e}");
+        // Removing a staged file closes its kept descriptor.
+        let (last, _) = ids.last().unwrap().clone();
+        s.remove(&last).unwrap();
+        assert_eq!(s.open_descriptors(), DEFAULT_MAX_OPEN_STAGED - 1);
     }
 
     #[test]

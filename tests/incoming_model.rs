@@ -499,6 +499,9 @@ impl Sut {
         let dir = tempfile::tempdir().unwrap();
         let schema = Schema::parse_cli(&["id:int!".to_string()]).unwrap();
         let table = Table::create(dir.path(), &schema).unwrap();
+        // Two staged descriptors at most: every other staged file is opened again on demand, so
+        // the model also checks that reopened files behave as ones kept open.
+        tinydelta::staging::set_max_open_staged(2);
         let mut view = TableView::load(dir.path(), ViewConfig::default()).unwrap();
         view.set_processes(Box::new(Sim));
         Sut {

@@ -38,6 +38,8 @@ fn main() {
         notify_ready: cli.notify_ready,
         share_incoming: cli.share_incoming,
         max_line_bytes: cli.max_line_bytes,
+        max_open_staged: cli.max_open_staged,
+        max_validate_bytes: cli.max_validate_bytes,
         no_passthrough: cli.no_passthrough,
         ..MountArgs::default()
     };

@@ -52,6 +52,10 @@ pub struct MountArgs {
     pub share_incoming: bool,
     /// The longest line `incoming/` accepts, bytes (default 16 MiB).
     pub max_line_bytes: Option<usize>,
+    /// How many staged files' descriptors to keep open (`--max-open-staged`).
+    pub max_open_staged: Option<usize>,
+    /// How many bytes one request may validate in `incoming/` (`--max-validate-bytes`).
+    pub max_validate_bytes: Option<u64>,
     /// Never use FUSE passthrough: every read goes through the daemon (README "Reading").
     pub no_passthrough: bool,
 }
@@ -138,6 +142,12 @@ fn background(args: MountArgs) -> i32 {
     }
     if let Some(n) = args.max_line_bytes {
         cmd.arg("--max-line-bytes").arg(n.to_string());
+    }
+    if let Some(n) = args.max_open_staged {
+        cmd.arg("--max-open-staged").arg(n.to_string());
+    }
+    if let Some(n) = args.max_validate_bytes {
+        cmd.arg("--max-validate-bytes").arg(n.to_string());
     }
     if args.no_passthrough {
         cmd.arg("--no-passthrough");
@@ -321,6 +331,12 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
     check_apart(&table_root, &mountpoint)?;
     if let Some(n) = args.max_line_bytes {
         crate::rows::set_max_line_bytes(n);
+    }
+    if let Some(n) = args.max_open_staged {
+        crate::staging::set_max_open_staged(n);
+    }
+    if let Some(n) = args.max_validate_bytes {
+        crate::staging::set_max_validate_bytes(n);
     }
     let cfg = ViewConfig {
         share_incoming: args.share_incoming,

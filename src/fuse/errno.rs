@@ -53,6 +53,10 @@ pub enum FsError {
     /// its bytes may be torn by a power loss); the reason.
     #[error("{0}")]
     Blocked(String),
+    /// Committing the staged file would need more validation in one request than the mount
+    /// allows (README, "Limits"); the reason.
+    #[error("{0}")]
+    TooBig(String),
     /// A symlink was asked for something other than its target.
     #[error("invalid argument")]
     Invalid,
@@ -84,6 +88,7 @@ impl FsError {
             FsError::Invalid => libc::EINVAL,
             FsError::Stale => libc::ESTALE,
             FsError::Blocked(_) => libc::EIO,
+            FsError::TooBig(_) => libc::EFBIG,
             FsError::NoXattr => libc::ENODATA,
             FsError::OpNotSupported => libc::EOPNOTSUPP,
             FsError::Io(e) => io_errno(e),

@@ -225,7 +225,13 @@ fn file_attr(a: &Attr) -> FileAttr {
         uid: a.uid,
         gid: a.gid,
         rdev: 0,
-        blksize: 4096,
+        // Staged files in incoming/ advertise the largest write the mount takes, so tools that
+        // size their buffers by st_blksize (cp, cat, dd) write 1 MiB per request instead of
+        // 128 KiB: 8 requests per 8 MB instead of 64 (issue 10, `cp` into incoming/).
+        blksize: match super::inode::Node::from_ino(a.ino) {
+            Some(super::inode::Node::Staged(_)) => MAX_IO,
+            _ => 4096,
+        },
         flags: 0,
     }
 }

@@ -27,8 +27,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::fs::File;
-use std::hash::Hasher;
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufReader, Read};
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -37,7 +36,7 @@ use log::{debug, info, warn};
 
 use crate::WriteOptions;
 use crate::rows::LineCheck;
-use crate::staging::{self, ERROR_SUFFIX, SOURCE_PARAM, STAGING_ID_PARAM};
+use crate::staging::{self, ERROR_SUFFIX, FileId, SOURCE_PARAM, STAGING_ID_PARAM};
 
 use super::errno::{FsError, FsResult};
 use super::inode::Node;
@@ -52,8 +51,9 @@ pub const GHOST_TTL: Duration = Duration::from_secs(5);
 pub(super) struct Bytes {
     /// Its id in `_staging/`.
     pub id: String,
-    /// Its data file.
-    pub file: Arc<File>,
+    /// Its data file's identity; the descriptor is opened on demand and kept in a bounded pool
+    /// ([`staging::Staging::data`], README "Limits").
+    pub ident: FileId,
     /// Bytes in the data file.
     pub len: u64,
     /// Why the last commit failed (shown as `NAME.error`).
@@ -62,6 +62,35 @@ pub(super) struct Bytes {
     pub blocked: Option<String>,
     /// Streaming validation of sequential writes; `None` once writes are not sequential.
     pub check: Option<Stream>,
+    /// The last refusal of these bytes by validation, kept until they change: a close, fsync
+    /// or rename of an unchanged refused file answers it again without reading the file.
+    pub verdict: Option<Verdict>,
+}
+
+/// Why validation refused a staged file's bytes, and what exactly it validated.
+#[derive(Debug, Clone)]
+pub(super) struct Verdict {
+    /// The bytes validated: `from..len` of the data file.
+    from: u64,
+    len: u64,
+    /// The schema they were validated against (a schema change may make them valid).
+    schema: crate::Schema,
+    /// The refusal ([`crate::Error::BadInput`]'s fields but the file's name, which a rename
+    /// changes).
+    line: u64,
+    column: String,
+    reason: String,
+}
+
+impl Verdict {
+    fn error(&self, source: &str) -> crate::Error {
+        crate::Error::BadInput {
+            file: source.to_string(),
+            line: self.line,
+            column: self.column.clone(),
+            reason: self.reason.clone(),
+        }
+    }
 }
 
 /// A staged file written sequentially so far: each complete line validated as it arrives and its
@@ -70,12 +99,15 @@ pub(super) struct Bytes {
 #[derive(Debug)]
 pub(super) struct Stream {
     check: LineCheck,
-    /// `_staging/<id>.canon`, from the first complete line on.
-    canon: Option<File>,
+    /// `_staging/<id>.canon`'s identity, from the first complete line on (its descriptor lives
+    /// in the staging pool like the data file's).
+    canon: Option<FileId>,
+    /// Bytes written to `<id>.canon`.
+    canon_len: u64,
     /// Writing the canonical rows failed: the commit canonicalises the staged bytes instead.
     canon_failed: bool,
     /// Hash of the bytes fed (for re-save detection).
-    hash: std::collections::hash_map::DefaultHasher,
+    hash: StreamHash,
 }
 
 impl Stream {
@@ -83,6 +115,7 @@ impl Stream {
         Stream {
             check: LineCheck::new(schema),
             canon: None,
+            canon_len: 0,
             canon_failed: false,
             hash: Default::default(),
         }
@@ -93,23 +126,32 @@ impl Stream {
         if self.canon_failed || rows.is_empty() {
             return;
         }
-        let written = match &mut self.canon {
-            Some(f) => f.write_all(rows).map_err(|e| e.to_string()),
-            None => match staging.create_canon(id) {
-                Ok(mut f) => {
-                    let r = f.write_all(rows).map_err(|e| e.to_string());
-                    self.canon = Some(f);
-                    r
-                }
-                Err(e) => Err(e.to_string()),
-            },
-        };
+        let written = (|| -> crate::Result<()> {
+            let ident = match self.canon {
+                Some(i) => i,
+                None => *self.canon.insert(staging.create_canon(id)?),
+            };
+            staging
+                .canon(id, ident)?
+                .write_all_at(rows, self.canon_len)
+                .map_err(|e| crate::Error::io("write", staging.dir().join(format!("{id}.canon")), e))?;
+            self.canon_len += rows.len() as u64;
+            Ok(())
+        })();
         if let Err(e) = written {
             debug!("_staging/{id}.canon: {e}; the commit canonicalises the staged bytes instead");
             self.canon_failed = true;
             self.canon = None;
             let _ = staging.remove_canon(id);
         }
+    }
+}
+
+impl Bytes {
+    /// The data file's descriptor, from the staging pool (opened again beneath the table and
+    /// checked to be the same file when the pool had closed it).
+    fn data(&self, staging: &staging::Staging) -> FsResult<Arc<File>> {
+        Ok(staging.data(&self.id, self.ident)?)
     }
 }
 
@@ -190,11 +232,13 @@ impl Staged {
         self.base + self.bytes().map_or(0, |b| b.len)
     }
 
-    fn file(&self) -> Option<Arc<File>> {
+    /// Its data file's descriptor (opened again if the pool closed it; a removed file keeps the
+    /// descriptor its open handles read).
+    fn file(&self, staging: &staging::Staging) -> FsResult<Option<Arc<File>>> {
         match &self.state {
-            State::Listed(b) | State::Detached(b) => Some(b.file.clone()),
-            State::Removed(f) => f.clone(),
-            State::Committed { .. } => None,
+            State::Listed(b) | State::Detached(b) => Ok(Some(b.data(staging)?)),
+            State::Removed(f) => Ok(f.clone()),
+            State::Committed { .. } => Ok(None),
         }
     }
 }
@@ -311,6 +355,94 @@ impl Incoming {
     }
 }
 
+thread_local! {
+    /// Each worker thread's buffer for the canonical rows of one write.
+    static ROWS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The largest rows buffer a worker thread keeps between writes (a write is at most 1 MiB).
+const MAX_KEPT_ROWS: usize = 4 << 20;
+
+/// A 64-bit hash of a byte stream that does not depend on how the stream was cut into writes or
+/// reads: it recognises a re-save that only extends the previous one ([`Recent`]). Four
+/// independent multiply-rotate lanes over 32-byte blocks, so hashing keeps up with memory
+/// (SipHash took 5% of the daemon's time per `cp`, issue 10); not a defence against a chosen
+/// collision, which would only let a writer turn its own re-save into an append of its own rows.
+#[derive(Debug, Clone)]
+struct StreamHash {
+    lanes: [u64; 4],
+    tail: [u8; 32],
+    tail_len: usize,
+    len: u64,
+}
+
+const HASH_K: [u64; 4] = [
+    0x9E37_79B9_7F4A_7C15,
+    0xC2B2_AE3D_27D4_EB4F,
+    0x1656_67B1_9E37_79F9,
+    0x27D4_EB2F_1656_67C5,
+];
+
+impl Default for StreamHash {
+    fn default() -> Self {
+        StreamHash {
+            lanes: HASH_K,
+            tail: [0; 32],
+            tail_len: 0,
+            len: 0,
+        }
+    }
+}
+
+impl StreamHash {
+    fn block(&mut self, b: &[u8; 32]) {
+        for (i, (lane, w)) in self.lanes.iter_mut().zip(b.chunks_exact(8)).enumerate() {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(w);
+            *lane = (*lane ^ u64::from_le_bytes(word))
+                .wrapping_mul(HASH_K[i])
+                .rotate_left(31);
+        }
+    }
+
+    fn write(&mut self, mut data: &[u8]) {
+        self.len += data.len() as u64;
+        if self.tail_len > 0 {
+            let n = (32 - self.tail_len).min(data.len());
+            self.tail[self.tail_len..self.tail_len + n].copy_from_slice(&data[..n]);
+            self.tail_len += n;
+            data = &data[n..];
+            if self.tail_len < 32 {
+                return;
+            }
+            let t = self.tail;
+            self.block(&t);
+            self.tail_len = 0;
+        }
+        let mut blocks = data.chunks_exact(32);
+        for b in &mut blocks {
+            let mut block = [0u8; 32];
+            block.copy_from_slice(b);
+            self.block(&block);
+        }
+        let rest = blocks.remainder();
+        self.tail[..rest.len()].copy_from_slice(rest);
+        self.tail_len = rest.len();
+    }
+
+    fn finish(&self) -> u64 {
+        let mut h = self.clone();
+        let mut last = [0u8; 32];
+        last[..h.tail_len].copy_from_slice(&h.tail[..h.tail_len]);
+        h.block(&last);
+        // splitmix64's finaliser over the lanes and the length.
+        let mut x = h.lanes.iter().fold(h.len, |acc, l| acc.rotate_left(17) ^ l);
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        x ^ (x >> 31)
+    }
+}
+
 /// `Read` over a file by positional reads, so a commit reads a staged file through the
 /// descriptor the writer used (no reopen; works after the file was unlinked). Hashes what it
 /// reads.
@@ -318,7 +450,7 @@ struct PreadReader {
     file: Arc<File>,
     pos: u64,
     end: u64,
-    hash: std::collections::hash_map::DefaultHasher,
+    hash: StreamHash,
 }
 
 impl PreadReader {
@@ -377,12 +509,13 @@ impl TableView {
     /// (swap files hold anything).
     fn new_bytes(&self, name: &str, id: String, file: File) -> FsResult<Bytes> {
         Ok(Bytes {
+            ident: self.staging.keep_data(&id, file)?,
             id,
-            file: Arc::new(file),
             len: 0,
             note: None,
             blocked: None,
             check: self.line_check(name)?,
+            verdict: None,
         })
     }
 
@@ -433,11 +566,12 @@ impl TableView {
             };
             let bytes = Bytes {
                 id: f.id,
-                file: Arc::new(file),
+                ident: FileId::of(&file)?,
                 len: meta.len(),
                 note,
                 blocked: f.torn,
                 check: None,
+                verdict: None,
             };
             let seq = inc.insert(&name, State::Listed(bytes), self.file_perm());
             inc.get(seq)?.mtime = meta.modified().unwrap_or_else(|_| SystemTime::now());
@@ -639,9 +773,10 @@ impl TableView {
                     // Rewritten from offset 0: no longer blocked, and the old note is moot.
                     e.base = 0;
                     if let State::Listed(b) = &mut e.state {
-                        b.file.set_len(0)?;
+                        b.data(&self.staging)?.set_len(0)?;
                         b.len = 0;
                         b.blocked = None;
+                        b.verdict = None;
                         let fresh = self.line_check(&e.name.clone())?;
                         self.end_stream(b);
                         b.check = fresh;
@@ -766,7 +901,7 @@ impl TableView {
         let (file, base, len) = {
             let mut inc = lock(&self.incoming);
             let e = inc.get(seq)?;
-            (e.file(), e.base, e.bytes().map_or(0, |b| b.len))
+            (e.file(&self.staging)?, e.base, e.bytes().map_or(0, |b| b.len))
         };
         let Some(file) = file else { return Ok(Vec::new()) };
         if offset < base {
@@ -865,7 +1000,7 @@ impl TableView {
         let (file, base, name) = {
             let mut inc = lock(&self.incoming);
             let e = inc.get(seq)?;
-            (e.file(), e.base, e.name.clone())
+            (e.file(&self.staging)?, e.base, e.name.clone())
         };
         let Some(file) = file else { return Ok(data.len()) };
         if offset < base {
@@ -890,6 +1025,7 @@ impl TableView {
             e.mtime = SystemTime::now();
             let Some(b) = e.bytes_mut() else { return Ok(data.len()) };
             b.len = b.len.max(at + data.len() as u64);
+            b.verdict = None;
             if at == 0 && b.blocked.is_some() {
                 b.blocked = None;
             }
@@ -904,11 +1040,20 @@ impl TableView {
         let Some(mut stream) = stream else {
             return Ok(data.len());
         };
-        let mut rows = Vec::new();
-        match stream.check.feed(&format!("incoming/{name}"), data, &mut rows) {
+        // The canonical rows of one write (up to 1 MiB) go through this thread's buffer: a fresh
+        // one per write cost a page fault per 4 KiB (a fifth of the daemon's time per `cp`).
+        let mut rows = ROWS.with(|r| std::mem::take(&mut *r.borrow_mut()));
+        rows.clear();
+        let fed = stream.check.feed(&format!("incoming/{name}"), data, &mut rows);
+        if fed.is_ok() {
+            stream.hash.write(data);
+            stream.keep(&self.staging, &id, &rows);
+        }
+        if rows.capacity() <= MAX_KEPT_ROWS {
+            ROWS.with(|r| *r.borrow_mut() = rows);
+        }
+        match fed {
             Ok(()) => {
-                stream.hash.write(data);
-                stream.keep(&self.staging, &id, &rows);
                 if let Some(b) = lock(&self.incoming).get(seq)?.bytes_mut() {
                     b.check = Some(stream);
                 }
@@ -952,8 +1097,9 @@ impl TableView {
                 }
                 let base = e.base;
                 if let Some(b) = e.bytes_mut() {
-                    b.file.set_len(size - base)?;
+                    b.data(&self.staging)?.set_len(size - base)?;
                     b.len = size - base;
+                    b.verdict = None;
                     self.end_stream(b);
                     if size == 0 {
                         b.blocked = None;
@@ -1025,7 +1171,7 @@ impl TableView {
                 let e = inc.get(seq)?;
                 let sync_only = !writable || e.writers > 1 || e.in_place || staging::is_scratch(&e.name);
                 let Some(b) = e.bytes() else { return Ok(()) };
-                (sync_only, b.id.clone(), e.name.clone(), b.file.clone(), b.len)
+                (sync_only, b.id.clone(), e.name.clone(), b.data(&self.staging)?, b.len)
             };
             if sync_only {
                 self.staging.sync(&id, &name, &file, len)?;
@@ -1099,7 +1245,7 @@ impl TableView {
             if let Some(why) = &b.blocked {
                 return Err(FsError::Blocked(why.clone()));
             }
-            (b.id.clone(), e.name.clone(), b.file.clone(), b.len, e.base)
+            (b.id.clone(), e.name.clone(), b.data(&self.staging)?, b.len, e.base)
         };
         if len == 0 {
             // Nothing to commit (a shell redirection closes a duplicate of the new, still empty
@@ -1136,6 +1282,14 @@ impl TableView {
         let prepared = match plan {
             Plan::Append { from: 0 } => self.commit_prepared(seq, &id, &source, len, &opts)?,
             _ => None,
+        };
+        let from = match plan {
+            Plan::Append { from } => from,
+            Plan::Replace { .. } => 0,
+        };
+        let validated = match prepared {
+            Some(_) => None,
+            None => Some(self.validation_budget(seq, &source, from, len)?),
         };
         let (result, hash) = match (&plan, prepared) {
             (_, Some(done)) => done,
@@ -1232,11 +1386,24 @@ impl TableView {
                 Err(FsError::Table(crate::Error::NotDurable { table, version, reason }))
             }
             Err(err) => {
+                if let (
+                    Some(schema),
+                    crate::Error::BadInput {
+                        line, column, reason, ..
+                    },
+                ) = (validated, &err)
+                    && let Some(b) = lock(&self.incoming).get(seq)?.bytes_mut()
+                {
+                    b.verdict = Some(Verdict {
+                        from,
+                        len,
+                        schema,
+                        line: *line,
+                        column: column.clone(),
+                        reason: reason.clone(),
+                    });
+                }
                 // Bad input: every bad line, the total and hints (src/diagnose.rs, issue 13).
-                let from = match plan {
-                    Plan::Append { from } => from,
-                    Plan::Replace { .. } => 0,
-                };
                 let reader = BufReader::with_capacity(1 << 20, PreadReader::new(file.clone(), from, len));
                 let msg = crate::diagnose::note_for(self.table(), &source, reader, &err);
                 warn!("incoming/{name:?}: not committed: {}", msg.escape_debug());
@@ -1244,6 +1411,37 @@ impl TableView {
                 Err(FsError::Table(err))
             }
         }
+    }
+
+    /// Before a commit validates bytes `from..len` of `seq` in one request (README, "Limits"):
+    /// when validation refused exactly these bytes against the same schema before, that refusal
+    /// again, without reading them; when they are more than
+    /// [`staging::max_validate_bytes`], `EFBIG` ([`FsError::TooBig`]) and a note saying why.
+    /// Returns the schema the validation will use, to key the verdict it may give.
+    fn validation_budget(&self, seq: u64, source: &str, from: u64, len: u64) -> FsResult<crate::Schema> {
+        let schema = self.versions.table().latest_snapshot()?.schema.clone();
+        let kept = lock(&self.incoming).get(seq)?.bytes().and_then(|b| b.verdict.clone());
+        if let Some(v) = kept
+            && v.from == from
+            && v.len == len
+            && v.schema == schema
+        {
+            debug!("{source}: unchanged since validation refused it; not validated again");
+            return Err(FsError::Table(v.error(source)));
+        }
+        let need = len - from;
+        let cap = staging::max_validate_bytes();
+        if need > cap {
+            let msg = format!(
+                "not committed: {source} would need {need} bytes validated in one request, more than the limit of \
+                 {cap} (tinydelta-mount --max-validate-bytes); write it sequentially from offset 0 under a plain name \
+                 (as cp does), which validates it as it arrives, or use `tinydelta append`"
+            );
+            warn!("{}", msg.escape_debug());
+            self.note(seq, &msg);
+            return Err(FsError::TooBig(msg));
+        }
+        Ok(schema)
     }
 
     /// The commit of a file streamed from offset 0 to its end: finish the tail, fsync the
@@ -1287,13 +1485,21 @@ impl TableView {
             let _ = self.staging.remove_canon(id);
             return Ok(None);
         }
+        let canon = match stream.canon.map(|ident| self.staging.canon(id, ident)).transpose() {
+            Ok(c) => c,
+            Err(e) => {
+                debug!("{source}: {e}; canonicalising its bytes");
+                let _ = self.staging.remove_canon(id);
+                return Ok(None);
+            }
+        };
         // The canonical rows are not fsynced here: the publish fsyncs them at the same time as
         // the commit and the table folder (one journal commit; commit::publish_after).
         let placed = std::cell::Cell::new(None);
         let result = self.table().append_prepared_after(
             stream.check.schema(),
             &stats,
-            stream.canon.as_ref(),
+            canon.as_deref(),
             |path| {
                 let r = self.staging.link_canon(id, path);
                 placed.set(Some(r.is_ok()));
@@ -1312,6 +1518,17 @@ impl TableView {
         Ok(Some((result, stream.hash.finish())))
     }
 
+    /// The descriptor a listed file being removed keeps for its open handles (they read its
+    /// bytes until closed, as after an unlink on disk); none when nobody has it open.
+    fn pin_removed(&self, handles: u32, b: &Bytes) -> Option<Arc<File>> {
+        if handles == 0 {
+            return None;
+        }
+        b.data(&self.staging)
+            .inspect_err(|e| warn!("a removed staged file's open handles cannot read it any more: {e}"))
+            .ok()
+    }
+
     /// Remove `name` from `incoming/`: discards a listed file, forgets a committed name (the
     /// table keeps its rows), or clears a note (`rm NAME.error`).
     pub(super) fn unlink_staged(&self, name: &str) -> FsResult<()> {
@@ -1320,9 +1537,9 @@ impl TableView {
         if let Some(&seq) = inc.names.get(name) {
             let e = inc.get(seq)?;
             if let State::Listed(b) = &e.state {
+                let file = self.pin_removed(e.handles, b);
                 self.staging.remove(&b.id)?;
-                let file = b.file.clone();
-                e.state = State::Removed(Some(file));
+                e.state = State::Removed(file);
             }
             inc.unname(seq);
             inc.maybe_drop(seq);
@@ -1380,9 +1597,9 @@ impl TableView {
                 }
                 let e = inc.get(dst)?;
                 if let State::Listed(b) = &e.state {
+                    let file = self.pin_removed(e.handles, b);
                     self.staging.remove(&b.id)?;
-                    let file = b.file.clone();
-                    e.state = State::Removed(Some(file));
+                    e.state = State::Removed(file);
                 }
                 inc.unname(dst);
                 inc.maybe_drop(dst);
@@ -1426,5 +1643,46 @@ impl TableView {
             )));
         }
         Ok(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StreamHash;
+
+    /// The hash of a stream does not depend on how it was cut into writes or reads, and tells
+    /// streams apart by content, order and length.
+    #[test]
+    fn stream_hash_is_independent_of_the_cuts() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let whole = {
+            let mut h = StreamHash::default();
+            h.write(&data);
+            h.finish()
+        };
+        for cuts in [&[1usize, 31, 32, 33][..], &[7, 64, 100, 5000], &[32; 50]] {
+            let mut h = StreamHash::default();
+            let mut rest = &data[..];
+            for &c in cuts.iter().cycle() {
+                if rest.is_empty() {
+                    break;
+                }
+                let n = c.min(rest.len());
+                h.write(&rest[..n]);
+                rest = &rest[n..];
+            }
+            assert_eq!(h.finish(), whole, "{cuts:?}");
+        }
+        let hash = |d: &[u8]| {
+            let mut h = StreamHash::default();
+            h.write(d);
+            h.finish()
+        };
+        let mut swapped = data.clone();
+        swapped.swap(100, 5000);
+        assert_ne!(hash(&swapped), whole);
+        assert_ne!(hash(&data[..9_999]), whole);
+        assert_ne!(hash(&[0; 64]), hash(&[0; 65]));
+        assert_ne!(hash(b""), hash(&[0]));
     }
 }

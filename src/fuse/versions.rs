@@ -1,7 +1,6 @@
 //! What the mount knows about versions: cached, immutable facts, and reads of a version's
 //! `data.jsonl` as a concatenation of its data files.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::Table;
 use crate::beneath::Dir;
 use crate::error::Error;
+use crate::lru::Lru;
 use crate::snapshot::Snapshot;
 
 use super::errno::{FsError, FsResult};
@@ -159,7 +159,7 @@ impl FilePool {
 
     /// Files open now.
     pub fn open_count(&self) -> usize {
-        lock(&self.open).map.len()
+        lock(&self.open).len()
     }
 }
 
@@ -254,44 +254,6 @@ fn read_exact_at(file: &File, buf: &mut Vec<u8>, n: usize, mut offset: u64, path
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A small map that forgets its least recently used entries.
-#[derive(Debug)]
-struct Lru<K, V> {
-    cap: usize,
-    tick: u64,
-    map: HashMap<K, (u64, Arc<V>)>,
-}
-
-impl<K: std::hash::Hash + Eq + Clone, V> Lru<K, V> {
-    fn new(cap: usize) -> Self {
-        Lru {
-            cap,
-            tick: 0,
-            map: HashMap::new(),
-        }
-    }
-
-    fn get(&mut self, k: &K) -> Option<Arc<V>> {
-        self.tick += 1;
-        let t = self.tick;
-        self.map.get_mut(k).map(|e| {
-            e.0 = t;
-            e.1.clone()
-        })
-    }
-
-    fn put(&mut self, k: K, v: Arc<V>) {
-        if self.map.len() >= self.cap
-            && !self.map.contains_key(&k)
-            && let Some(oldest) = self.map.iter().min_by_key(|(_, (t, _))| *t).map(|(k, _)| k.clone())
-        {
-            self.map.remove(&oldest);
-        }
-        self.tick += 1;
-        self.map.insert(k, (self.tick, v));
-    }
 }
 
 /// Versions of one table, as the mount sees them. Facts about a version never change, so they
