@@ -22,6 +22,7 @@ use log::{debug, info, warn};
 use super::errno::FsError;
 use super::process::ProcFs;
 use super::view::{Attr, Caller, Kind, Opened, SetAttrs, TableView};
+use crate::segment::one_request as request;
 
 /// Largest read and write request the daemon asks the kernel for (the kernel caps requests at
 /// `/proc/sys/fs/fuse/max_pages_limit` pages, 1 MiB by default).
@@ -105,7 +106,10 @@ impl TableFs {
     /// Wrap a view. `mnt_id` is the mount's id in /proc/self/mountinfo once known (0 before).
     /// `passthrough`: ask the kernel for FUSE passthrough at `init` (README "Reading").
     pub fn new(mut view: TableView, mnt_id: Arc<AtomicU64>, passthrough: bool) -> TableFs {
-        view.set_processes(Box::new(ProcFs { mnt_id }));
+        view.set_processes(Box::new(ProcFs {
+            mnt_id,
+            ..ProcFs::default()
+        }));
         TableFs {
             view: Arc::new(view),
             passthrough: Passthrough {
@@ -284,14 +288,14 @@ impl Filesystem for TableFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.view.lookup(parent.0, name) {
+        match request(|| self.view.lookup(parent.0, name)) {
             Ok(a) => reply.entry(&a.ttl, &file_attr(&a), Generation(0)),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.view.getattr(ino.0) {
+        match request(|| self.view.getattr(ino.0)) {
             Ok(a) => reply.attr(&a.ttl, &file_attr(&a)),
             Err(e) => reply.error(log_err("getattr", &e)),
         }
@@ -321,14 +325,14 @@ impl Filesystem for TableFs {
             mode,
             other: uid.is_some() || gid.is_some() || atime.is_some(),
         };
-        match self.view.setattr(ino.0, fh.map(|f| f.0), set) {
+        match request(|| self.view.setattr(ino.0, fh.map(|f| f.0), set)) {
             Ok(a) => reply.attr(&a.ttl, &file_attr(&a)),
             Err(e) => reply.error(log_err("setattr", &e)),
         }
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match self.view.readlink(ino.0) {
+        match request(|| self.view.readlink(ino.0)) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(log_err("readlink", &e)),
         }
@@ -352,7 +356,7 @@ impl Filesystem for TableFs {
             };
             return reply.error(errno(&e));
         }
-        match self.view.mknod(parent.0, name) {
+        match request(|| self.view.mknod(parent.0, name)) {
             Ok(a) => reply.entry(&a.ttl, &file_attr(&a), Generation(0)),
             Err(e) => reply.error(log_err("mknod", &e)),
         }
@@ -363,7 +367,7 @@ impl Filesystem for TableFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.view.unlink(parent.0, name) {
+        match request(|| self.view.unlink(parent.0, name)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(log_err("unlink", &e)),
         }
@@ -400,7 +404,7 @@ impl Filesystem for TableFs {
         let (name, newname) = (name.to_owned(), newname.to_owned());
         let job = move || {
             let who = view.caller(pid, None);
-            match view.rename(parent.0, &name, newparent.0, &newname, noreplace, who) {
+            match request(|| view.rename(parent.0, &name, newparent.0, &newname, noreplace, who)) {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(log_err("rename", &e)),
             }
@@ -423,7 +427,7 @@ impl Filesystem for TableFs {
         } else {
             Caller::default()
         };
-        let o = match self.view.open(ino.0, write, flags.0 & libc::O_TRUNC != 0, who) {
+        let o = match request(|| self.view.open(ino.0, write, flags.0 & libc::O_TRUNC != 0, who)) {
             Ok(o) => o,
             Err(e) => return reply.error(log_err("open", &e)),
         };
@@ -486,7 +490,7 @@ impl Filesystem for TableFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.view.write(fh.0, offset, data) {
+        match request(|| self.view.write(fh.0, offset, data)) {
             Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
             Err(e) => reply.error(log_err("write", &e)),
         }
@@ -499,7 +503,7 @@ impl Filesystem for TableFs {
         let (view, pid) = (self.view.clone(), req.pid());
         self.commits.run(move || {
             let who = view.caller(pid, Some((fh.0, ino.0)));
-            match view.flush(fh.0, who) {
+            match request(|| view.flush(fh.0, who)) {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(log_err("flush", &e)),
             }
@@ -533,21 +537,21 @@ impl Filesystem for TableFs {
             return reply.ok();
         }
         let view = self.view.clone();
-        self.commits.run(move || match view.fsync(fh.0) {
+        self.commits.run(move || match request(|| view.fsync(fh.0)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(log_err("fsync", &e)),
         })
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.view.opendir(ino.0) {
+        match request(|| self.view.opendir(ino.0)) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(log_err("opendir", &e)),
         }
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        match self.view.readdir(ino.0, fh.0, offset, 1024) {
+        match request(|| self.view.readdir(ino.0, fh.0, offset, 1024)) {
             Ok(entries) => {
                 for e in entries {
                     let kind = match e.kind {
@@ -653,7 +657,7 @@ impl Filesystem for TableFs {
         }
         let write = is_write(flags);
         let who = self.view.caller(req.pid(), None);
-        match self.view.create(parent.0, name, write, flags, who) {
+        match request(|| self.view.create(parent.0, name, write, flags, who)) {
             Ok((a, o)) => reply.created(&a.ttl, &file_attr(&a), Generation(0), FileHandle(o.fh), fopen(&o)),
             Err(e) => reply.error(log_err("create", &e)),
         }

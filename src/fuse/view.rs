@@ -807,9 +807,12 @@ impl TableView {
         if let (Some(tgid), Some((fh, ino))) = (who.tgid, closing)
             && self.opened_by(fh, tgid)
         {
-            who.killed = self.procs.killed_by_signal(pid);
-            if !who.killed {
-                who.still_open = self.procs.holds_open(tgid, ino);
+            // Either fact makes the close no commit point, so the cheap one is asked first: a
+            // close while another descriptor stays open (a shell's `dup2` dance) needs no
+            // /proc/PID/stat read, which may have to wait for an exec (see ProcFs).
+            who.still_open = self.procs.holds_open(tgid, ino);
+            if !who.still_open {
+                who.killed = self.procs.killed_by_signal(pid);
             }
         }
         who
