@@ -18,6 +18,7 @@ pub mod failpoint;
 pub mod fuse;
 pub mod log;
 pub mod optimize;
+pub mod request;
 pub mod rows;
 pub mod schema;
 pub mod segment;

@@ -18,62 +18,6 @@ use crate::log::{LogFile, commit_file_name};
 /// What a listing is trusted by: `_delta_log/`'s inode, mtime (s, ns) and ctime (s, ns).
 pub type FolderStamp = (u64, i64, i64, i64, i64);
 
-/// The listings taken by the request running on this thread ([`one_request`]): per table
-/// (its segment cache's address), the folder stamp and the segment proven at it.
-type RequestListings = Vec<(usize, FolderStamp, LogSegment)>;
-
-thread_local! {
-    static REQUEST: std::cell::RefCell<Option<RequestListings>> = const { std::cell::RefCell::new(None) };
-}
-
-/// Run `f` as one request (one FUSE request of the mount): within it, a table's log segment is
-/// listed at most once while `_delta_log/`'s stamp stays the same, even when the folder changed
-/// so recently that the table's own cache does not trust its stamp (docs/FORMAT.md, "The log
-/// segment"). Every answer of the request is then as of that one listing, as if the request ran
-/// at the moment of the listing; a change the request makes itself (its commit) changes the
-/// stamp, and the next call lists again. Nested calls run inside the outer request.
-pub fn one_request<R>(f: impl FnOnce() -> R) -> R {
-    let outer = REQUEST.with_borrow_mut(|r| {
-        let outer = r.is_some();
-        if !outer {
-            *r = Some(Vec::new());
-        }
-        outer
-    });
-    if outer {
-        return f();
-    }
-    struct End;
-    impl Drop for End {
-        fn drop(&mut self) {
-            REQUEST.with_borrow_mut(|r| *r = None);
-        }
-    }
-    let _end = End;
-    f()
-}
-
-/// The segment this thread's request listed for table `key` at `stamp`, if any.
-pub(crate) fn request_listing(key: usize, stamp: &FolderStamp) -> Option<LogSegment> {
-    REQUEST.with_borrow(|r| {
-        r.as_ref()?
-            .iter()
-            .find(|(k, s, _)| *k == key && s == stamp)
-            .map(|(_, _, seg)| seg.clone())
-    })
-}
-
-/// Remember, for the rest of this thread's request (if one runs), that table `key` listed
-/// `seg` at `stamp`.
-pub(crate) fn remember_listing(key: usize, stamp: FolderStamp, seg: &LogSegment) {
-    REQUEST.with_borrow_mut(|r| {
-        if let Some(r) = r.as_mut() {
-            r.retain(|(k, _, _)| *k != key);
-            r.push((key, stamp, seg.clone()));
-        }
-    });
-}
-
 /// Everything a listing of `_delta_log/` found, by kind.
 #[derive(Debug, Clone, Default)]
 pub struct Listing {

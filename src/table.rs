@@ -264,15 +264,15 @@ impl Table {
             return Ok(c.segment.clone());
         }
         // Within one request of the mount, one listing per unchanged folder
-        // (segment::one_request).
+        // (request::one_request).
         let key = Arc::as_ptr(&self.segment) as usize;
-        if let Some(seg) = crate::segment::request_listing(key, &stamp) {
+        if let Some(seg) = crate::request::listing(key, &stamp) {
             return Ok(seg);
         }
         let now = commit::now_ms();
         let listing = Listing::read(&self.log)?;
         let seg = LogSegment::new(&self.root, &listing, || checkpoint::versions(&self.dir))?;
-        crate::segment::remember_listing(key, stamp, &seg);
+        crate::request::remember_listing(key, stamp, &seg);
         let ctime_ms = stamp.3.saturating_mul(1000).saturating_add(stamp.4 / 1_000_000);
         // A ctime with nanoseconds comes from a file system with fine timestamps (a clock tick,
         // at most 10 ms); without, it may have whole seconds (ext3 with small inodes).
@@ -1221,14 +1221,20 @@ impl Table {
                 return;
             }
         };
-        if let Err(e) = crate::crc::write(&self.log, &snap) {
-            ::log::warn!("no version checksum written for version {version}: {e}");
-        }
+        let snap = Arc::new(snap);
         if let Ok(mut tip) = self.tip.lock()
             && tip.as_ref().is_none_or(|t| t.version < snap.version)
         {
-            *tip = Some(Arc::new(snap));
+            *tip = Some(snap.clone());
         }
+        // Advisory (docs/FORMAT.md, "Version checksums"): in the mount, written after the
+        // reply to the commit's close.
+        let log = self.log.clone();
+        crate::request::after_reply(move || {
+            if let Err(e) = crate::crc::write(&log, &snap) {
+                ::log::warn!("no version checksum written for version {version}: {e}");
+            }
+        });
     }
 
     pub(crate) fn check_writable(&self, snap: &Snapshot) -> Result<()> {

@@ -22,7 +22,6 @@ use log::{debug, info, warn};
 use super::errno::FsError;
 use super::process::ProcFs;
 use super::view::{Attr, Caller, Kind, Opened, SetAttrs, TableView};
-use crate::segment::one_request as request;
 
 /// Largest read and write request the daemon asks the kernel for (the kernel caps requests at
 /// `/proc/sys/fs/fuse/max_pages_limit` pages, 1 MiB by default).
@@ -199,6 +198,15 @@ impl Passthrough {
             by_ino.remove(&ino);
         }
     }
+}
+
+/// Run `f` as one request ([`crate::request::one_request`]), and the work it deferred at once.
+/// Requests that may commit use [`crate::request::one_request`] directly and run the deferred
+/// work (the version checksum) after their reply.
+fn request<R>(f: impl FnOnce() -> R) -> R {
+    let (out, later) = crate::request::one_request(f);
+    crate::request::run(later);
+    out
 }
 
 fn errno(e: &FsError) -> Errno {
@@ -404,10 +412,13 @@ impl Filesystem for TableFs {
         let (name, newname) = (name.to_owned(), newname.to_owned());
         let job = move || {
             let who = view.caller(pid, None);
-            match request(|| view.rename(parent.0, &name, newparent.0, &newname, noreplace, who)) {
+            let (res, later) =
+                crate::request::one_request(|| view.rename(parent.0, &name, newparent.0, &newname, noreplace, who));
+            match res {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(log_err("rename", &e)),
             }
+            crate::request::run(later);
         };
         if parent.0 == super::inode::INCOMING || newparent.0 == super::inode::INCOMING {
             self.commits.run(job)
@@ -503,10 +514,12 @@ impl Filesystem for TableFs {
         let (view, pid) = (self.view.clone(), req.pid());
         self.commits.run(move || {
             let who = view.caller(pid, Some((fh.0, ino.0)));
-            match request(|| view.flush(fh.0, who)) {
+            let (res, later) = crate::request::one_request(|| view.flush(fh.0, who));
+            match res {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(log_err("flush", &e)),
             }
+            crate::request::run(later);
         })
     }
 
@@ -537,9 +550,13 @@ impl Filesystem for TableFs {
             return reply.ok();
         }
         let view = self.view.clone();
-        self.commits.run(move || match request(|| view.fsync(fh.0)) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(log_err("fsync", &e)),
+        self.commits.run(move || {
+            let (res, later) = crate::request::one_request(|| view.fsync(fh.0));
+            match res {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(log_err("fsync", &e)),
+            }
+            crate::request::run(later);
         })
     }
 
