@@ -71,13 +71,16 @@ pub fn publish(root: &Dir, log: &Dir, version: u64, bytes: &[u8]) -> Result<Publ
 /// 4. `_delta_log/` after the link: the version is durable before the writer is told so (and
 ///    `tinydelta append` exits 0, or the mount answers `close`).
 ///
-/// 1-3 do not depend on each other, only the link on all of them: they run at once, each on its
-/// own thread, so a journaling file system (ext4, xfs) commits them in one journal transaction
-/// rather than one per fsync (measured on ext4: four fsyncs in a row cost 2.1x the two of the
-/// durable floor; with 1-3 at once, 1.0x). Nothing else is fsynced: the version checksum
-/// (`.crc`) written after the commit is optional to readers and a missing or torn one is a
-/// warning in `tinydelta check` (docs/FORMAT.md, "Version checksums"), and the tmp's removal
-/// needs no durability (a leftover tmp is never read as a version).
+/// So four fsyncs per commit (three when the data files are durable already), in two rounds:
+/// 1-3 do not depend on each other, only the link on all of them: they run at once (this thread
+/// and helper threads kept between commits), so a journaling file system (ext4, xfs) commits
+/// them in one journal transaction rather than one per fsync (measured on ext4: four fsyncs in a
+/// row cost 2.1x the two of the durable floor; with 1-3 at once, 1.0x), and on a file system
+/// without a journal the device serves them side by side. 4 must follow the link. Nothing else
+/// is fsynced: the version checksum (`.crc`) written after the commit is optional to readers and
+/// a missing or torn one is a warning in `tinydelta check` (docs/FORMAT.md, "Version
+/// checksums"), and the tmp's removal needs no durability (a leftover tmp is never read as a
+/// version). The commit itself lists nothing: the link of `version` is the no-clobber arbiter.
 ///
 /// Errors: as [`publish`]; a failed fsync of a data file is an [`Error::Io`] naming it (nothing
 /// published).
