@@ -511,9 +511,20 @@ impl Filesystem for TableFs {
         if !staged(ino.0) {
             return reply.ok();
         }
+        // A close that cannot commit (a reader's, a child's, one while the process still holds
+        // another descriptor: the first close of a shell's redirection) is answered here; only
+        // a possible commit goes to a commit thread.
         let (view, pid) = (self.view.clone(), req.pid());
+        let closing = Some((fh.0, ino.0));
+        let mut who = view.closing_caller(pid, closing);
+        if !view.may_commit(fh.0, &who) {
+            return match request(|| view.flush(fh.0, who)) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(log_err("flush", &e)),
+            };
+        }
         self.commits.run(move || {
-            let who = view.caller(pid, Some((fh.0, ino.0)));
+            view.check_killed(pid, &mut who, closing);
             let (res, later) = crate::request::one_request(|| view.flush(fh.0, who));
             match res {
                 Ok(()) => reply.ok(),

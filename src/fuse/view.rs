@@ -870,6 +870,16 @@ impl TableView {
     /// id (for every staged-file request) and, for a close by the opener, whether it was killed
     /// by a signal and whether it still holds another descriptor of inode `ino`.
     pub fn caller(&self, pid: u32, closing: Option<(u64, u64)>) -> Caller {
+        let mut who = self.closing_caller(pid, closing);
+        self.check_killed(pid, &mut who, closing);
+        who
+    }
+
+    /// The cheap half of [`TableView::caller`] (no `/proc/PID/stat` read, which may have to
+    /// wait for an exec): the thread group and, for a close by the opener, whether it still
+    /// holds another descriptor. Either fact can make the close no commit point; then
+    /// [`TableView::flush`] answers at once and `killed` is never needed.
+    pub fn closing_caller(&self, pid: u32, closing: Option<(u64, u64)>) -> Caller {
         let mut who = Caller {
             tgid: self.procs.tgid(pid),
             killed: false,
@@ -878,15 +888,25 @@ impl TableView {
         if let (Some(tgid), Some((fh, ino))) = (who.tgid, closing)
             && self.opened_by(fh, tgid)
         {
-            // Either fact makes the close no commit point, so the cheap one is asked first: a
-            // close while another descriptor stays open (a shell's `dup2` dance) needs no
-            // /proc/PID/stat read, which may have to wait for an exec (see ProcFs).
             who.still_open = self.procs.holds_open(tgid, ino);
-            if !who.still_open {
-                who.killed = self.procs.killed_by_signal(pid);
-            }
         }
         who
+    }
+
+    /// Whether a close with `who` ([`TableView::closing_caller`]) of handle `fh` may be a commit
+    /// point: the opener's close with no other descriptor of the file left.
+    pub fn may_commit(&self, fh: u64, who: &Caller) -> bool {
+        who.tgid.is_some_and(|t| self.opened_by(fh, t)) && !who.still_open
+    }
+
+    /// The other half of [`TableView::caller`]: for a close that [`TableView::may_commit`],
+    /// whether the process was killed by a signal.
+    pub fn check_killed(&self, pid: u32, who: &mut Caller, closing: Option<(u64, u64)>) {
+        if let Some((fh, _)) = closing
+            && self.may_commit(fh, who)
+        {
+            who.killed = self.procs.killed_by_signal(pid);
+        }
     }
 
     /// `close()` of a descriptor: commit point for the process that opened it for writing.
