@@ -71,13 +71,16 @@ pub fn publish(root: &Dir, log: &Dir, version: u64, bytes: &[u8]) -> Result<Publ
 /// 4. `_delta_log/` after the link: the version is durable before the writer is told so (and
 ///    `tinydelta append` exits 0, or the mount answers `close`).
 ///
-/// 1-3 do not depend on each other, only the link on all of them: they run at once, each on its
-/// own thread, so a journaling file system (ext4, xfs) commits them in one journal transaction
-/// rather than one per fsync (measured on ext4: four fsyncs in a row cost 2.1x the two of the
-/// durable floor; with 1-3 at once, 1.0x). Nothing else is fsynced: the version checksum
-/// (`.crc`) written after the commit is optional to readers and a missing or torn one is a
-/// warning in `tinydelta check` (docs/FORMAT.md, "Version checksums"), and the tmp's removal
-/// needs no durability (a leftover tmp is never read as a version).
+/// So four fsyncs per commit (three when the data files are durable already), in two rounds:
+/// 1-3 do not depend on each other, only the link on all of them: they run at once (this thread
+/// and helper threads kept between commits), so a journaling file system (ext4, xfs) commits
+/// them in one journal transaction rather than one per fsync (measured on ext4: four fsyncs in a
+/// row cost 2.1x the two of the durable floor; with 1-3 at once, 1.0x), and on a file system
+/// without a journal the device serves them side by side. 4 must follow the link. Nothing else
+/// is fsynced: the version checksum (`.crc`) written after the commit is optional to readers and
+/// a missing or torn one is a warning in `tinydelta check` (docs/FORMAT.md, "Version
+/// checksums"), and the tmp's removal needs no durability (a leftover tmp is never read as a
+/// version). The commit itself lists nothing: the link of `version` is the no-clobber arbiter.
 ///
 /// Errors: as [`publish`]; a failed fsync of a data file is an [`Error::Io`] naming it (nothing
 /// published).
@@ -125,6 +128,13 @@ enum Sync<'a> {
     Dir(&'a Dir),
 }
 
+/// A [`Sync`] that a helper thread can own: the file's descriptor duplicated, the folder's
+/// handle shared.
+enum OwnedSync {
+    File(File, PathBuf),
+    Dir(Dir),
+}
+
 impl Sync<'_> {
     fn run(&self) -> Result<()> {
         match self {
@@ -139,42 +149,91 @@ impl Sync<'_> {
             Sync::Dir(d) => d.path().to_path_buf(),
         }
     }
+
+    fn owned(&self) -> Option<OwnedSync> {
+        match self {
+            Sync::File(f, p) => f.try_clone().ok().map(|f| OwnedSync::File(f, p.to_path_buf())),
+            Sync::Dir(d) => Some(OwnedSync::Dir((*d).clone())),
+        }
+    }
 }
 
-/// Run `syncs` at the same time (the first on this thread, the others on scoped threads; one
-/// that cannot get a thread runs here after the first) and wait for all. Returns the first error
-/// in `syncs`' order.
+impl OwnedSync {
+    fn run(&self) -> Result<()> {
+        match self {
+            OwnedSync::File(f, p) => f.sync_all().ctx("fsync", p),
+            OwnedSync::Dir(d) => d.sync(),
+        }
+    }
+}
+
+/// Work for a [`helper`] thread.
+type HelperJob = Box<dyn FnOnce() + Send>;
+
+/// Idle helper threads of [`sync_at_once`], kept between commits (starting two threads per
+/// commit cost more CPU than the rest of a one-row commit's publish). There are never more
+/// than the most fsyncs that ever ran at once.
+static IDLE_HELPERS: std::sync::Mutex<Vec<std::sync::mpsc::Sender<HelperJob>>> = std::sync::Mutex::new(Vec::new());
+
+/// Run `job` on an idle helper thread, or a new one; gives the job back when no thread can be
+/// started.
+fn helper(job: HelperJob) -> std::result::Result<(), HelperJob> {
+    let idle = IDLE_HELPERS.lock().unwrap_or_else(|p| p.into_inner()).pop();
+    let job = match idle {
+        Some(tx) => match tx.send(job) {
+            Ok(()) => return Ok(()),
+            Err(std::sync::mpsc::SendError(job)) => job,
+        },
+        None => job,
+    };
+    let (tx, jobs) = std::sync::mpsc::channel::<HelperJob>();
+    let me = tx.clone();
+    let spawned = std::thread::Builder::new().name("fsync".into()).spawn(move || {
+        for job in jobs {
+            job();
+            IDLE_HELPERS.lock().unwrap_or_else(|p| p.into_inner()).push(me.clone());
+        }
+    });
+    if spawned.is_err() {
+        return Err(job);
+    }
+    tx.send(job).map_err(|std::sync::mpsc::SendError(job)| job)
+}
+
+/// Run `syncs` at the same time (the first on this thread, the others on [`helper`] threads;
+/// one that cannot get a thread runs here after the first) and wait for all. Returns the first
+/// error in `syncs`' order.
 fn sync_at_once(syncs: &[Sync<'_>]) -> Result<()> {
     let Some((first, rest)) = syncs.split_first() else {
         return Ok(());
     };
-    std::thread::scope(|s| {
-        let spawned: Vec<_> = rest
-            .iter()
-            .map(|job| {
-                (
-                    job,
-                    std::thread::Builder::new()
-                        .name("fsync".into())
-                        .spawn_scoped(s, || job.run()),
-                )
-            })
-            .collect();
-        let mut results = vec![first.run()];
-        for (job, h) in spawned {
-            results.push(match h {
-                Ok(h) => h.join().unwrap_or_else(|_| {
-                    Err(Error::io(
-                        "fsync",
-                        job.path(),
-                        io::Error::other("the fsync thread panicked"),
-                    ))
-                }),
-                Err(_) => job.run(),
+    let pending: Vec<_> = rest
+        .iter()
+        .map(|job| {
+            let (tx, rx) = std::sync::mpsc::channel::<Result<()>>();
+            let started = job.owned().is_some_and(|owned| {
+                helper(Box::new(move || {
+                    let _ = tx.send(owned.run());
+                }))
+                .is_ok()
             });
-        }
-        results.into_iter().collect::<Result<Vec<()>>>().map(|_| ())
-    })
+            (job, started.then_some(rx))
+        })
+        .collect();
+    let mut results = vec![first.run()];
+    for (job, rx) in pending {
+        results.push(match rx {
+            Some(rx) => rx.recv().unwrap_or_else(|_| {
+                Err(Error::io(
+                    "fsync",
+                    job.path(),
+                    io::Error::other("the fsync thread panicked"),
+                ))
+            }),
+            None => job.run(),
+        });
+    }
+    results.into_iter().collect::<Result<Vec<()>>>().map(|_| ())
 }
 
 /// Create `path` for writing, failing if it exists (O_CREAT|O_EXCL, mode 0644). Used only for

@@ -67,24 +67,43 @@ impl Crc {
     }
 }
 
-/// Write the `.crc` of `snap` beneath the log folder `log` (tmp + rename: a stale one, left by
-/// a commit that `check --repair` moved aside, is replaced).
+/// Write the `.crc` of `snap` beneath the log folder `log`. See [`write_crc`].
 /// Errors: [`Error::Io`].
 pub fn write(log: &Dir, snap: &Snapshot) -> Result<()> {
-    let target = crc_file_name(snap.version);
+    write_crc(log, snap.version, &Crc::of(snap))
+}
+
+/// Write `crc` as the `.crc` of `version` beneath the log folder `log`.
+///
+/// Created in place with `O_CREAT | O_EXCL` and one `write`, not through a temporary and a
+/// rename: the checksum is advisory (readers never need it, docs/FORMAT.md "Version
+/// checksums"), and a reader never trusts a partial one, since no proper prefix of one JSON
+/// object parses as an object ([`read`] fails on it, and `check` warns). Not fsynced. When the
+/// name exists (a stale one, left by a commit that `check --repair` moved aside, or a racing
+/// writer of the same version's checksum) it is replaced with a temporary + rename.
+/// Errors: [`Error::Io`].
+pub fn write_crc(log: &Dir, version: u64, crc: &Crc) -> Result<()> {
+    use std::io::Write;
+    let target = crc_file_name(version);
+    let path = log.join(&target);
+    let mut bytes = serde_json::to_vec(crc).map_err(|e| Error::io("write", &path, std::io::Error::other(e)))?;
+    bytes.push(b'\n');
+    match log.create_new(&target, 0o644) {
+        Ok(mut f) => return f.write_all(&bytes).ctx("write", &path),
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
     let tmp = format!(".{target}.{}.tmp", uuid::Uuid::new_v4().simple());
     let tmp_path = log.join(&tmp);
-    let mut bytes =
-        serde_json::to_vec(&Crc::of(snap)).map_err(|e| Error::io("write", &tmp_path, std::io::Error::other(e)))?;
-    bytes.push(b'\n');
     let res = (|| {
-        use std::io::Write;
         let mut f = log.create_new(&tmp, 0o644)?;
         f.write_all(&bytes).ctx("write", &tmp_path)?;
         log.rename(&tmp, log, &target)
             .map_err(|e| Error::io("rename", log.join(&target), e))
     })();
-    let _ = log.try_unlink(&tmp);
+    if res.is_err() {
+        let _ = log.try_unlink(&tmp);
+    }
     res
 }
 

@@ -25,6 +25,7 @@ pub mod optimize;
 pub mod parquet;
 pub mod parquet_cache;
 pub mod progress;
+pub mod request;
 pub mod rows;
 pub mod schema;
 pub mod segment;

@@ -15,6 +15,9 @@ use crate::beneath::{Dir, Kind};
 use crate::error::{Error, Result};
 use crate::log::{LogFile, commit_file_name};
 
+/// What a listing is trusted by: `_delta_log/`'s inode, mtime (s, ns) and ctime (s, ns).
+pub type FolderStamp = (u64, i64, i64, i64, i64);
+
 /// Everything a listing of `_delta_log/` found, by kind.
 #[derive(Debug, Clone, Default)]
 pub struct Listing {
@@ -55,8 +58,10 @@ impl Listing {
         .map_err(io)?;
         let mut dir = rustix::fs::Dir::new(fd).map_err(io)?;
         let mut l = Listing::default();
-        // Commit names are the hot path (100,000 of them in a long log): parsed from the bytes
-        // with no allocation; every other name goes through LogFile::parse.
+        let mut crcs = Vec::new();
+        // Commit and checksum names are the hot path (two per version, 100,000 versions in a
+        // long log): parsed from the bytes with no allocation; every other name goes through
+        // LogFile::parse.
         for ent in &mut dir {
             let ent = ent.map_err(io)?;
             let name = ent.file_name().to_bytes();
@@ -66,14 +71,17 @@ impl Listing {
                 FileType::Symlink => Kind::Symlink,
                 _ => Kind::Other,
             };
+            if name.len() == 24
+                && name.ends_with(b".crc")
+                && kind == Kind::File
+                && let Some(v) = version_digits(name)
+            {
+                crcs.push(v);
+                continue;
+            }
             if name.len() == 25 && name.ends_with(b".json") && name[..20].iter().all(u8::is_ascii_digit) {
-                let v = name[..20]
-                    .iter()
-                    .fold(0u64, |v, d| v.wrapping_mul(10).wrapping_add(u64::from(d - b'0')));
                 // 20 digits can exceed u64: such a name is not a version.
-                if name[..20] > b"18446744073709551615"[..] {
-                    continue;
-                }
+                let Some(v) = version_digits(name) else { continue };
                 if kind == Kind::File {
                     l.commits.push(v);
                 } else {
@@ -102,8 +110,21 @@ impl Listing {
             }
         }
         l.commits.sort_unstable();
+        // One bulk build (sorted) rather than an insert per name.
+        let mut all: BTreeSet<u64> = crcs.into_iter().collect();
+        all.append(&mut l.crcs);
+        l.crcs = all;
         Ok(l)
     }
+}
+
+/// The version named by the first 20 bytes of `name` when they are digits of a `u64`.
+fn version_digits(name: &[u8]) -> Option<u64> {
+    let digits = name.get(..20)?;
+    if !digits.iter().all(u8::is_ascii_digit) || digits > &b"18446744073709551615"[..] {
+        return None;
+    }
+    Some(digits.iter().fold(0u64, |v, d| v * 10 + u64::from(d - b'0')))
 }
 
 /// Damage that ends the readable part of the log: versions from `version` on fail with `error`.
@@ -261,6 +282,34 @@ mod tests {
             ..Default::default()
         };
         LogSegment::new(Path::new("/t"), &l, || Ok(cps.iter().copied().collect()))
+    }
+
+    #[test]
+    fn a_listing_sorts_commits_and_checksums_by_kind() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for n in [
+            "00000000000000000002.json",
+            "00000000000000000000.json",
+            "00000000000000000001.json",
+            "00000000000000000001.crc",
+            "00000000000000000000.crc",
+            "99999999999999999999.json",
+            "99999999999999999999.crc",
+            ".00000000000000000003.abc.tmp",
+            "_last_checkpoint",
+            "notes.txt",
+        ] {
+            std::fs::write(dir.path().join(n), b"x").expect("write");
+        }
+        std::fs::create_dir(dir.path().join("00000000000000000003.crc")).expect("mkdir");
+        let l = Listing::read(&Dir::open(dir.path()).expect("open")).expect("list");
+        assert_eq!(l.commits, [0, 1, 2]);
+        assert_eq!(l.crcs.iter().copied().collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(l.temps.len(), 1);
+        assert!(l.last_checkpoint);
+        assert_eq!(l.not_regular, [("00000000000000000003.crc".to_string(), None)]);
+        assert_eq!(version_digits(b"18446744073709551615.json"), Some(u64::MAX));
+        assert_eq!(version_digits(b"18446744073709551616.json"), None);
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub struct WriteOptions {
 
 /// What identifies one state of `_delta_log/`'s entries: inode, mtime and ctime of the folder
 /// (any create, link, rename or unlink in it changes ctime).
-type Stamp = (u64, i64, i64, i64, i64);
+type Stamp = crate::segment::FolderStamp;
 
 /// A listing-proven segment and the folder stamp it was proven at.
 #[derive(Debug, Clone)]
@@ -265,9 +265,16 @@ impl Table {
         {
             return Ok(c.segment.clone());
         }
+        // Within one request of the mount, one listing per unchanged folder
+        // (request::one_request).
+        let key = Arc::as_ptr(&self.segment) as usize;
+        if let Some(seg) = crate::request::listing(key, &stamp) {
+            return Ok(seg);
+        }
         let now = commit::now_ms();
         let listing = Listing::read(&self.log)?;
         let seg = LogSegment::new(&self.root, &listing, || checkpoint::versions(&self.dir))?;
+        crate::request::remember_listing(key, stamp, &seg);
         let ctime_ms = stamp.3.saturating_mul(1000).saturating_add(stamp.4 / 1_000_000);
         // A ctime with nanoseconds comes from a file system with fine timestamps (a clock tick,
         // at most 10 ms); without, it may have whole seconds (ext3 with small inodes).
@@ -1314,18 +1321,48 @@ impl Table {
     /// Write `_delta_log/{version:020}.crc` (Delta PROTOCOL "Version Checksum File": table size,
     /// file count, metadata, protocol) for a version just committed, replaying it from `base`.
     /// Best effort: readers never need it, so a failure is a warning.
+    ///
+    /// The common case, one commit on top of `base` that only adds new files (an append), costs
+    /// one read of that commit and a copy of `base`'s file list ([`advance`]), no hashing or
+    /// sorting of the live files, and the snapshot built becomes this table's newest one, so the
+    /// next write starts from it.
     pub(crate) fn write_crc_after(&self, version: u64, base: Option<&Snapshot>) {
         // This handle just linked `version` on top of `base` (plus any versions it rebased
         // over, which it read): replayed from the commits themselves, with no listing of the
         // log (a listing costs O(versions) per commit; readers never need the .crc).
         let snap = match base {
+            Some(b) if version == b.version + 1 => match self.read_commit(version) {
+                Ok(c) => match advance(b, &c) {
+                    Some(s) => Ok(s),
+                    None => self.replay_after(b, version),
+                },
+                Err(e) => Err(e),
+            },
             Some(b) if version > b.version => self.replay_after(b, version),
             Some(b) => self.snapshot_after(b, version),
             None => self.snapshot(version),
         };
-        if let Err(e) = snap.and_then(|s| crate::crc::write(&self.log, &s)) {
-            ::log::warn!("no version checksum written for version {version}: {e}");
+        let snap = match snap {
+            Ok(s) => s,
+            Err(e) => {
+                ::log::warn!("no version checksum written for version {version}: {e}");
+                return;
+            }
+        };
+        let snap = Arc::new(snap);
+        if let Ok(mut tip) = self.tip.lock()
+            && tip.as_ref().is_none_or(|t| t.version < snap.version)
+        {
+            *tip = Some(snap.clone());
         }
+        // Advisory (docs/FORMAT.md, "Version checksums"): in the mount, written after the
+        // reply to the commit's close.
+        let log = self.log.clone();
+        crate::request::after_reply(move || {
+            if let Err(e) = crate::crc::write(&log, &snap) {
+                ::log::warn!("no version checksum written for version {version}: {e}");
+            }
+        });
     }
 
     /// Refuse writes of JSONL data files into a table whose `metaData.format.provider` is not
@@ -1516,6 +1553,71 @@ pub(crate) fn serializable_info(
         operation_metrics: metrics.clone(),
         engine_info: Some(ENGINE_INFO.into()),
     })
+}
+
+/// The snapshot of `commit`'s version from `base`, the snapshot of the version before, when the
+/// commit only adds files that are not live in `base` and records its time (an append, an
+/// `ADD COLUMNS`, a vacuum commit): `base`'s files with the new ones after them, as log replay
+/// gives ([`Replay::apply`]). `None` for anything else (a `remove`, a re-added live path, a
+/// protocol action, a schema it cannot parse): the caller replays instead.
+fn advance(base: &Snapshot, commit: &crate::log::Commit) -> Option<Snapshot> {
+    let info = commit.info.clone().filter(|i| i.timestamp_recorded)?;
+    if commit.version != base.version.checked_add(1)? {
+        return None;
+    }
+    let mut snap = Snapshot {
+        root: base.root.clone(),
+        version: commit.version,
+        timestamp: info.timestamp,
+        commit_info: info,
+        schema: base.schema.clone(),
+        metadata: base.metadata.clone(),
+        protocol: base.protocol.clone(),
+        files: Vec::with_capacity(base.files.len() + 1),
+        txns: base.txns.clone(),
+        vacuums: base.vacuums,
+    };
+    if snap.commit_info.operation == crate::vacuum::VACUUM_START {
+        snap.vacuums = snap.vacuums.saturating_add(1);
+    }
+    let mut added: Vec<crate::snapshot::FileEntry> = Vec::new();
+    for a in &commit.actions {
+        if a.remove.is_some() {
+            return None;
+        }
+        // A protocol change is checked by replay (reader version and features, README
+        // "Tables of other Delta writers"), never here.
+        if a.protocol.is_some() {
+            return None;
+        }
+        if let Some(m) = &a.metadata {
+            snap.schema = Schema::from_schema_string(&m.schema_string).ok()?;
+            snap.metadata = m.clone();
+        }
+        if let Some(t) = &a.txn {
+            snap.txns.insert(t.app_id.clone(), t.version);
+        }
+        if let Some(add) = &a.add {
+            // A linear search per add: bounded to commits of a few files (an append adds one).
+            let live = |p: &str| base.files.iter().chain(&added).any(|f| f.path == p);
+            if added.len() >= 16 || live(&add.path) {
+                return None;
+            }
+            let rows = add.num_records();
+            added.push(crate::snapshot::FileEntry {
+                path: add.path.clone(),
+                size: add.size,
+                num_records: rows.unwrap_or(0),
+                has_stats: rows.is_some(),
+                modification_time: add.modification_time,
+                partition_values: add.partition_values.clone(),
+                added_in: commit.version,
+            });
+        }
+    }
+    snap.files.extend(base.files.iter().cloned());
+    snap.files.extend(added);
+    Some(snap)
 }
 
 /// [`Table::open_data_file`] beneath the table folder `root` (a directory handle): the one
@@ -1746,6 +1848,58 @@ mod tests {
             t.snapshot_after(&mid, 9),
             Err(Error::VersionNotFound { version: 9, .. })
         ));
+    }
+
+    #[test]
+    fn advance_equals_replay_or_declines() {
+        let (_d, t) = table();
+        append(&t, "{\"id\":1}\n");
+        append(&t, "{\"id\":2}\n{\"id\":3}\n");
+        crate::alter::add_column(&t, "note:str", &WriteOptions::default()).expect("alter");
+        t.overwrite("test", "{\"id\":4}\n".as_bytes(), &WriteOptions::default())
+            .expect("overwrite");
+        append(&t, "{\"id\":5}\n");
+        let latest = t.latest_version().expect("latest");
+        let mut advanced = 0;
+        for v in 1..=latest {
+            let base = t.snapshot(v - 1).expect("base");
+            let full = t.snapshot(v).expect("full");
+            let commit = t.read_commit(v).expect("commit");
+            match advance(&base, &commit) {
+                Some(s) => {
+                    advanced += 1;
+                    assert_eq!(s.files, full.files, "version {v}");
+                    assert_eq!(
+                        (
+                            s.version,
+                            s.timestamp,
+                            &s.schema,
+                            &s.metadata,
+                            &s.protocol,
+                            &s.txns,
+                            s.vacuums
+                        ),
+                        (
+                            full.version,
+                            full.timestamp,
+                            &full.schema,
+                            &full.metadata,
+                            &full.protocol,
+                            &full.txns,
+                            full.vacuums
+                        ),
+                        "version {v}"
+                    );
+                    let (a, b) = (crate::crc::Crc::of(&s), crate::crc::Crc::of(&full));
+                    assert_eq!((a.table_size_bytes, a.num_files), (b.table_size_bytes, b.num_files));
+                }
+                // Only the overwrite (it removes files) is replayed instead.
+                None => assert!(commit.actions.iter().any(|a| a.remove.is_some()), "version {v}"),
+            }
+            // Never from a base that is not the version before.
+            assert!(advance(&t.snapshot(0).expect("v0"), &commit).is_none() || v == 1);
+        }
+        assert_eq!(advanced, latest - 1);
     }
 
     #[test]

@@ -117,3 +117,89 @@ fn a_data_file_of_the_wrong_size_is_eio_at_open() {
         drop(m);
     }
 }
+
+/// `v/<n>/parts/` (README "Reading"): version n's data files, one file each, named in the order
+/// of `data.jsonl`, so `cat parts/*` gives its bytes; each part is one file on disk, so it is
+/// read with passthrough (no READ reaches the daemon), and through the daemon without.
+#[test]
+fn parts_are_the_data_files_of_a_version_in_order() {
+    for passthrough in [true, false] {
+        let f = Fixture::flights(&["flights-jan.jsonl", "flights-feb.jsonl"]);
+        let m = if passthrough {
+            f.mount()
+        } else {
+            f.mount_with(&["--no-passthrough"])
+        };
+        let names = |v: u64| -> Vec<String> {
+            let mut n: Vec<String> = fs::read_dir(f.m(&format!("v/{v}/parts")))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            n.sort();
+            n
+        };
+        assert_eq!(names(0), Vec::<String>::new());
+        assert_eq!(names(1), ["0000000.jsonl"]);
+        assert_eq!(names(2), ["0000000.jsonl", "0000001.jsonl"]);
+        let mut cat = Vec::new();
+        for n in names(2) {
+            let bytes = fs::read(f.m(&format!("v/2/parts/{n}"))).unwrap();
+            assert_eq!(
+                fs::metadata(f.m(&format!("v/2/parts/{n}"))).unwrap().len(),
+                bytes.len() as u64
+            );
+            cat.extend(bytes);
+        }
+        assert_eq!(cat, f.read_v(2), "cat parts/* is data.jsonl");
+        assert_eq!(fs::read(f.m("v/2/parts/0000000.jsonl")).unwrap(), f.read_v(1));
+        for bad in [
+            "v/2/parts/0000002.jsonl",
+            "v/2/parts/000000.jsonl",
+            "v/2/parts/x",
+            "v/9/parts",
+        ] {
+            let e = fs::metadata(f.m(bad)).expect_err(bad);
+            assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{bad}: {e}");
+        }
+        let e = fs::OpenOptions::new()
+            .write(true)
+            .open(f.m("v/2/parts/0000000.jsonl"))
+            .expect_err("parts are read-only");
+        assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+        let log = m.log_text();
+        // Part inodes of version 2: 0xa000000000800001 and ...02.
+        let part_reads = log
+            .lines()
+            .filter(|l| l.contains("ino 0xa000000000800001 READ ") || l.contains("ino 0xa000000000800002 READ "))
+            .count();
+        if passthrough {
+            assert!(log.contains("passthrough in use"), "{log}");
+            assert_eq!(part_reads, 0, "reads of parts reached the daemon:\n{log}");
+        } else {
+            assert!(
+                part_reads > 0,
+                "without passthrough, parts are read by the daemon:\n{log}"
+            );
+        }
+        drop(m);
+    }
+}
+
+/// A part whose data file is not the size the log records is EIO at open, like data.jsonl.
+#[test]
+fn a_part_of_the_wrong_size_is_eio() {
+    let f = Fixture::flights(&["flights-jan.jsonl", "flights-feb.jsonl"]);
+    let part = part_of_version_1(&f);
+    let len = fs::metadata(&part).unwrap().len();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&part)
+        .unwrap()
+        .set_len(len + 1)
+        .unwrap();
+    let m = f.mount();
+    let err = fs::read(f.m("v/2/parts/0000000.jsonl")).expect_err("a grown part was served");
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    assert!(!fs::read(f.m("v/2/parts/0000001.jsonl")).unwrap().is_empty());
+    drop(m);
+}

@@ -312,22 +312,28 @@ fn find() {
         "./v/0",
         "./v/0/commit.json",
         "./v/0/data.jsonl",
+        "./v/0/parts",
         "./v/0/schema.json",
         "./v/1",
         "./v/1/commit.json",
         "./v/1/data.jsonl",
+        "./v/1/parts",
+        "./v/1/parts/0000000.jsonl",
         "./v/1/schema.json",
         "./v/2",
         "./v/2/commit.json",
         "./v/2/data.jsonl",
+        "./v/2/parts",
+        "./v/2/parts/0000000.jsonl",
+        "./v/2/parts/0000001.jsonl",
         "./v/2/schema.json",
     ];
     assert_eq!(out.lines().collect::<Vec<_>>(), expected);
     let big = e.text("find \"$M/v\" -name data.jsonl -size +100k | sort");
     assert_eq!(big.lines().count(), 2);
-    // -L follows the latest symlink.
+    // -L follows the latest symlink: v/2's three files and its two parts.
     let via_latest = e.text("find -L \"$M/latest\" -type f | wc -l");
-    assert_eq!(via_latest.trim(), "3");
+    assert_eq!(via_latest.trim(), "5");
 }
 
 #[test]

@@ -105,7 +105,10 @@ impl TableFs {
     /// Wrap a view. `mnt_id` is the mount's id in /proc/self/mountinfo once known (0 before).
     /// `passthrough`: ask the kernel for FUSE passthrough at `init` (README "Reading").
     pub fn new(mut view: TableView, mnt_id: Arc<AtomicU64>, passthrough: bool) -> TableFs {
-        view.set_processes(Box::new(ProcFs { mnt_id }));
+        view.set_processes(Box::new(ProcFs {
+            mnt_id,
+            ..ProcFs::default()
+        }));
         TableFs {
             view: Arc::new(view),
             passthrough: Passthrough {
@@ -195,6 +198,15 @@ impl Passthrough {
             by_ino.remove(&ino);
         }
     }
+}
+
+/// Run `f` as one request ([`crate::request::one_request`]), and the work it deferred at once.
+/// Requests that may commit use [`crate::request::one_request`] directly and run the deferred
+/// work (the version checksum) after their reply.
+fn request<R>(f: impl FnOnce() -> R) -> R {
+    let (out, later) = crate::request::one_request(f);
+    crate::request::run(later);
+    out
 }
 
 fn errno(e: &FsError) -> Errno {
@@ -290,14 +302,14 @@ impl Filesystem for TableFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.view.lookup(parent.0, name) {
+        match request(|| self.view.lookup(parent.0, name)) {
             Ok(a) => reply.entry(&a.ttl, &file_attr(&a), Generation(0)),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.view.getattr(ino.0) {
+        match request(|| self.view.getattr(ino.0)) {
             Ok(a) => reply.attr(&a.ttl, &file_attr(&a)),
             Err(e) => reply.error(log_err("getattr", &e)),
         }
@@ -327,14 +339,14 @@ impl Filesystem for TableFs {
             mode,
             other: uid.is_some() || gid.is_some() || atime.is_some(),
         };
-        match self.view.setattr(ino.0, fh.map(|f| f.0), set) {
+        match request(|| self.view.setattr(ino.0, fh.map(|f| f.0), set)) {
             Ok(a) => reply.attr(&a.ttl, &file_attr(&a)),
             Err(e) => reply.error(log_err("setattr", &e)),
         }
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match self.view.readlink(ino.0) {
+        match request(|| self.view.readlink(ino.0)) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(log_err("readlink", &e)),
         }
@@ -358,7 +370,7 @@ impl Filesystem for TableFs {
             };
             return reply.error(errno(&e));
         }
-        match self.view.mknod(parent.0, name) {
+        match request(|| self.view.mknod(parent.0, name)) {
             Ok(a) => reply.entry(&a.ttl, &file_attr(&a), Generation(0)),
             Err(e) => reply.error(log_err("mknod", &e)),
         }
@@ -369,7 +381,7 @@ impl Filesystem for TableFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.view.unlink(parent.0, name) {
+        match request(|| self.view.unlink(parent.0, name)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(log_err("unlink", &e)),
         }
@@ -406,10 +418,13 @@ impl Filesystem for TableFs {
         let (name, newname) = (name.to_owned(), newname.to_owned());
         let job = move || {
             let who = view.caller(pid, None);
-            match view.rename(parent.0, &name, newparent.0, &newname, noreplace, who) {
+            let (res, later) =
+                crate::request::one_request(|| view.rename(parent.0, &name, newparent.0, &newname, noreplace, who));
+            match res {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(log_err("rename", &e)),
             }
+            crate::request::run(later);
         };
         if parent.0 == super::inode::INCOMING || newparent.0 == super::inode::INCOMING {
             self.commits.run(job)
@@ -429,7 +444,7 @@ impl Filesystem for TableFs {
         } else {
             Caller::default()
         };
-        let o = match self.view.open(ino.0, write, flags.0 & libc::O_TRUNC != 0, who) {
+        let o = match request(|| self.view.open(ino.0, write, flags.0 & libc::O_TRUNC != 0, who)) {
             Ok(o) => o,
             Err(e) => return reply.error(log_err("open", &e)),
         };
@@ -492,7 +507,7 @@ impl Filesystem for TableFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.view.write(fh.0, offset, data) {
+        match request(|| self.view.write(fh.0, offset, data)) {
             Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
             Err(e) => reply.error(log_err("write", &e)),
         }
@@ -502,13 +517,26 @@ impl Filesystem for TableFs {
         if !staged(ino.0) {
             return reply.ok();
         }
+        // A close that cannot commit (a reader's, a child's, one while the process still holds
+        // another descriptor: the first close of a shell's redirection) is answered here; only
+        // a possible commit goes to a commit thread.
         let (view, pid) = (self.view.clone(), req.pid());
+        let closing = Some((fh.0, ino.0));
+        let mut who = view.closing_caller(pid, closing);
+        if !view.may_commit(fh.0, &who) {
+            return match request(|| view.flush(fh.0, who)) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(log_err("flush", &e)),
+            };
+        }
         self.commits.run(move || {
-            let who = view.caller(pid, Some((fh.0, ino.0)));
-            match view.flush(fh.0, who) {
+            view.check_killed(pid, &mut who, closing);
+            let (res, later) = crate::request::one_request(|| view.flush(fh.0, who));
+            match res {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(log_err("flush", &e)),
             }
+            crate::request::run(later);
         })
     }
 
@@ -539,21 +567,25 @@ impl Filesystem for TableFs {
             return reply.ok();
         }
         let view = self.view.clone();
-        self.commits.run(move || match view.fsync(fh.0) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(log_err("fsync", &e)),
+        self.commits.run(move || {
+            let (res, later) = crate::request::one_request(|| view.fsync(fh.0));
+            match res {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(log_err("fsync", &e)),
+            }
+            crate::request::run(later);
         })
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.view.opendir(ino.0) {
+        match request(|| self.view.opendir(ino.0)) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(log_err("opendir", &e)),
         }
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        match self.view.readdir(ino.0, fh.0, offset, 1024) {
+        match request(|| self.view.readdir(ino.0, fh.0, offset, 1024)) {
             Ok(entries) => {
                 for e in entries {
                     let kind = match e.kind {
@@ -659,7 +691,7 @@ impl Filesystem for TableFs {
         }
         let write = is_write(flags);
         let who = self.view.caller(req.pid(), None);
-        match self.view.create(parent.0, name, write, flags, who) {
+        match request(|| self.view.create(parent.0, name, write, flags, who)) {
             Ok((a, o)) => reply.created(&a.ttl, &file_attr(&a), Generation(0), FileHandle(o.fh), fopen(&o)),
             Err(e) => reply.error(log_err("create", &e)),
         }

@@ -20,6 +20,14 @@ const VERSION_BASE: u64 = 0x100;
 const STAGED_BASE: u64 = 1 << 62;
 /// `at/` symlinks, by the version they point at (above every staged number).
 const AT_BASE: u64 = 1 << 63;
+/// `v/<n>/parts/` and its files: `PARTS_BASE + (n << PART_BITS)` is the folder, `+ 1 + i` part
+/// `i` (above every `at/` number).
+const PARTS_BASE: u64 = AT_BASE + (1 << 61);
+const PART_BITS: u32 = 22;
+/// The largest version with a `parts/` folder.
+pub const MAX_PARTS_VERSION: u64 = (1 << 40) - 1;
+/// How many parts a `parts/` folder lists at most (a version with more lists the first ones).
+pub const MAX_PARTS: u64 = (1 << PART_BITS) - 1;
 
 /// A file of a version directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -84,6 +92,25 @@ pub enum Node {
     AtDir,
     /// A symlink in `at/` to `../v/<n>`, by `n`.
     AtLink(u64),
+    /// `v/<n>/parts/`, for `n` up to [`MAX_PARTS_VERSION`].
+    PartsDir(u64),
+    /// Part `i` (from 0, below [`MAX_PARTS`]) of `v/<n>/parts/`: the `i`-th file of `data.jsonl`.
+    Part(u64, u64),
+}
+
+/// The name of part `i` in `parts/`: seven digits and `.jsonl`, so that names sort in the
+/// order of `data.jsonl` (`cat parts/*` gives its bytes).
+pub fn part_name(i: u64) -> String {
+    format!("{i:07}.jsonl")
+}
+
+/// The part a name in `parts/` stands for.
+pub fn parse_part_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".jsonl")?;
+    if digits.len() != 7 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().filter(|i| *i < MAX_PARTS)
 }
 
 /// The largest version the encoding can name.
@@ -105,6 +132,8 @@ impl Node {
             Node::Changes => CHANGES,
             Node::AtDir => AT_DIR,
             Node::AtLink(v) => AT_BASE + v,
+            Node::PartsDir(v) => PARTS_BASE + (v << PART_BITS),
+            Node::Part(v, i) => PARTS_BASE + (v << PART_BITS) + 1 + i,
         }
     }
 
@@ -117,6 +146,14 @@ impl Node {
             INCOMING => Some(Node::Incoming),
             CHANGES => Some(Node::Changes),
             AT_DIR => Some(Node::AtDir),
+            i if i >= PARTS_BASE => {
+                let (v, j) = ((i - PARTS_BASE) >> PART_BITS, (i - PARTS_BASE) & MAX_PARTS);
+                Some(if j == 0 {
+                    Node::PartsDir(v)
+                } else {
+                    Node::Part(v, j - 1)
+                })
+            }
             i if i >= AT_BASE => Some(Node::AtLink(i - AT_BASE)),
             i if i >= STAGED_BASE => {
                 let s = (i - STAGED_BASE) / 2;
@@ -164,9 +201,20 @@ mod tests {
             Node::AtDir,
             Node::AtLink(0),
             Node::AtLink(MAX_VERSION),
+            Node::PartsDir(0),
+            Node::PartsDir(MAX_PARTS_VERSION),
+            Node::Part(0, 0),
+            Node::Part(3, 11),
+            Node::Part(MAX_PARTS_VERSION, MAX_PARTS - 1),
         ];
         for n in nodes {
             assert_eq!(Node::from_ino(n.ino()), Some(n), "{n:?}");
+        }
+        assert!(Node::AtLink(MAX_VERSION).ino() < Node::PartsDir(0).ino());
+        assert_eq!(parse_part_name(&part_name(42)), Some(42));
+        assert_eq!(part_name(3), "0000003.jsonl");
+        for bad in ["000003.jsonl", "0000003.json", "+000003.jsonl", "9999999.jsonl"] {
+            assert_eq!(parse_part_name(bad), None, "{bad}");
         }
         assert_eq!(Node::from_ino(0), None);
         assert_eq!(Node::from_ino(7), None);

@@ -25,14 +25,74 @@ pub trait Processes: std::fmt::Debug + Send + Sync {
 pub struct ProcFs {
     /// The mount's id in /proc/self/mountinfo once known (0: any mount).
     pub mnt_id: Arc<AtomicU64>,
+    /// The helper thread that reads `/proc/PID/stat`.
+    pub stat_reader: StatReader,
+}
+
+/// A question for the [`StatReader`] thread: the pid, and where to send the answer.
+type StatJob = (u32, std::sync::mpsc::Sender<bool>);
+
+/// The helper threads of [`ProcFs::killed_by_signal`], kept between closes (starting a thread
+/// per close cost about as much as the rest of the check). Each question takes an idle helper
+/// (or starts one), so concurrent closes never wait on each other; a helper that did not answer
+/// within [`STAT_TIMEOUT`] may be waiting for an exec: it is dropped (its queue closes, so it
+/// exits after that read) and never reused.
+#[derive(Debug, Default)]
+pub struct StatReader {
+    idle: std::sync::Mutex<Vec<std::sync::mpsc::Sender<StatJob>>>,
+}
+
+/// How long a close waits for `/proc/PID/stat` before counting the process as not killed.
+pub const STAT_TIMEOUT: Duration = Duration::from_millis(200);
+
+impl StatReader {
+    /// Whether the process of thread `pid` is exiting because a signal killed it (see
+    /// [`ProcFs::killed_by_signal`]); `false` when the read did not answer in [`STAT_TIMEOUT`]
+    /// or no thread could be started.
+    fn killed(&self, pid: u32) -> bool {
+        let (answer, rx) = std::sync::mpsc::channel();
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let helper = match idle.filter(|tx| tx.send((pid, answer.clone())).is_ok()) {
+            Some(tx) => tx,
+            None => {
+                let (tx, jobs) = std::sync::mpsc::channel::<StatJob>();
+                let spawned = std::thread::Builder::new().name("proc-stat".into()).spawn(move || {
+                    for (pid, answer) in jobs {
+                        let _ = answer.send(read_killed(pid));
+                    }
+                });
+                if spawned.is_err() || tx.send((pid, answer)).is_err() {
+                    return false;
+                }
+                tx
+            }
+        };
+        match rx.recv_timeout(STAT_TIMEOUT) {
+            Ok(killed) => {
+                self.idle.lock().unwrap_or_else(|p| p.into_inner()).push(helper);
+                killed
+            }
+            // Stuck behind an exec (or gone): left to finish alone.
+            Err(_) => false,
+        }
+    }
 }
 
 impl Processes for ProcFs {
-    /// `/proc/PID/status` takes no lock an exec'ing process holds, so it is safe to read while
-    /// that process waits for our reply.
+    /// A thread-group leader is its own thread group: `pidfd_open(pid, 0)` succeeds only for one
+    /// (pidfd_open(2): EINVAL for another thread unless `PIDFD_THREAD`), at the cost of two
+    /// syscalls. Any other thread: `/proc/PID/status` (`Tgid:`), which takes no lock an
+    /// exec'ing process holds, so it is safe to read while that process waits for our reply.
     fn tgid(&self, pid: u32) -> Option<u32> {
         if pid == 0 {
             return None;
+        }
+        let leader = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .is_some_and(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).is_ok());
+        if leader {
+            return Some(pid);
         }
         let tgid = i32::try_from(pid)
             .ok()
@@ -48,16 +108,10 @@ impl Processes for ProcFs {
     /// Reading /proc/PID/stat takes the process's `exec_update_lock`, which an exec'ing process
     /// holds while it closes its close-on-exec descriptors, i.e. while it waits for our `flush`
     /// reply: so the read runs on a helper thread and counts as "not killed" after 200 ms (the
-    /// helper finishes once the exec does). Only asked for the opener's own close.
+    /// helper finishes once the exec does). Only asked for the opener's own last close. The
+    /// helper thread is kept for the next close ([`StatReader`]).
     fn killed_by_signal(&self, pid: u32) -> bool {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let spawned = std::thread::Builder::new().name("proc-stat".into()).spawn(move || {
-            let _ = tx.send(read_killed(pid));
-        });
-        if spawned.is_err() {
-            return false;
-        }
-        rx.recv_timeout(Duration::from_millis(200)).unwrap_or(false)
+        self.stat_reader.killed(pid)
     }
 
     /// Per /proc/TGID/fdinfo (which never touches the file itself, so it cannot call back into

@@ -21,7 +21,7 @@ use crate::Table;
 use super::changes::ChangesNode;
 use super::errno::{FsError, FsResult};
 use super::incoming::Incoming;
-use super::inode::{self, MAX_VERSION, Node, VersionFile};
+use super::inode::{self, MAX_PARTS, MAX_PARTS_VERSION, MAX_VERSION, Node, VersionFile};
 use super::process::{ProcFs, Processes};
 use super::versions::{Concat, ConcatReader, Versions};
 use crate::staging::{STAGING_ID_PARAM, Staging};
@@ -194,6 +194,24 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Up to `limit` entries of a listing of `total` entries computed from their index (`entry(i)`:
+/// inode, kind, name), starting after `offset`: nothing is built per handle or per call beyond
+/// the entries returned.
+fn computed(offset: u64, limit: usize, total: u64, entry: impl Fn(u64) -> (u64, Kind, String)) -> Vec<DirEntry> {
+    (offset..total)
+        .take(limit)
+        .map(|i| {
+            let (ino, kind, name) = entry(i);
+            DirEntry {
+                ino,
+                kind,
+                name,
+                next_offset: i + 1,
+            }
+        })
+        .collect()
+}
+
 fn ms_to_time(ms: i64) -> SystemTime {
     if ms >= 0 {
         UNIX_EPOCH + Duration::from_millis(ms as u64)
@@ -317,7 +335,9 @@ impl TableView {
             Node::VersionDir(v) => {
                 self.check_version(v)?;
                 let t = ms_to_time(self.versions.head(v)?.timestamp_ms);
-                Ok(self.attr(ino, Kind::Dir, 0, 0o555, 2, t, vttl))
+                // 2 + the `parts/` sub-folder.
+                let nlink = if v <= MAX_PARTS_VERSION { 3 } else { 2 };
+                Ok(self.attr(ino, Kind::Dir, 0, 0o555, nlink, t, vttl))
             }
             Node::VersionFile(v, f) => {
                 self.check_version(v)?;
@@ -345,7 +365,40 @@ impl TableView {
                 let size = format!("../v/{v}").len() as u64;
                 Ok(self.attr(ino, Kind::Symlink, size, 0o777, 1, t, Duration::ZERO))
             }
+            Node::PartsDir(v) => {
+                self.parts_of(v)?;
+                let t = ms_to_time(self.versions.head(v)?.timestamp_ms);
+                Ok(self.attr(ino, Kind::Dir, 0, 0o555, 2, t, vttl))
+            }
+            Node::Part(v, i) => {
+                let part = self.part(v, i)?;
+                let t = ms_to_time(self.versions.head(v)?.timestamp_ms);
+                Ok(self.attr(ino, Kind::File, part.len, 0o444, 1, t, vttl))
+            }
         }
+    }
+
+    /// The parts of `v/<v>/data.jsonl` (README "Reading": `parts/`). `ENOENT` when the version
+    /// does not exist, its data files were vacuumed, or it is past [`MAX_PARTS_VERSION`].
+    fn parts_of(&self, v: u64) -> FsResult<Arc<Concat>> {
+        if v > MAX_PARTS_VERSION {
+            return Err(FsError::NotFound);
+        }
+        self.check_version(v)?;
+        if self.versions.data_gone(v)? {
+            return Err(FsError::NotFound);
+        }
+        Ok(self.versions.body(v)?.data.clone())
+    }
+
+    /// Part `i` of version `v`'s `data.jsonl`, as [`TableView::parts_of`] finds it.
+    fn part(&self, v: u64, i: u64) -> FsResult<super::versions::Part> {
+        let data = self.parts_of(v)?;
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| data.parts.get(i))
+            .cloned()
+            .ok_or(FsError::NotFound)
     }
 
     fn check_version(&self, v: u64) -> FsResult<()> {
@@ -371,14 +424,17 @@ impl TableView {
             },
             Node::AtDir => Node::AtLink(self.changes.lookup(self.table(), name)?),
             Node::VDir => Node::VersionDir(parse_version(name).ok_or(FsError::NotFound)?),
+            Node::VersionDir(v) if name == "parts" => Node::PartsDir(v),
             Node::VersionDir(v) => Node::VersionFile(v, VersionFile::from_name(name).ok_or(FsError::NotFound)?),
+            Node::PartsDir(v) => Node::Part(v, inode::parse_part_name(name).ok_or(FsError::NotFound)?),
             Node::Incoming => self.incoming_node(name)?,
             Node::Latest
             | Node::VersionFile(..)
             | Node::Staged(_)
             | Node::ErrorNote(_)
             | Node::Changes
-            | Node::AtLink(_) => {
+            | Node::AtLink(_)
+            | Node::Part(..) => {
                 return Err(FsError::NotDir);
             }
         };
@@ -423,12 +479,17 @@ impl TableView {
                 self.check_version(v)?;
                 Ok(0)
             }
+            Node::PartsDir(v) => {
+                self.parts_of(v)?;
+                Ok(0)
+            }
             Node::Latest
             | Node::VersionFile(..)
             | Node::Staged(_)
             | Node::ErrorNote(_)
             | Node::Changes
-            | Node::AtLink(_) => Err(FsError::NotDir),
+            | Node::AtLink(_)
+            | Node::Part(..) => Err(FsError::NotDir),
         }
     }
 
@@ -462,27 +523,15 @@ impl TableView {
                 // Entry i: ".", "..", then the version i - 2 past the first, named by its time.
                 let (first, times) = self.changes.times(self.table())?;
                 let total = (times.len() as u64).saturating_add(2);
-                let mut out = Vec::new();
-                let mut i = offset;
-                while i < total && out.len() < limit {
-                    let (ino, kind, name) = match i {
-                        0 => (inode::AT_DIR, Kind::Dir, ".".to_string()),
-                        1 => (inode::ROOT, Kind::Dir, "..".to_string()),
-                        n => (
-                            Node::AtLink(first + n - 2).ino(),
-                            Kind::Symlink,
-                            ChangesNode::at_name(times[(n - 2) as usize]),
-                        ),
-                    };
-                    out.push(DirEntry {
-                        ino,
-                        kind,
-                        name,
-                        next_offset: i + 1,
-                    });
-                    i += 1;
-                }
-                Ok(out)
+                Ok(computed(offset, limit, total, |i| match i {
+                    0 => (inode::AT_DIR, Kind::Dir, ".".to_string()),
+                    1 => (inode::ROOT, Kind::Dir, "..".to_string()),
+                    n => (
+                        Node::AtLink(first + n - 2).ino(),
+                        Kind::Symlink,
+                        ChangesNode::at_name(times[(n - 2) as usize]),
+                    ),
+                }))
             }
             Node::VersionDir(v) => {
                 let mut list = vec![
@@ -496,30 +545,30 @@ impl TableView {
                 {
                     list.push((Node::VersionFile(v, f).ino(), Kind::File, f.name().to_string()));
                 }
+                if !gone && v <= MAX_PARTS_VERSION {
+                    list.push((Node::PartsDir(v).ino(), Kind::Dir, "parts".to_string()));
+                }
                 Ok(fixed(list))
+            }
+            Node::PartsDir(v) => {
+                // Entry i: ".", "..", then part i - 2.
+                let data = self.parts_of(v)?;
+                let total = (data.parts.len() as u64).min(MAX_PARTS).saturating_add(2);
+                Ok(computed(offset, limit, total, |i| match i {
+                    0 => (node.ino(), Kind::Dir, ".".to_string()),
+                    1 => (Node::VersionDir(v).ino(), Kind::Dir, "..".to_string()),
+                    n => (Node::Part(v, n - 2).ino(), Kind::File, inode::part_name(n - 2)),
+                }))
             }
             Node::VDir => {
                 // Entry i: ".", "..", then version i - 2; computed from the offset, so a long
                 // listing costs nothing per call beyond its own entries.
                 let latest = self.versions.listed_latest()?;
-                let total = latest.saturating_add(3);
-                let mut out = Vec::new();
-                let mut i = offset;
-                while i < total && out.len() < limit {
-                    let (ino, name) = match i {
-                        0 => (inode::V_DIR, ".".to_string()),
-                        1 => (inode::ROOT, "..".to_string()),
-                        n => (Node::VersionDir(n - 2).ino(), (n - 2).to_string()),
-                    };
-                    out.push(DirEntry {
-                        ino,
-                        kind: Kind::Dir,
-                        name,
-                        next_offset: i + 1,
-                    });
-                    i += 1;
-                }
-                Ok(out)
+                Ok(computed(offset, limit, latest.saturating_add(3), |i| match i {
+                    0 => (inode::V_DIR, Kind::Dir, ".".to_string()),
+                    1 => (inode::ROOT, Kind::Dir, "..".to_string()),
+                    n => (Node::VersionDir(n - 2).ino(), Kind::Dir, (n - 2).to_string()),
+                }))
             }
             Node::Incoming => match self.handle(fh)?.as_ref() {
                 Handle::Dir(entries) => Ok(entries.iter().skip(offset as usize).take(limit).cloned().collect()),
@@ -530,7 +579,8 @@ impl TableView {
             | Node::Staged(_)
             | Node::ErrorNote(_)
             | Node::Changes
-            | Node::AtLink(_) => Err(FsError::NotDir),
+            | Node::AtLink(_)
+            | Node::Part(..) => Err(FsError::NotDir),
         }
     }
 
@@ -619,7 +669,24 @@ impl TableView {
                     no_flush: true,
                 })
             }
-            Node::Root | Node::VDir | Node::Incoming | Node::VersionDir(_) | Node::AtDir => Err(FsError::IsDir),
+            Node::Part(v, i) => {
+                if write {
+                    return Err(FsError::ReadOnly);
+                }
+                let part = self.part(v, i)?;
+                let one = Concat::new(self.table().root(), [(part.rel, part.len)]);
+                Ok(Opened {
+                    fh: self.new_handle(Handle::Concat(ConcatReader::new(
+                        Arc::new(one),
+                        self.versions.files().clone(),
+                    ))),
+                    keep_cache: true,
+                    no_flush: true,
+                })
+            }
+            Node::Root | Node::VDir | Node::Incoming | Node::VersionDir(_) | Node::AtDir | Node::PartsDir(_) => {
+                Err(FsError::IsDir)
+            }
             Node::Latest | Node::AtLink(_) => Err(FsError::Invalid),
         }
     }
@@ -629,6 +696,9 @@ impl TableView {
     /// its size checked against the log now (EIO otherwise), for FUSE passthrough (README
     /// "Reading"). `None` for every other node.
     pub fn backing_file(&self, ino: u64) -> FsResult<Option<Arc<File>>> {
+        if let Some(Node::Part(v, i)) = Node::from_ino(ino) {
+            return Ok(Some(self.versions.files().get_checked(&self.part(v, i)?)?));
+        }
         let Some(Node::VersionFile(v, f)) = Node::from_ino(ino) else {
             return Ok(None);
         };
@@ -690,13 +760,14 @@ impl TableView {
         match Node::from_ino(parent).ok_or(FsError::NotFound)? {
             // A table of Parquet data files takes no JSONL: EROFS (README, "incoming/").
             Node::Incoming => Ok(self.table().check_accepts_writes("a write into incoming/")?),
-            Node::Root | Node::VDir | Node::VersionDir(_) | Node::AtDir => Err(FsError::ReadOnly),
+            Node::Root | Node::VDir | Node::VersionDir(_) | Node::AtDir | Node::PartsDir(_) => Err(FsError::ReadOnly),
             Node::Latest
             | Node::VersionFile(..)
             | Node::Staged(_)
             | Node::ErrorNote(_)
             | Node::Changes
-            | Node::AtLink(_) => Err(FsError::NotDir),
+            | Node::AtLink(_)
+            | Node::Part(..) => Err(FsError::NotDir),
         }
     }
 
@@ -800,6 +871,16 @@ impl TableView {
     /// id (for every staged-file request) and, for a close by the opener, whether it was killed
     /// by a signal and whether it still holds another descriptor of inode `ino`.
     pub fn caller(&self, pid: u32, closing: Option<(u64, u64)>) -> Caller {
+        let mut who = self.closing_caller(pid, closing);
+        self.check_killed(pid, &mut who, closing);
+        who
+    }
+
+    /// The cheap half of [`TableView::caller`] (no `/proc/PID/stat` read, which may have to
+    /// wait for an exec): the thread group and, for a close by the opener, whether it still
+    /// holds another descriptor. Either fact can make the close no commit point; then
+    /// [`TableView::flush`] answers at once and `killed` is never needed.
+    pub fn closing_caller(&self, pid: u32, closing: Option<(u64, u64)>) -> Caller {
         let mut who = Caller {
             tgid: self.procs.tgid(pid),
             killed: false,
@@ -808,12 +889,25 @@ impl TableView {
         if let (Some(tgid), Some((fh, ino))) = (who.tgid, closing)
             && self.opened_by(fh, tgid)
         {
-            who.killed = self.procs.killed_by_signal(pid);
-            if !who.killed {
-                who.still_open = self.procs.holds_open(tgid, ino);
-            }
+            who.still_open = self.procs.holds_open(tgid, ino);
         }
         who
+    }
+
+    /// Whether a close with `who` ([`TableView::closing_caller`]) of handle `fh` may be a commit
+    /// point: the opener's close with no other descriptor of the file left.
+    pub fn may_commit(&self, fh: u64, who: &Caller) -> bool {
+        who.tgid.is_some_and(|t| self.opened_by(fh, t)) && !who.still_open
+    }
+
+    /// The other half of [`TableView::caller`]: for a close that [`TableView::may_commit`],
+    /// whether the process was killed by a signal.
+    pub fn check_killed(&self, pid: u32, who: &mut Caller, closing: Option<(u64, u64)>) {
+        if let Some((fh, _)) = closing
+            && self.may_commit(fh, who)
+        {
+            who.killed = self.procs.killed_by_signal(pid);
+        }
     }
 
     /// `close()` of a descriptor: commit point for the process that opened it for writing.
@@ -881,7 +975,9 @@ impl TableView {
             | Node::VersionFile(..)
             | Node::Changes
             | Node::AtDir
-            | Node::AtLink(_) => Err(FsError::ReadOnly),
+            | Node::AtLink(_)
+            | Node::PartsDir(_)
+            | Node::Part(..) => Err(FsError::ReadOnly),
         }
     }
 
