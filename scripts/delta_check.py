@@ -158,4 +158,9 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # deltalake's runtime threads can abort the interpreter's teardown ("terminate called without
+    # an active exception") on a loaded machine, after the work is done: leave without it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code or 0)

@@ -17,12 +17,16 @@ use std::path::Path;
 use mount::*;
 use serde_json::Value;
 
-/// Run `script` with the deltalake Python (`sys.argv[1]` = `table`); its stdout.
+/// Run `script` with the deltalake Python (`sys.argv[1]` = `table`); its stdout. The script
+/// ends with `os._exit(0)` once its output is flushed: deltalake's runtime threads can abort the
+/// interpreter's teardown ("terminate called without an active exception") on a loaded machine,
+/// after all the work is done.
 fn py(script: &str, table: &Path) -> Vec<u8> {
     let py = python(&["deltalake", "pyarrow"]);
+    let script = format!("{script}\nimport os as _os, sys as _sys\n_sys.stdout.flush()\n_os._exit(0)\n");
     let out = std::process::Command::new(&py)
         .arg("-c")
-        .arg(script)
+        .arg(&script)
         .arg(table)
         .output()
         .expect("run python");
