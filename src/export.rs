@@ -449,16 +449,29 @@ fn dest_info(src: &CommitInfo, ts: i64, f: &FileTotals, marker: BTreeMap<String,
         m.remove("numRestoredFile");
         m.remove("numRemovedFile");
     }
+    // Another writer's commit may record no operation, remove files in a WRITE that is not an
+    // Overwrite, or add files in a CREATE TABLE: named so that the commit passes tinydelta's
+    // completeness checks (docs/FORMAT.md), as every exported commit must.
+    let mut params = src.operation_parameters.clone();
+    let operation = match src.operation.as_str() {
+        "" => "WRITE",
+        "CREATE TABLE" if f.adds + f.removes > 0 => "CREATE TABLE AS SELECT",
+        op => op,
+    };
+    if operation == "WRITE" && (f.removes > 0 || !params.contains_key("mode")) {
+        let mode = if f.removes > 0 { "Overwrite" } else { "Append" };
+        params.insert("mode".into(), mode.into());
+    }
+    params.extend(marker);
     let mut set = |k: &str, v: u64| {
         m.insert(k.to_string(), v.to_string());
     };
-    let mode = src.operation_parameters.get("mode").map(String::as_str);
-    match src.operation.as_str() {
+    match operation {
         "WRITE" => {
             set("numFiles", f.adds);
             set("numOutputRows", f.rows);
             set("numOutputBytes", f.added_bytes);
-            if mode == Some("Overwrite") {
+            if params.get("mode").map(String::as_str) == Some("Overwrite") {
                 set("numRemovedFiles", f.removes);
             }
         }
@@ -480,16 +493,10 @@ fn dest_info(src: &CommitInfo, ts: i64, f: &FileTotals, marker: BTreeMap<String,
         }
         _ => {}
     }
-    let mut params = src.operation_parameters.clone();
-    params.extend(marker);
     CommitInfo {
         timestamp: ts,
         timestamp_recorded: true,
-        operation: if src.operation.is_empty() {
-            "WRITE".into()
-        } else {
-            src.operation.clone()
-        },
+        operation: operation.to_string(),
         operation_parameters: params,
         read_version: src.read_version,
         isolation_level: src.isolation_level.clone(),
@@ -892,6 +899,63 @@ fn set_mtime(f: &File, ms: i64) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Exported commits pass tinydelta's completeness checks whatever the source's commitInfo.
+    #[test]
+    fn dest_commit_info_passes_the_completeness_checks() {
+        let add = |p: &str| {
+            Action::add(Add {
+                path: p.into(),
+                partition_values: BTreeMap::new(),
+                size: 10,
+                modification_time: 1,
+                data_change: true,
+                stats: Some(r#"{"numRecords":3}"#.into()),
+                parsed_rows: Default::default(),
+            })
+        };
+        let remove = |p: &str| {
+            Action::remove(Remove {
+                path: p.into(),
+                deletion_timestamp: Some(1),
+                data_change: true,
+                extended_file_metadata: Some(true),
+                partition_values: Some(BTreeMap::new()),
+                size: Some(10),
+            })
+        };
+        let foreign = |op: &str, mode: Option<&str>| CommitInfo {
+            operation: op.into(),
+            operation_parameters: mode.map(|m| ("mode".to_string(), m.to_string())).into_iter().collect(),
+            ..Default::default()
+        };
+        for (src, body, op) in [
+            (foreign("", None), vec![remove("a"), add("b")], "WRITE"),
+            (foreign("WRITE", Some("Append")), vec![remove("a"), add("b")], "WRITE"),
+            (foreign("WRITE", Some("ErrorIfExists")), vec![add("b")], "WRITE"),
+            (foreign("CREATE TABLE", None), vec![add("b")], "CREATE TABLE AS SELECT"),
+            (foreign("DELETE", None), vec![remove("a")], "DELETE"),
+            (foreign("RESTORE", None), vec![add("b")], "RESTORE"),
+        ] {
+            let mut f = FileTotals::default();
+            for a in &body {
+                if let Some(a) = &a.add {
+                    f.add(a);
+                }
+                if a.remove.is_some() {
+                    f.removes += 1;
+                }
+            }
+            let info = dest_info(&src, 5, &f, BTreeMap::new());
+            assert_eq!(info.operation, op);
+            let mut actions = vec![Action::commit_info(info)];
+            actions.extend(body);
+            let bytes = commit::encode(&actions);
+            if let Err(e) = log::parse_commit(1, Path::new("x"), &bytes, 0) {
+                panic!("{op}: {e}");
+            }
+        }
+    }
 
     #[test]
     fn dest_paths() {
