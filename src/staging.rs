@@ -550,13 +550,15 @@ pub fn valid_name(name: &str) -> bool {
 pub const ERROR_SUFFIX: &str = ".error";
 
 /// Whether `name` is a scratch name (editor swap files, rsync and `mktemp` temporaries): staged,
-/// but never committed. Leading `.`, trailing `~`, `.swp`, `.swx` or `.tmp`.
+/// but never committed. Leading `.`, trailing `~`, `.swp`, `.swx` or `.tmp`, and a download's
+/// partial file (`.part`, `.partial`, `.crdownload`, `.download`): a downloader may close and
+/// resume it, so only its rename onto the final name commits (README, "incoming/").
 pub fn is_scratch(name: &str) -> bool {
     name.starts_with('.')
         || name.ends_with('~')
-        || name.ends_with(".swp")
-        || name.ends_with(".swx")
-        || name.ends_with(".tmp")
+        || [".swp", ".swx", ".tmp", ".part", ".partial", ".crdownload", ".download"]
+            .iter()
+            .any(|s| name.ends_with(s))
 }
 
 #[cfg(test)]
@@ -714,10 +716,18 @@ mod tests {
 
     #[test]
     fn names() {
-        for s in [".x.jsonl.abc123", "x.jsonl~", "x.swp", "x.tmp", ".x"] {
+        for s in [
+            ".x.jsonl.abc123",
+            "x.jsonl~",
+            "x.swp",
+            "x.tmp",
+            ".x",
+            "x.jsonl.part",
+            "x.crdownload",
+        ] {
             assert!(is_scratch(s), "{s}");
         }
-        for s in ["x.jsonl", "data", "x.tmp.jsonl"] {
+        for s in ["x.jsonl", "data", "x.tmp.jsonl", "x.part.jsonl"] {
             assert!(!is_scratch(s), "{s}");
         }
         assert!(!valid_name("x.error"));

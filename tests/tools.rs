@@ -475,7 +475,12 @@ fn sed_i_fixes_a_refused_file_once() {
 #[test]
 fn part_file_then_mv() {
     let t = idiom();
-    t.e.ok("cp mar.jsonl \"$M/incoming/y.jsonl.part\" && mv \"$M/incoming/y.jsonl.part\" \"$M/incoming/y.jsonl\"");
+    // A download's `.part` name is scratch: closing it commits nothing (a downloader may resume
+    // it later); the rename onto the final name commits it once.
+    t.e.ok("cp mar.jsonl \"$M/incoming/y.jsonl.part\"");
+    assert_eq!(lines(&t.rows()).len(), t.before, "a closed .part file is not committed");
+    assert_eq!(t.listing(), ["y.jsonl.part"]);
+    t.e.ok("mv \"$M/incoming/y.jsonl.part\" \"$M/incoming/y.jsonl\"");
     t.added_mar_once(&[]);
 }
 
