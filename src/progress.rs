@@ -4,7 +4,7 @@
 //! nothing at all when stderr is not a terminal or `--quiet` was given. Byte progress
 //! ([`Progress::bytes`]) shows bytes and rows done, the rate and, when the size is known, a bar
 //! and the time left; [`Progress::spinner`] shows a message and the elapsed time for work
-//! whose size is unknown (vacuum, check, optimize). Dropping it clears the line.
+//! whose size is unknown (vacuum, check, optimize, export: which version it is at). Dropping it clears the line.
 
 use std::io::{self, BufRead, IsTerminal, Read};
 use std::sync::mpsc;
@@ -79,6 +79,11 @@ impl Progress {
         }
         bar.set_message(message.to_string());
         Self::start(bar, quiet)
+    }
+
+    /// Replace the message a spinner shows (e.g. how far a multi-step job is).
+    pub fn set_message(&self, message: String) {
+        self.bar.set_message(message);
     }
 
     /// Count `bytes` read, holding `newlines` line ends.

@@ -907,7 +907,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             dest,
             version,
             all_versions,
-        } => export(&mut out, &table, &dest, version, all_versions)?,
+        } => export(&mut out, &table, &dest, version, all_versions, quiet)?,
         Cmd::Completions { shell, bin } => {
             let mut cmd = match bin.as_str() {
                 "tinydelta-mount" => tinydelta::mount_cli::command(),
@@ -941,6 +941,7 @@ fn export(
     dest: &std::path::Path,
     version: Option<u64>,
     all_versions: bool,
+    quiet: bool,
 ) -> Result<()> {
     use tinydelta::export::{self, Mode};
     let t = Table::open(table)?;
@@ -949,7 +950,17 @@ fn export(
     } else {
         Mode::Snapshot(version)
     };
-    let r = export::export(&t, dest, mode, &mut |_| {})?;
+    let label = format!("export {}", table.display());
+    let p = Progress::spinner(&label, quiet);
+    let r = export::export(&t, dest, mode, &mut |e| {
+        p.set_message(format!(
+            "{label}: version {} of {} exported, {} of JSONL read",
+            e.source_version,
+            e.last_version,
+            count(e.bytes_in, "byte", "bytes")
+        ))
+    })?;
+    drop(p);
     let mb = |b: u64| b as f64 / 1e6;
     match r.dest_versions {
         None => writeln!(
