@@ -170,3 +170,40 @@ fn a_truncated_canonical_file_is_refused() {
     f.td(&["check", &f.t(), "--deep"]);
     drop(m);
 }
+
+/// A re-save (README, "incoming/") whose first save's data file an `overwrite` removed since:
+/// EBUSY, nothing committed, and the note names the version and operation that removed the
+/// file, not a commit that never happened.
+#[test]
+fn a_re_save_of_an_overwritten_file_names_the_overwrite() {
+    use std::io::Write;
+    let f = Fixture::flights(&["flights-jan.jsonl"]);
+    let m = f.mount();
+    let mar = fixture_bytes("flights-mar.jsonl");
+    let l = lines(&mar);
+    let save = |row: &[u8]| {
+        let mut w = fs::File::create(f.m("incoming/ru.jsonl")).unwrap();
+        w.write_all(&[row, b"\n"].concat()).unwrap();
+        w.sync_all()
+    };
+    save(l[0]).expect("the first save commits");
+    let first = f.latest();
+    let out = std::process::Command::new(TD_BIN)
+        .args(["overwrite", &f.t()])
+        .stdin(fs::File::open(fixture("flights-mar.jsonl")).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let latest = f.latest();
+    assert_eq!(latest, first + 1);
+    let err = save(l[1]).expect_err("the re-save must fail");
+    assert_eq!(err.raw_os_error(), Some(libc::EBUSY), "{err}");
+    assert_eq!(f.latest(), latest, "nothing committed");
+    let note = fs::read_to_string(f.m("incoming/ru.jsonl.error")).unwrap();
+    assert!(
+        note.contains(&format!("removed at version {latest} by WRITE (mode Overwrite)"))
+            && !note.contains(&format!("version {}", latest + 1)),
+        "{note}"
+    );
+    drop(m);
+}
