@@ -291,8 +291,11 @@ pub fn count_rows(file: std::fs::File, path: &std::path::Path) -> Result<u64> {
 
 /// Rows of a data file that must be canonical JSONL (docs/FORMAT.md, "Data files"): every line
 /// is re-canonicalised against `schema` and must come out byte for byte the same, and the last
-/// line must end with `\n`. Returns `Ok(Ok(rows))`, or `Ok(Err(reason))` naming the first line
-/// that is not canonical. Errors: [`Error::Io`] naming `path`.
+/// line must end with `\n`. A line written before `alter add-column` (docs/FORMAT.md, "Schema
+/// evolution") lacks the trailing nullable columns added since: it is canonical when it comes out
+/// the same under `schema` cut to its first `k` columns, where every column after `k` is
+/// nullable. Returns `Ok(Ok(rows))`, or `Ok(Err(reason))` naming the first line that is not
+/// canonical. Errors: [`Error::Io`] naming `path`.
 pub fn canonical_rows(
     file: std::fs::File,
     path: &std::path::Path,
@@ -303,6 +306,12 @@ pub fn canonical_rows(
     let mut out = Vec::new();
     let mut n = 0u64;
     let mut c = crate::rows::LineCheck::new(schema.clone());
+    // The shortest schema an older row may have been written under: the trailing columns it
+    // lacks must all be nullable (ADD COLUMNS only appends nullable fields).
+    let cols = schema.columns.len();
+    let shortest = cols - schema.columns.iter().rev().take_while(|col| col.nullable).count();
+    let mut older: Vec<Option<crate::rows::LineCheck>> = (0..cols).map(|_| None).collect();
+    let mut last_older = None;
     loop {
         line.clear();
         let k = reader
@@ -319,8 +328,27 @@ pub fn canonical_rows(
         if let Err(e) = c.feed("data file", &line, &mut out) {
             return Ok(Err(format!("line {n} is not a valid row: {e}")));
         }
-        if out != line {
-            return Ok(Err(format!("line {n} is not canonical JSONL (as tinydelta writes it)")));
+        if out == line {
+            continue;
+        }
+        let mut tries = last_older.into_iter().chain((shortest.max(1)..cols).rev());
+        let found = tries.find(|&k: &usize| {
+            let check = older[k].get_or_insert_with(|| {
+                crate::rows::LineCheck::new(crate::schema::Schema {
+                    columns: schema.columns[..k].to_vec(),
+                })
+            });
+            out.clear();
+            if check.feed("data file", &line, &mut out).is_err() {
+                // A failed check keeps no state worth keeping: start the next one afresh.
+                older[k] = None;
+                return false;
+            }
+            out == line
+        });
+        match found {
+            Some(k) => last_older = Some(k),
+            None => return Ok(Err(format!("line {n} is not canonical JSONL (as tinydelta writes it)"))),
         }
     }
 }

@@ -547,6 +547,85 @@ impl<R: BufRead> Read for SkipLines<R> {
 pub struct Input {
     name: String,
     src: Src,
+    /// A file input's identity, size and times when its first pass opened it: every later
+    /// pass, and the end of each pass, must find them unchanged.
+    first: Option<Fingerprint>,
+}
+
+/// Device, inode, size (bytes), mtime and ctime (s, ns) of a file input.
+type Fingerprint = (u64, u64, u64, i64, i64, i64, i64);
+
+fn fingerprint(f: &File) -> io::Result<Fingerprint> {
+    use std::os::unix::fs::MetadataExt;
+    let m = f.metadata()?;
+    Ok((
+        m.dev(),
+        m.ino(),
+        m.len(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    ))
+}
+
+/// The first pass's fingerprint of the file input `f` (recorded in `slot` on the first pass);
+/// a later pass finding `f` different is an error saying the input changed.
+fn first_pass(slot: &mut Option<Fingerprint>, name: &str, f: &File) -> Result<Fingerprint> {
+    let now = fingerprint(f).ctx("stat", name)?;
+    let first = *slot.get_or_insert(now);
+    if now != first {
+        return Err(Error::io("read again", name, changed(name)));
+    }
+    Ok(first)
+}
+
+fn changed(name: &str) -> io::Error {
+    io::Error::other(format!(
+        "{name} changed between the passes over it (its size, times or inode differ from the first pass); nothing was committed: run the command again on a file nobody is writing"
+    ))
+}
+
+/// A pass over a file input that, at its end, checks the file against the first pass's
+/// [`Fingerprint`] (an edit during or between passes fails the pass instead of mixing two
+/// versions of the input).
+struct Unchanged<R> {
+    inner: R,
+    file: File,
+    first: Fingerprint,
+    name: String,
+}
+
+impl<R: BufRead> Unchanged<R> {
+    fn check(&self) -> io::Result<()> {
+        if fingerprint(&self.file)? != self.first {
+            return Err(changed(&self.name));
+        }
+        Ok(())
+    }
+}
+
+impl<R: BufRead> Read for Unchanged<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n == 0 && !buf.is_empty() {
+            self.check()?;
+        }
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Unchanged<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        if self.inner.fill_buf()?.is_empty() {
+            self.check()?;
+        }
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, amt: usize) {
+        self.inner.consume(amt)
+    }
 }
 
 /// Bytes of a piped stdin kept in memory per worker thread of the fast path (which has up to
@@ -645,7 +724,7 @@ impl Input {
             Some(p) => p.display().to_string(),
             None => "<stdin>".into(),
         };
-        Ok(Input { name, src })
+        Ok(Input { name, src, first: None })
     }
 
     /// The name used in messages (the path as given, or `<stdin>`).
@@ -687,11 +766,35 @@ impl Input {
         Ok(match &mut self.src {
             Src::Path(p) => {
                 let f = File::open(&*p).ctx("open", &*p)?;
-                (1, Box::new(BufReader::with_capacity(BUF, f)))
+                let first = first_pass(&mut self.first, &self.name, &f)?;
+                let file = f.try_clone().ctx("dup", &*p)?;
+                let inner = BufReader::with_capacity(BUF, f);
+                let name = self.name.clone();
+                (
+                    1,
+                    Box::new(Unchanged {
+                        inner,
+                        file,
+                        first,
+                        name,
+                    }),
+                )
             }
             Src::StdinFile(f, at) => {
                 f.seek(SeekFrom::Start(*at)).ctx("seek", "<stdin>")?;
-                (1, Box::new(BufReader::with_capacity(BUF, &*f)))
+                let file = f.try_clone().ctx("dup", "<stdin>")?;
+                let first = first_pass(&mut self.first, &self.name, &file)?;
+                let inner = BufReader::with_capacity(BUF, &*f);
+                let name = self.name.clone();
+                (
+                    1,
+                    Box::new(Unchanged {
+                        inner,
+                        file,
+                        first,
+                        name,
+                    }),
+                )
             }
             Src::StdinSpool(spool, started) => {
                 if !*started {

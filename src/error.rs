@@ -78,6 +78,28 @@ pub enum Error {
         version: u64,
     },
 
+    /// A re-save (README, "incoming/") whose earlier data file is no longer live: a commit after
+    /// it was written removed it, so its rows cannot be replaced.
+    #[error(
+        "table {}: this re-save replaces {path}, which {}; nothing was committed (save the file under a new name to add its rows)",
+        table.display(),
+        match removed {
+            Some((v, op)) => format!("was removed at version {v} by {op}"),
+            None => format!("is no longer in version {latest} (the latest)"),
+        }
+    )]
+    ReplacedFileRemoved {
+        /// Table root.
+        table: PathBuf,
+        /// The data file the re-save replaces (relative to the root).
+        path: String,
+        /// The newest version when the re-save gave up.
+        latest: u64,
+        /// The version whose commit removed `path` and its operation (`commitInfo.operation`),
+        /// when found in the log.
+        removed: Option<(u64, String)>,
+    },
+
     /// The log or a data file is not what the protocol allows.
     #[error("corrupt table: {}: {reason}", path.display())]
     Corrupt {
@@ -187,7 +209,7 @@ impl Error {
             | Error::NotDurable { .. }
             | Error::ExportRefused { .. } => 1,
             Error::Usage(_) => 2,
-            Error::ConcurrentWrite { .. } => 3,
+            Error::ConcurrentWrite { .. } | Error::ReplacedFileRemoved { .. } => 3,
             Error::TableNotFound(_)
             | Error::VersionNotFound { .. }
             | Error::NoVersionAsOf { .. }

@@ -10,6 +10,7 @@
 //! | `commit-half-written` | half of the commit bytes are in `_delta_log/.<version>.<uuid>.tmp` |
 //! | `before-link` | the temporary commit file is complete and fsynced, not linked |
 //! | `after-link` | the version is published, `_delta_log/` not yet fsynced, tmp not unlinked |
+//! | `rejects-scanned` | `append --rejects`: the first pass is done, the second not started |
 //!
 //! and ACTION is `kill` (SIGKILL itself, like `kill -9`), `freeze` (SIGSTOP itself until a
 //! SIGCONT, after printing `failpoint NAME: frozen pid PID` to stderr), `error` (fail the

@@ -483,16 +483,53 @@ impl Staging {
     }
 
     /// Hard-link `<id>.canon` (fsynced by the caller) to `path`, a new file name directly in the
-    /// table folder. Errors: [`Error::Io`] (`EEXIST`, `EXDEV`, `EPERM` on file systems without
-    /// hard links).
-    pub fn link_canon(&self, id: &str, path: &Path) -> Result<()> {
+    /// table folder, and check that the name now holds the file the mount wrote: `ident` (the
+    /// same device and inode as at [`Staging::create_canon`]) and exactly `len` bytes (the size
+    /// the commit's `add` records). Errors: [`Error::Corrupt`] naming `<id>.canon` when it was
+    /// replaced, truncated or extended behind the mount's back (the new name is removed again);
+    /// [`Error::Io`] (`EEXIST`, `EXDEV`, `EPERM` on file systems without hard links).
+    pub fn link_canon(&self, id: &str, path: &Path, ident: FileId, len: u64) -> Result<()> {
         let name = path
             .file_name()
             .and_then(|n| n.to_str())
             .ok_or_else(|| Error::io("link", path, io::ErrorKind::InvalidInput.into()))?;
+        let rel = Self::rel(id, "canon");
         self.dir
-            .link(&Self::rel(id, "canon"), &self.root, name)
-            .map_err(|e| Error::io("link", path, e))
+            .link(&rel, &self.root, name)
+            .map_err(|e| Error::io("link", path, e))?;
+        let refuse = |reason: String| {
+            let _ = self.root.try_unlink(name);
+            Err(Error::Corrupt {
+                path: self.dir.join(&rel),
+                reason,
+            })
+        };
+        let (file, st) = match self.root.open_file_stat(name) {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = self.root.try_unlink(name);
+                return Err(e);
+            }
+        };
+        match FileId::of(&file) {
+            Ok(now) if now == ident => {}
+            Ok(_) => {
+                return refuse(
+                    "was replaced behind the mount's back (another file now has its name); nothing committed".into(),
+                );
+            }
+            Err(e) => {
+                let _ = self.root.try_unlink(name);
+                return Err(Error::io("stat", path, e));
+            }
+        }
+        let size = u64::try_from(st.st_size).unwrap_or(0);
+        if size != len {
+            return refuse(format!(
+                "holds {size} bytes, but the mount wrote {len} bytes of canonical rows to it: it was changed behind the mount's back; nothing committed"
+            ));
+        }
+        Ok(())
     }
 
     /// Delete a staged file: data first, so a crash in between leaves a lone name (deleted at

@@ -1157,8 +1157,9 @@ impl Table {
     /// `add` of the new file; the mount's re-save of a file it committed moments ago, README
     /// "incoming/"). Rebases over commits that leave `old` live. Returns the new version.
     ///
-    /// Errors: [`Error::BadInput`] (nothing committed); [`Error::ConcurrentWrite`] when `old`
-    /// is no longer live or a commit in between changed the schema.
+    /// Errors: [`Error::BadInput`] (nothing committed); [`Error::ReplacedFileRemoved`] when
+    /// `old` is no longer live (naming the version and operation that removed it);
+    /// [`Error::ConcurrentWrite`] when a commit in between changed the schema.
     pub fn replace_file(&self, source: &str, old: &str, input: impl BufRead, opts: &WriteOptions) -> Result<u64> {
         let mut read_version = self.latest_version()?;
         let mut snap = self.snapshot(read_version)?;
@@ -1178,7 +1179,13 @@ impl Table {
         let files: Vec<&str> = add.iter().map(|a| a.path.as_str()).collect();
         for _ in 0..16 {
             let Some(old_entry) = snap.files.iter().find(|f| f.path == old) else {
-                break;
+                let conflict = Err(Error::ReplacedFileRemoved {
+                    table: self.root.clone(),
+                    path: old.to_string(),
+                    latest: read_version,
+                    removed: self.removed_by(old, read_version),
+                });
+                return self.finish(conflict, &files, &snap);
             };
             let res = commit::commit_loop(
                 self,
@@ -1206,6 +1213,33 @@ impl Table {
             version: read_version + 1,
         });
         self.finish(conflict, &files, &snap)
+    }
+
+    /// The newest version at or before `latest` whose commit removes `path`, with its operation
+    /// (`WRITE (mode Overwrite)`)
+    /// (for messages: a commit that cannot be read, or none within the last 10000 versions,
+    /// gives `None`).
+    fn removed_by(&self, path: &str, latest: u64) -> Option<(u64, String)> {
+        for v in (latest.saturating_sub(10_000)..=latest).rev() {
+            let c = self.read_commit(v).ok()?;
+            if c.actions.iter().any(|a| a.add.as_ref().is_some_and(|a| a.path == path)) {
+                return None;
+            }
+            if c.actions
+                .iter()
+                .any(|a| a.remove.as_ref().is_some_and(|r| r.path == path))
+            {
+                let op = c.info.map_or_else(
+                    || "a commit without commitInfo".into(),
+                    |i| match i.operation_parameters.get("mode") {
+                        Some(mode) => format!("{} (mode {mode})", i.operation),
+                        None => i.operation,
+                    },
+                );
+                return Some((v, op));
+            }
+        }
+        None
     }
 
     /// The path of the data file that version `version`'s commit added (its first `add`), if

@@ -467,3 +467,37 @@ fn racing_appends_with_one_txn_commit_exactly_once() {
         "a skipped writer left its data file"
     );
 }
+
+/// `append --file F --rejects R` with F rewritten between its two passes (frozen at the
+/// `rejects-scanned` failpoint): the write fails saying the input changed, commits nothing and
+/// leaves no rejects file, instead of skipping the first pass's bad byte ranges in other bytes.
+#[test]
+fn an_input_changed_between_the_rejects_passes_commits_nothing() {
+    let t = TempTable::new(&["id:int!"]);
+    let input = t.dir.path().join("in.jsonl");
+    let rejects = t.dir.path().join("bad.jsonl");
+    std::fs::write(&input, "{\"id\":1}\n{\"id\":\"x\"}\n{\"id\":3}\n").unwrap();
+    let args: Vec<String> = vec![
+        "append".into(),
+        t.p(),
+        "--file".into(),
+        input.display().to_string(),
+        "--rejects".into(),
+        rejects.display().to_string(),
+    ];
+    let mut w = Writer::spawn(&args, "rejects-scanned=freeze", b"");
+    w.wait_frozen("rejects-scanned");
+    std::fs::write(&input, "{\"id\":1}\n{\"id\":2}\n{\"id\":3}\n{\"id\":4}\n").unwrap();
+    w.resume();
+    let (status, _, err) = w.finish();
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("changed between the passes"), "{err}");
+    assert_eq!(t.latest(), 0, "nothing committed");
+    assert!(!rejects.try_exists().unwrap(), "rejects of a write that did not happen");
+    // Unchanged input: the same command rejects one line and commits the rest.
+    std::fs::write(&input, "{\"id\":1}\n{\"id\":\"x\"}\n{\"id\":3}\n").unwrap();
+    t.td("append", &args[2..].iter().map(String::as_str).collect::<Vec<_>>())
+        .ok();
+    assert_eq!(t.latest(), 1);
+    assert_eq!(t.read(), b"{\"id\":1}\n{\"id\":3}\n");
+}

@@ -115,3 +115,95 @@ fn planted_staging_symlinks_are_refused() {
     );
     assert_eq!(fs::read_to_string(&secret).unwrap(), "root:SECRET");
 }
+
+/// `_staging/<id>.canon` (the canonical rows kept while a file is written) truncated behind the
+/// mount's back before the close: the close fails with EIO, nothing is committed, the note says
+/// why and the table stays healthy (README, "Security").
+#[test]
+fn a_truncated_canonical_file_is_refused() {
+    use std::io::Write;
+    let f = Fixture::flights(&["flights-jan.jsonl"]);
+    let m = f.mount();
+    let before = f.latest();
+    let rows: Vec<u8> = lines(&fixture_bytes("flights-mar.jsonl"))[..3]
+        .iter()
+        .flat_map(|l| l.iter().copied().chain([b'\n']))
+        .collect();
+    let mut w = fs::File::create(f.m("incoming/ct.jsonl")).unwrap();
+    w.write_all(&rows).unwrap();
+    let staging = f.table.join("_staging");
+    let mut canon = None;
+    for e in fs::read_dir(&staging).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "name")
+            && fs::read_to_string(&p).unwrap().trim_end().ends_with("ct.jsonl")
+        {
+            canon = Some(p.with_extension("canon"));
+        }
+    }
+    let canon = canon.expect("the staged file's name record");
+    assert_eq!(
+        fs::metadata(&canon).unwrap().len(),
+        rows.len() as u64,
+        "rows kept while written"
+    );
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&canon)
+        .unwrap()
+        .set_len(10)
+        .unwrap();
+    // The owner's fsync commits, as its close would (README, "incoming/").
+    let err = w.sync_all().expect_err("the commit must fail");
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    assert_eq!(f.latest(), before, "nothing committed");
+    let note = fs::read_to_string(f.m("incoming/ct.jsonl.error")).unwrap();
+    assert!(
+        note.contains("canon") && note.contains("behind the mount's back"),
+        "{note}"
+    );
+    // The close commits again from the staged bytes themselves (checked anew), never from the
+    // truncated rows.
+    drop(w);
+    assert!(wait_for(5, || f.latest() == before + 1));
+    assert_eq!(lines(&f.read_v(before + 1)).len(), lines(&f.read_v(before)).len() + 3);
+    f.td(&["check", &f.t(), "--deep"]);
+    drop(m);
+}
+
+/// A re-save (README, "incoming/") whose first save's data file an `overwrite` removed since:
+/// EBUSY, nothing committed, and the note names the version and operation that removed the
+/// file, not a commit that never happened.
+#[test]
+fn a_re_save_of_an_overwritten_file_names_the_overwrite() {
+    use std::io::Write;
+    let f = Fixture::flights(&["flights-jan.jsonl"]);
+    let m = f.mount();
+    let mar = fixture_bytes("flights-mar.jsonl");
+    let l = lines(&mar);
+    let save = |row: &[u8]| {
+        let mut w = fs::File::create(f.m("incoming/ru.jsonl")).unwrap();
+        w.write_all(&[row, b"\n"].concat()).unwrap();
+        w.sync_all()
+    };
+    save(l[0]).expect("the first save commits");
+    let first = f.latest();
+    let out = std::process::Command::new(TD_BIN)
+        .args(["overwrite", &f.t()])
+        .stdin(fs::File::open(fixture("flights-mar.jsonl")).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let latest = f.latest();
+    assert_eq!(latest, first + 1);
+    let err = save(l[1]).expect_err("the re-save must fail");
+    assert_eq!(err.raw_os_error(), Some(libc::EBUSY), "{err}");
+    assert_eq!(f.latest(), latest, "nothing committed");
+    let note = fs::read_to_string(f.m("incoming/ru.jsonl.error")).unwrap();
+    assert!(
+        note.contains(&format!("removed at version {latest} by WRITE (mode Overwrite)"))
+            && !note.contains(&format!("version {}", latest + 1)),
+        "{note}"
+    );
+    drop(m);
+}

@@ -387,6 +387,10 @@ fn write_rows(
         report(&lines);
         return Err(Fail::Reported(5));
     }
+    if let Err(e) = tinydelta::failpoint::hit("rejects-scanned") {
+        rejects.discard();
+        return Err(e.into());
+    }
     opts.extra_params.push(("rejectedLines".into(), d.total.to_string()));
     opts.extra_params.push(("rejectsFile".into(), shown.to_string()));
     let written = {

@@ -111,7 +111,7 @@ fn table_errno(e: &crate::Error) -> i32 {
         // The bytes in incoming/ are not valid rows for the schema: close/fsync/rename fail.
         Error::BadInput { .. } => libc::EINVAL,
         // Only an append across a schema change can conflict: retry later.
-        Error::ConcurrentWrite { .. } => libc::EBUSY,
+        Error::ConcurrentWrite { .. } | Error::ReplacedFileRemoved { .. } => libc::EBUSY,
         Error::Io { source, .. } => io_errno(source),
         // A version whose data a retention vacuum deleted: its data.jsonl is gone.
         Error::TableNotFound(_)

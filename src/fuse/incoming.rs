@@ -1485,7 +1485,8 @@ impl TableView {
             let _ = self.staging.remove_canon(id);
             return Ok(None);
         }
-        let canon = match stream.canon.map(|ident| self.staging.canon(id, ident)).transpose() {
+        let ident = stream.canon;
+        let canon = match ident.map(|ident| self.staging.canon(id, ident)).transpose() {
             Ok(c) => c,
             Err(e) => {
                 debug!("{source}: {e}; canonicalising its bytes");
@@ -1501,8 +1502,14 @@ impl TableView {
             &stats,
             canon.as_deref(),
             |path| {
-                let r = self.staging.link_canon(id, path);
-                placed.set(Some(r.is_ok()));
+                let Some(ident) = ident else {
+                    placed.set(Some(false));
+                    return Err(crate::Error::io("link", path, std::io::ErrorKind::NotFound.into()));
+                };
+                let r = self.staging.link_canon(id, path, ident, stats.bytes);
+                // A canonical file changed behind the mount's back is refused, not worked
+                // around: the commit fails (EIO) and the note says why.
+                placed.set(Some(r.is_ok() || matches!(r, Err(crate::Error::Corrupt { .. }))));
                 r
             },
             opts,
@@ -1514,6 +1521,9 @@ impl TableView {
             debug!("{source}: cannot link its canonical rows into the table; canonicalising its bytes");
             let _ = self.staging.remove_canon(id);
             return Ok(None);
+        }
+        if matches!(result, Err(crate::Error::Corrupt { .. })) {
+            let _ = self.staging.remove_canon(id);
         }
         Ok(Some((result, stream.hash.finish())))
     }
