@@ -282,10 +282,9 @@ impl<'s> Canonicalizer<'s> {
                                     *us
                                 }
                                 _ => {
-                                    let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) else {
+                                    let Ok(us) = timestamp_us(s) else {
                                         return false;
                                     };
-                                    let us = t.timestamp_micros();
                                     self.ts_cache[ci] = Some((s.to_string(), us));
                                     us
                                 }
@@ -466,7 +465,9 @@ impl<'s> Canonicalizer<'s> {
                     match col.ty {
                         ColumnType::Date => {
                             if !valid_date(&s) {
-                                return Err(reject(format!("{raw} is not a date (YYYY-MM-DD)")));
+                                return Err(reject(format!(
+                                    "{raw} is not a date (YYYY-MM-DD, years 0001-9999, Delta's date range)"
+                                )));
                             }
                             update_str_stat(st, &s);
                         }
@@ -474,10 +475,7 @@ impl<'s> Canonicalizer<'s> {
                             let us = match &self.ts_cache[ci] {
                                 Some((last, us)) if last == s.as_ref() => *us,
                                 _ => {
-                                    let Ok(t) = chrono::DateTime::parse_from_rfc3339(&s) else {
-                                        return Err(reject(format!("{raw} is not an RFC 3339 timestamp")));
-                                    };
-                                    let us = t.timestamp_micros();
+                                    let us = timestamp_us(&s).map_err(|why| reject(format!("{raw} {why}")))?;
                                     self.ts_cache[ci] = Some((s.to_string(), us));
                                     us
                                 }
@@ -1015,12 +1013,26 @@ fn json_kind(raw: &str) -> &'static str {
     }
 }
 
-/// `YYYY-MM-DD`, exactly ten characters, a real calendar day.
+/// `YYYY-MM-DD`, exactly ten characters, a real calendar day in the years 0001-9999 (Delta's
+/// date range, PROTOCOL "Primitive Types"; Parquet readers refuse year 0).
 fn valid_date(s: &str) -> bool {
     s.len() == 10
         && s.as_bytes()[4] == b'-'
         && s.as_bytes()[7] == b'-'
+        && !s.starts_with("0000")
         && chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok()
+}
+
+/// An RFC 3339 timestamp's instant, µs since the epoch, when it is in the years 0001-9999 in
+/// UTC (Delta's timestamp range, PROTOCOL "Primitive Types"). A leap second (`:60`) is taken
+/// as chrono reads it (README, "Input rules"). Errors: the reason, to follow the raw value.
+fn timestamp_us(s: &str) -> std::result::Result<i64, &'static str> {
+    use chrono::Datelike;
+    let t = chrono::DateTime::parse_from_rfc3339(s).map_err(|_| "is not an RFC 3339 timestamp")?;
+    if !(1..=9999).contains(&t.naive_utc().year()) {
+        return Err("is outside the years 0001-9999 in UTC (Delta's timestamp range)");
+    }
+    Ok(t.timestamp_micros())
 }
 
 /// Input is cut into chunks of about this many bytes (whole lines) for the worker threads.
@@ -1444,6 +1456,26 @@ mod tests {
             ("{\"id\":1,\"d\":\"2021-02-29\"}", "d", "not a date"),
             ("{\"id\":1,\"d\":\"2021-2-1\"}", "d", "not a date"),
             ("{\"id\":1,\"t\":\"yesterday\"}", "t", "not an RFC 3339 timestamp"),
+            (
+                "{\"id\":1,\"d\":\"0000-01-01\"}",
+                "d",
+                "not a date (YYYY-MM-DD, years 0001-9999",
+            ),
+            (
+                "{\"id\":1,\"t\":\"0000-12-31T00:00:00Z\"}",
+                "t",
+                "outside the years 0001-9999",
+            ),
+            (
+                "{\"id\":1,\"t\":\"0001-01-01T00:30:00+01:00\"}",
+                "t",
+                "outside the years 0001-9999",
+            ),
+            (
+                "{\"id\":1,\"t\":\"9999-12-31T23:30:00-01:00\"}",
+                "t",
+                "outside the years 0001-9999",
+            ),
             ("{\"id\":1,\"b\":1}", "b", "expected bool, found number"),
             ("{\"id\":1,\"x\":1e999}", "x", ""),
         ];
