@@ -212,8 +212,10 @@ impl<'s> Canonicalizer<'s> {
             return self.emit(&flat, out);
         }
         let fields: Fields = serde_json::from_str(text).map_err(|e| {
-            let msg = e.to_string();
-            let msg = msg.rsplit_once(" at line ").map(|(m, _)| m.to_string()).unwrap_or(msg);
+            if let Some((at, reason)) = lone_surrogate(text) {
+                return Rejection::At(at + 1, reason);
+            }
+            let msg = serde_message(&e);
             let reason = if e.is_data() {
                 format!("not a JSON object ({msg})")
             } else {
@@ -458,7 +460,12 @@ impl<'s> Canonicalizer<'s> {
                         return Err(mismatch());
                     }
                     let s: Cow<str> = if raw.contains('\\') {
-                        Cow::Owned(serde_json::from_str::<String>(raw).map_err(|e| reject(e.to_string()))?)
+                        Cow::Owned(serde_json::from_str::<String>(raw).map_err(|e| {
+                            reject(
+                                lone_surrogate(raw)
+                                    .map_or_else(|| format!("invalid JSON string: {}", serde_message(&e)), |(_, r)| r),
+                            )
+                        })?)
                     } else {
                         Cow::Borrowed(&raw[1..raw.len() - 1])
                     };
@@ -1013,6 +1020,50 @@ fn json_kind(raw: &str) -> &'static str {
     }
 }
 
+/// serde_json's message without its " at line L column C" (positions within one value or line,
+/// not the file's: the caller names the file's line and column).
+fn serde_message(e: &serde_json::Error) -> String {
+    let msg = e.to_string();
+    msg.rsplit_once(" at line ").map(|(m, _)| m.to_string()).unwrap_or(msg)
+}
+
+/// The first `\uXXXX` escape in `text` that is a UTF-16 surrogate without its pair (JSON text
+/// must encode a Unicode scalar value, RFC 8259 section 7 and RFC 3629): its byte offset and the
+/// sentence `invalid JSON string escape: a lone surrogate \ud800`.
+fn lone_surrogate(text: &str) -> Option<(usize, String)> {
+    let b = text.as_bytes();
+    let unit = |i: usize| -> Option<u16> {
+        (b.get(i) == Some(&b'\\') && b.get(i + 1) == Some(&b'u'))
+            .then(|| text.get(i + 2..i + 6).and_then(|h| u16::from_str_radix(h, 16).ok()))
+            .flatten()
+    };
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        match unit(i) {
+            Some(0xD800..=0xDBFF) if !unit(i + 6).is_some_and(|l| (0xDC00..=0xDFFF).contains(&l)) => {
+                return Some((
+                    i,
+                    format!("invalid JSON string escape: a lone surrogate {}", &text[i..i + 6]),
+                ));
+            }
+            Some(0xD800..=0xDBFF) => i += 12,
+            Some(0xDC00..=0xDFFF) => {
+                return Some((
+                    i,
+                    format!("invalid JSON string escape: a lone surrogate {}", &text[i..i + 6]),
+                ));
+            }
+            Some(_) => i += 6,
+            None => i += 2,
+        }
+    }
+    None
+}
+
 /// `YYYY-MM-DD`, exactly ten characters, a real calendar day in the years 0001-9999 (Delta's
 /// date range, PROTOCOL "Primitive Types"; Parquet readers refuse year 0).
 fn valid_date(s: &str) -> bool {
@@ -1363,6 +1414,8 @@ mod tests {
             "{\"id\":1,\"x\":null,\"s\":\"a\\nb\",\"b\":null,\"d\":null,\"t\":null}",
             "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":\"2021-02-29\",\"t\":null}",
             "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":\"noon\"}",
+            "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":\"0000-01-01\",\"t\":null}",
+            "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":\"0000-06-01T00:00:00Z\"}",
             "{\"id\":1,\"x\":null,\"s\":null,\"b\":1,\"d\":null,\"t\":null}",
             "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null} ",
             "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null}",
@@ -1456,6 +1509,21 @@ mod tests {
             ("{\"id\":1,\"d\":\"2021-02-29\"}", "d", "not a date"),
             ("{\"id\":1,\"d\":\"2021-2-1\"}", "d", "not a date"),
             ("{\"id\":1,\"t\":\"yesterday\"}", "t", "not an RFC 3339 timestamp"),
+            (
+                "{\"id\":1,\"s\":\"\\ud800\"}",
+                "s",
+                "invalid JSON string escape: a lone surrogate \\ud800",
+            ),
+            (
+                "{\"id\":1,\"s\":\"x\\\\ud800\\ud800\\udc00\\ud800x\"}",
+                "s",
+                "a lone surrogate \\ud800",
+            ),
+            (
+                "{\"id\":1,\"s\\udc01\":1}",
+                "11",
+                "invalid JSON string escape: a lone surrogate \\udc01",
+            ),
             (
                 "{\"id\":1,\"d\":\"0000-01-01\"}",
                 "d",
