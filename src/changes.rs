@@ -664,12 +664,7 @@ pub fn read_at(
 /// version never follows rows already printed (README, "Following a table").
 fn write_parts(table: &Table, parts: &[ChangePart], from: Option<u64>, out: &mut dyn Write) -> Result<()> {
     let parts: Vec<&ChangePart> = parts.iter().filter(|p| from.is_none_or(|n| p.version >= n)).collect();
-    for p in &parts {
-        match &p.parquet {
-            Some(src) => table.stat_data_file(&src.0.path, src.0.size)?,
-            None => table.stat_data_file(&p.path, p.size)?,
-        }
-    }
+    check_parts(table, &parts)?;
     for version in parts.chunk_by(|a, b| a.version == b.version) {
         let readers = version
             .iter()
@@ -680,6 +675,65 @@ fn write_parts(table: &Table, parts: &[ChangePart], from: Option<u64>, out: &mut
         }
     }
     Ok(())
+}
+
+/// Prove every data file of `parts` present, regular and of its recorded size (one `stat`
+/// each). A file that a retention vacuum deleted (a `VACUUM START` after the part's version at
+/// which it was no longer live) is not damage: the error is [`Error::ChangesVacuumed`], naming
+/// the oldest such version and the first version after every such one (its changes can be
+/// read). Any other missing or wrong file is returned as it is ([`Error::Corrupt`]), first.
+pub fn check_parts(table: &Table, parts: &[&ChangePart]) -> Result<()> {
+    // VACUUM START versions and their live paths, found lazily (only when a file is missing).
+    let mut vacuums: Option<Vec<(u64, HashSet<String>)>> = None;
+    let mut first: Option<(u64, String, u64)> = None;
+    let mut last = 0u64;
+    for p in parts {
+        let (path, size) = match &p.parquet {
+            Some(src) => (&src.0.path, src.0.size),
+            None => (&p.path, p.size),
+        };
+        let Err(e) = table.stat_data_file(path, size) else {
+            continue;
+        };
+        if !crate::table::is_missing_data_file(&e) {
+            return Err(e);
+        }
+        if vacuums.is_none() {
+            let mut list = Vec::new();
+            let seg_first = table.segment()?.first;
+            for v in seg_first.saturating_add(1)..=table.latest_version()? {
+                let c = table.read_commit(v)?;
+                if c.info
+                    .as_ref()
+                    .is_some_and(|i| i.operation == crate::vacuum::VACUUM_START)
+                {
+                    let live = table.snapshot(v)?.files.iter().map(|f| f.path.clone()).collect();
+                    list.push((v, live));
+                }
+            }
+            vacuums = Some(list);
+        }
+        let by = vacuums
+            .iter()
+            .flatten()
+            .find(|(v, live)| *v > p.version && !live.contains(path.as_str()));
+        let Some((vacuum, _)) = by else { return Err(e) };
+        if first.is_none() {
+            first = Some((p.version, path.clone(), *vacuum));
+        }
+        last = last.max(p.version);
+    }
+    match first {
+        None => Ok(()),
+        Some((version, path, vacuum_version)) => Err(Error::ChangesVacuumed {
+            table: table.root().to_path_buf(),
+            version,
+            vacuum_version,
+            time: crate::table::rfc3339_ms(table.commit_info(vacuum_version)?.timestamp),
+            path: table.root().join(path),
+            readable_from: last.saturating_add(1),
+        }),
+    }
 }
 
 /// `tinydelta changes TABLE [--from-version N] [--to-version M] [--follow]` (README, "Usage"):

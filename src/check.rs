@@ -163,7 +163,11 @@ pub fn check(table: &Table, deep: bool, repair: bool) -> Result<Report> {
         let n = report.missing_crcs.len();
         report.warn(
             Some(last),
-            format!("{n} versions (from {first} to {last}) have no version checksum (.crc)"),
+            if n == 1 {
+                format!("1 version ({first}) has no version checksum (.crc)")
+            } else {
+                format!("{n} versions (from {first} to {last}) have no version checksum (.crc)")
+            },
             "nothing to do: readers do not need them; tinydelta writes one after each commit",
         );
     }

@@ -193,6 +193,24 @@ pub enum Error {
         /// A data file of `version` that the vacuum deleted.
         path: PathBuf,
     },
+
+    /// The change feed of a version whose data files a retention vacuum deleted (README,
+    /// "Following a table"): its rows are gone; later versions' changes may still be read.
+    #[error("table {}: version {version}'s changes need data file {}, which the vacuum of {time} (version {vacuum_version}) removed (it is no longer in the table); changes can be read from version {readable_from} on (--from-version {readable_from})", table.display(), path.display())]
+    ChangesVacuumed {
+        /// Table root.
+        table: PathBuf,
+        /// The oldest version whose changes need a deleted file.
+        version: u64,
+        /// The `VACUUM START` commit of the vacuum that deleted the file.
+        vacuum_version: u64,
+        /// That commit's time, RFC 3339.
+        time: String,
+        /// The deleted data file.
+        path: PathBuf,
+        /// The first version from which every change the feed shows (up to the newest checked) can be read.
+        readable_from: u64,
+    },
 }
 
 impl Error {
@@ -213,7 +231,8 @@ impl Error {
             Error::TableNotFound(_)
             | Error::VersionNotFound { .. }
             | Error::NoVersionAsOf { .. }
-            | Error::Vacuumed { .. } => 4,
+            | Error::Vacuumed { .. }
+            | Error::ChangesVacuumed { .. } => 4,
             Error::BadInput { .. } => 5,
         }
     }

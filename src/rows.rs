@@ -212,8 +212,10 @@ impl<'s> Canonicalizer<'s> {
             return self.emit(&flat, out);
         }
         let fields: Fields = serde_json::from_str(text).map_err(|e| {
-            let msg = e.to_string();
-            let msg = msg.rsplit_once(" at line ").map(|(m, _)| m.to_string()).unwrap_or(msg);
+            if let Some((at, reason)) = lone_surrogate(text) {
+                return Rejection::At(at + 1, reason);
+            }
+            let msg = serde_message(&e);
             let reason = if e.is_data() {
                 format!("not a JSON object ({msg})")
             } else {
@@ -282,10 +284,9 @@ impl<'s> Canonicalizer<'s> {
                                     *us
                                 }
                                 _ => {
-                                    let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) else {
+                                    let Ok(us) = timestamp_us(s) else {
                                         return false;
                                     };
-                                    let us = t.timestamp_micros();
                                     self.ts_cache[ci] = Some((s.to_string(), us));
                                     us
                                 }
@@ -459,14 +460,21 @@ impl<'s> Canonicalizer<'s> {
                         return Err(mismatch());
                     }
                     let s: Cow<str> = if raw.contains('\\') {
-                        Cow::Owned(serde_json::from_str::<String>(raw).map_err(|e| reject(e.to_string()))?)
+                        Cow::Owned(serde_json::from_str::<String>(raw).map_err(|e| {
+                            reject(
+                                lone_surrogate(raw)
+                                    .map_or_else(|| format!("invalid JSON string: {}", serde_message(&e)), |(_, r)| r),
+                            )
+                        })?)
                     } else {
                         Cow::Borrowed(&raw[1..raw.len() - 1])
                     };
                     match col.ty {
                         ColumnType::Date => {
                             if !valid_date(&s) {
-                                return Err(reject(format!("{raw} is not a date (YYYY-MM-DD)")));
+                                return Err(reject(format!(
+                                    "{raw} is not a date (YYYY-MM-DD, years 0001-9999, Delta's date range)"
+                                )));
                             }
                             update_str_stat(st, &s);
                         }
@@ -474,10 +482,7 @@ impl<'s> Canonicalizer<'s> {
                             let us = match &self.ts_cache[ci] {
                                 Some((last, us)) if last == s.as_ref() => *us,
                                 _ => {
-                                    let Ok(t) = chrono::DateTime::parse_from_rfc3339(&s) else {
-                                        return Err(reject(format!("{raw} is not an RFC 3339 timestamp")));
-                                    };
-                                    let us = t.timestamp_micros();
+                                    let us = timestamp_us(&s).map_err(|why| reject(format!("{raw} {why}")))?;
                                     self.ts_cache[ci] = Some((s.to_string(), us));
                                     us
                                 }
@@ -1015,12 +1020,70 @@ fn json_kind(raw: &str) -> &'static str {
     }
 }
 
-/// `YYYY-MM-DD`, exactly ten characters, a real calendar day.
+/// serde_json's message without its " at line L column C" (positions within one value or line,
+/// not the file's: the caller names the file's line and column).
+fn serde_message(e: &serde_json::Error) -> String {
+    let msg = e.to_string();
+    msg.rsplit_once(" at line ").map(|(m, _)| m.to_string()).unwrap_or(msg)
+}
+
+/// The first `\uXXXX` escape in `text` that is a UTF-16 surrogate without its pair (JSON text
+/// must encode a Unicode scalar value, RFC 8259 section 7 and RFC 3629): its byte offset and the
+/// sentence `invalid JSON string escape: a lone surrogate \ud800`.
+fn lone_surrogate(text: &str) -> Option<(usize, String)> {
+    let b = text.as_bytes();
+    let unit = |i: usize| -> Option<u16> {
+        (b.get(i) == Some(&b'\\') && b.get(i + 1) == Some(&b'u'))
+            .then(|| text.get(i + 2..i + 6).and_then(|h| u16::from_str_radix(h, 16).ok()))
+            .flatten()
+    };
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        match unit(i) {
+            Some(0xD800..=0xDBFF) if !unit(i + 6).is_some_and(|l| (0xDC00..=0xDFFF).contains(&l)) => {
+                return Some((
+                    i,
+                    format!("invalid JSON string escape: a lone surrogate {}", &text[i..i + 6]),
+                ));
+            }
+            Some(0xD800..=0xDBFF) => i += 12,
+            Some(0xDC00..=0xDFFF) => {
+                return Some((
+                    i,
+                    format!("invalid JSON string escape: a lone surrogate {}", &text[i..i + 6]),
+                ));
+            }
+            Some(_) => i += 6,
+            None => i += 2,
+        }
+    }
+    None
+}
+
+/// `YYYY-MM-DD`, exactly ten characters, a real calendar day in the years 0001-9999 (Delta's
+/// date range, PROTOCOL "Primitive Types"; Parquet readers refuse year 0).
 fn valid_date(s: &str) -> bool {
     s.len() == 10
         && s.as_bytes()[4] == b'-'
         && s.as_bytes()[7] == b'-'
+        && !s.starts_with("0000")
         && chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok()
+}
+
+/// An RFC 3339 timestamp's instant, µs since the epoch, when it is in the years 0001-9999 in
+/// UTC (Delta's timestamp range, PROTOCOL "Primitive Types"). A leap second (`:60`) is taken
+/// as chrono reads it (README, "Input rules"). Errors: the reason, to follow the raw value.
+fn timestamp_us(s: &str) -> std::result::Result<i64, &'static str> {
+    use chrono::Datelike;
+    let t = chrono::DateTime::parse_from_rfc3339(s).map_err(|_| "is not an RFC 3339 timestamp")?;
+    if !(1..=9999).contains(&t.naive_utc().year()) {
+        return Err("is outside the years 0001-9999 in UTC (Delta's timestamp range)");
+    }
+    Ok(t.timestamp_micros())
 }
 
 /// Input is cut into chunks of about this many bytes (whole lines) for the worker threads.
@@ -1351,6 +1414,8 @@ mod tests {
             "{\"id\":1,\"x\":null,\"s\":\"a\\nb\",\"b\":null,\"d\":null,\"t\":null}",
             "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":\"2021-02-29\",\"t\":null}",
             "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":\"noon\"}",
+            "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":\"0000-01-01\",\"t\":null}",
+            "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":\"0000-06-01T00:00:00Z\"}",
             "{\"id\":1,\"x\":null,\"s\":null,\"b\":1,\"d\":null,\"t\":null}",
             "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null} ",
             "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null}",
@@ -1444,6 +1509,41 @@ mod tests {
             ("{\"id\":1,\"d\":\"2021-02-29\"}", "d", "not a date"),
             ("{\"id\":1,\"d\":\"2021-2-1\"}", "d", "not a date"),
             ("{\"id\":1,\"t\":\"yesterday\"}", "t", "not an RFC 3339 timestamp"),
+            (
+                "{\"id\":1,\"s\":\"\\ud800\"}",
+                "s",
+                "invalid JSON string escape: a lone surrogate \\ud800",
+            ),
+            (
+                "{\"id\":1,\"s\":\"x\\\\ud800\\ud800\\udc00\\ud800x\"}",
+                "s",
+                "a lone surrogate \\ud800",
+            ),
+            (
+                "{\"id\":1,\"s\\udc01\":1}",
+                "11",
+                "invalid JSON string escape: a lone surrogate \\udc01",
+            ),
+            (
+                "{\"id\":1,\"d\":\"0000-01-01\"}",
+                "d",
+                "not a date (YYYY-MM-DD, years 0001-9999",
+            ),
+            (
+                "{\"id\":1,\"t\":\"0000-12-31T00:00:00Z\"}",
+                "t",
+                "outside the years 0001-9999",
+            ),
+            (
+                "{\"id\":1,\"t\":\"0001-01-01T00:30:00+01:00\"}",
+                "t",
+                "outside the years 0001-9999",
+            ),
+            (
+                "{\"id\":1,\"t\":\"9999-12-31T23:30:00-01:00\"}",
+                "t",
+                "outside the years 0001-9999",
+            ),
             ("{\"id\":1,\"b\":1}", "b", "expected bool, found number"),
             ("{\"id\":1,\"x\":1e999}", "x", ""),
         ];

@@ -349,8 +349,8 @@ pub fn vacuum(table: &Table, opts: &VacuumOptions) -> Result<VacuumReport> {
             "--retain {} is below the table's retention of removed files ({}, {RETENTION_PROPERTY}): \
              versions older than it could no longer be read and a reader still reading one would fail; \
              pass --force if that is what you want",
-            humantime::format_duration(retention),
-            humantime::format_duration(default_retention)
+            format_duration(retention),
+            format_duration(default_retention)
         )));
     }
     let now = commit::now_ms();
@@ -655,6 +655,31 @@ pub fn readable_versions(table: &Table) -> Result<Vec<(u64, u64)>> {
     Ok(ranges)
 }
 
+/// A duration as words for messages: `7 days`, `1 day 12 hours`, `90 seconds` is `1 minute 30
+/// seconds`, `0 seconds`; milliseconds only when not whole seconds (`1 second 500 ms`).
+pub fn format_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    let parts = [
+        (secs / 86_400, "day", "days"),
+        (secs / 3600 % 24, "hour", "hours"),
+        (secs / 60 % 60, "minute", "minutes"),
+        (secs % 60, "second", "seconds"),
+    ];
+    let mut words: Vec<String> = parts
+        .iter()
+        .filter(|(n, _, _)| *n > 0)
+        .map(|(n, one, many)| format!("{n} {}", if *n == 1 { one } else { many }))
+        .collect();
+    let ms = d.subsec_millis();
+    if ms > 0 {
+        words.push(format!("{ms} ms"));
+    }
+    if words.is_empty() {
+        return "0 seconds".into();
+    }
+    words.join(" ")
+}
+
 /// Ranges as text: `0-12, 14, 16-20`.
 pub fn format_ranges(ranges: &[(u64, u64)]) -> String {
     ranges
@@ -725,6 +750,13 @@ mod tests {
     fn delta_intervals() {
         let d = |s: &str| parse_interval(s);
         assert_eq!(d("interval 7 days"), Some(Duration::from_secs(7 * 86_400)));
+        assert_eq!(format_duration(Duration::from_secs(7 * 86_400)), "7 days");
+        assert_eq!(
+            format_duration(Duration::from_secs(86_400 + 3600 + 61)),
+            "1 day 1 hour 1 minute 1 second"
+        );
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1 second 500 ms");
+        assert_eq!(format_duration(Duration::ZERO), "0 seconds");
         assert_eq!(d("interval 1 week"), Some(Duration::from_secs(604_800)));
         assert_eq!(d("INTERVAL 2 hours 30 minutes"), Some(Duration::from_secs(9000)));
         assert_eq!(d("168 hours"), Some(Duration::from_secs(604_800)));

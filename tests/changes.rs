@@ -384,3 +384,52 @@ fn a_missing_data_file_is_eio_and_the_size_stays() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains(&add));
 }
+
+/// After an ordinary vacuum the feed's early versions are gone, not damage: `changes` exits 4
+/// naming the version, the file and the first version whose changes can be read, and
+/// `--from-version N` then works; the mount's `changes.jsonl` is `EIO` with a log line saying
+/// the same (README, "Following a table").
+#[test]
+fn a_vacuumed_version_names_the_first_readable_one() {
+    let f = fixture();
+    append(&f, "{\"id\":1,\"src\":\"a\"}\n");
+    append(&f, "{\"id\":2,\"src\":\"b\"}\n");
+    let mut c = Command::new(TD_BIN)
+        .args(["overwrite", &f.t()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn overwrite");
+    std::io::Write::write_all(c.stdin.as_mut().expect("stdin"), b"{\"id\":3,\"src\":\"c\"}\n").expect("write");
+    drop(c.stdin.take());
+    assert!(c.wait().expect("wait").success());
+    ok(TD_BIN, &["vacuum", &f.t(), "--retain", "0s", "--force"]);
+    ok(TD_BIN, &["check", &f.t()]);
+    append(&f, "{\"id\":4,\"src\":\"d\"}\n");
+    for args in [vec![], vec!["--from-version", "3"]] {
+        let mut a = vec!["changes", f.table.to_str().unwrap()];
+        a.extend(args);
+        let out = run(TD_BIN, &a);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(4), "{err}");
+        assert!(out.stdout.is_empty());
+        let first = if a.len() == 2 { 1 } else { 3 };
+        assert!(
+            err.contains(&format!("version {first}'s changes need data file "))
+                && err.contains("which the vacuum of ")
+                && err.contains("(version 4) removed (it is no longer in the table); changes can be read from version 4 on (--from-version 4)"),
+            "{err}"
+        );
+    }
+    let from4 = f.td(&["changes", &f.t(), "--from-version", "4"]);
+    assert_eq!(lines(&from4).len(), 1);
+    assert_eq!(json(lines(&from4)[0])["_commit_version"], 6);
+    let m = f.mount();
+    let e = std::fs::read(f.m("changes.jsonl")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO));
+    assert!(
+        wait_for(5, || m.log_text().contains("changes can be read from version 4 on")),
+        "{}",
+        m.log_text()
+    );
+}

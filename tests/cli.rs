@@ -513,3 +513,58 @@ fn already_mounted_names_the_other_mount_point_once() {
         );
     }
 }
+
+/// Durations in words, singular and plural counts, aligned `history` columns, and a lone
+/// surrogate escape named at the file's line.
+#[test]
+fn messages_read_as_sentences() {
+    let t = T::new();
+    t.write("a.jsonl", b"{\"id\":1}\n");
+    assert_eq!(t.append("a.jsonl", &[]).0, 0);
+    assert_eq!(split(t.td(&["overwrite", "t", "--file", "a.jsonl"])).0, 0);
+    // vacuum: "7 days", not "7days".
+    let (code, _, err) = split(t.td(&["vacuum", "t", "--retain", "1h"]));
+    assert_eq!(code, 2, "{err:?}");
+    assert!(
+        err[0].starts_with(
+            "tinydelta: --retain 1 hour is below the table's retention of removed files (7 days, delta.deletedFileRetentionDuration)"
+        ),
+        "{err:?}"
+    );
+    let (code, out, err) = split(t.td(&["vacuum", "t", "--retain", "0s", "--force"]));
+    assert_eq!(code, 0, "{err:?}");
+    assert!(out.contains("removed more than 0 seconds ago"), "{out}");
+    // history: ROWS and TABLE_ROWS right-aligned in the same columns on every line.
+    let (code, out, _) = split(t.td(&["history", "t"]));
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines.iter().any(|l| l.contains("VACUUM START")), "{out}");
+    // The last byte of "ROWS" (the first "ROWS" of the header is the ROWS column).
+    let header_rows_end = lines[0].find("ROWS").unwrap() + 3;
+    let header_end = lines[0].find("TABLE_ROWS").unwrap() + "TABLE_ROWS".len();
+    for l in &lines[1..] {
+        let b = l.as_bytes();
+        assert!(
+            b[header_rows_end].is_ascii_digit() && b[header_rows_end + 1] == b' ',
+            "ROWS: {l:?}\n{out}"
+        );
+        assert!(b[header_end - 1].is_ascii_digit(), "TABLE_ROWS: {l:?}\n{out}");
+        assert!(b.get(header_end).is_none_or(|c| *c == b' '), "TABLE_ROWS: {l:?}\n{out}");
+    }
+    // check: one missing version checksum is "1 version".
+    fs::remove_file(t.path("t/_delta_log/00000000000000000002.crc")).unwrap();
+    let (_, out, err) = split(t.td(&["check", "t"]));
+    let all = format!("{out}{}", err.join("\n"));
+    assert!(all.contains("1 version (2) has no version checksum (.crc)"), "{all}");
+    // A lone surrogate on line 7: the file's line, the column, and what is wrong.
+    let mut rows = "{\"id\":1}\n".repeat(6);
+    rows.push_str("{\"id\":7,\"region\":\"\\ud800\"}\n");
+    t.write("s.jsonl", rows.as_bytes());
+    let (code, _, err) = t.append("s.jsonl", &[]);
+    assert_eq!(code, 5);
+    assert_eq!(
+        first_sentence(&err[0]),
+        "tinydelta: s.jsonl: line 7, column \"region\": invalid JSON string escape: a lone surrogate \\ud800",
+        "{err:?}"
+    );
+}

@@ -777,9 +777,11 @@ fn retention_vacuum_deletes_removed_files_records_the_run_and_old_versions_fail_
     // The default retention (7 days) keeps everything; below it needs --force.
     let out = t.td("vacuum", &[]).ok();
     assert!(out.text().contains("deleted 0 files"), "{}", out.text());
-    t.td("vacuum", &["--retain", "0s"])
-        .code(2)
-        .stderr_has(&["--force", "7days", "delta.deletedFileRetentionDuration"]);
+    t.td("vacuum", &["--retain", "0s"]).code(2).stderr_has(&[
+        "--force",
+        "7 days",
+        "delta.deletedFileRetentionDuration",
+    ]);
     t.td("vacuum", &["--retain", "soon", "--force"])
         .code(2)
         .stderr_has(&["soon"]);

@@ -687,19 +687,23 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                     .collect();
                 writeln!(out, "{}", serde_json::Value::Array(rows)).map_err(stdout_err)?;
             } else {
+                // The OPERATION column is as wide as its longest entry (`VACUUM START`, another
+                // writer's operation), so ROWS and TABLE_ROWS stay aligned.
+                let ops: Vec<String> = h.iter().map(|e| e.commit_info.short_operation()).collect();
+                let w = ops.iter().map(|o| o.chars().count()).max().unwrap_or(0).max(10);
                 writeln!(
                     out,
-                    "{:<8} {:<24} {:<10} {:>10} {:>12}  SOURCE",
+                    "{:<8} {:<24} {:<w$} {:>10} {:>12}  SOURCE",
                     "VERSION", "TIME", "OPERATION", "ROWS", "TABLE_ROWS"
                 )
                 .map_err(stdout_err)?;
-                for e in &h {
+                for (e, op) in h.iter().zip(&ops) {
                     writeln!(
                         out,
-                        "{:<8} {:<24} {:<10} {:>10} {:>12}  {}",
+                        "{:<8} {:<24} {:<w$} {:>10} {:>12}  {}",
                         e.version,
                         rfc3339_ms(e.commit_info.timestamp),
-                        e.commit_info.short_operation(),
+                        op,
                         rows_of(&e.commit_info),
                         e.table_rows,
                         // The mount's incoming/ name (escaped: names may hold anything).
@@ -895,7 +899,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 count(report.bytes, "byte", "bytes"),
                 table.display(),
                 report.expired,
-                humantime::format_duration(report.retention),
+                tinydelta::vacuum::format_duration(report.retention),
             )
             .map_err(stdout_err)?;
             if let Some((start, end)) = report.commits {

@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use log::debug;
+use log::{debug, warn};
 
 use crate::Table;
 use crate::changes::{ChangeFeed, ChangePart, PartReader, PartReaders, rfc3339_ms};
@@ -76,7 +76,25 @@ impl ChangesNode {
             if let Some(r) = lock(&self.readers).get(i) {
                 return Ok(r);
             }
-            let r = Arc::new(PartReader::open(table, p)?);
+            let r = match PartReader::open(table, p) {
+                Ok(r) => Arc::new(r),
+                Err(e) if crate::table::is_missing_data_file(&e) => {
+                    // A file a vacuum deleted: EIO, with a log line naming the first version
+                    // whose changes can be read (README, "Following a table").
+                    let all = lock(&self.feed)
+                        .as_ref()
+                        .map(|f| f.parts().to_vec())
+                        .unwrap_or_default();
+                    let all: Vec<&ChangePart> = all.iter().collect();
+                    let e = match crate::changes::check_parts(table, &all) {
+                        Err(v @ crate::Error::ChangesVacuumed { .. }) => v,
+                        _ => e,
+                    };
+                    warn!("changes.jsonl: {e}");
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            };
             lock(&self.readers).put(i, r.clone());
             Ok(r)
         };

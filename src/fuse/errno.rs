@@ -123,7 +123,9 @@ fn table_errno(e: &crate::Error) -> i32 {
         | Error::UnsupportedProtocol { .. }
         | Error::UnsupportedFeature { .. }
         | Error::NotDurable { .. }
-        | Error::ExportRefused { .. } => libc::EIO,
+        | Error::ExportRefused { .. }
+        // changes.jsonl exists; the range of a vacuumed version cannot be read.
+        | Error::ChangesVacuumed { .. } => libc::EIO,
         // A table of Parquet data files (delta-rs, Spark): incoming/ takes no JSONL.
         Error::ReadOnlyTable { .. } => libc::EROFS,
         Error::LinkUnsupported { .. } => libc::EOPNOTSUPP,
