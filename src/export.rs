@@ -748,7 +748,7 @@ impl Dest {
             added_in: version,
         };
         let (file, _) = source
-            .open_rows(&entry, &snap.schema)
+            .open_rows_fresh(&entry, &snap.schema)
             .map_err(|e| crate::vacuum::explain_missing(source, version, &add.path, e))?;
         let (parent, name) = match rel.rsplit_once('/') {
             Some((p, n)) => (Some(p), n),

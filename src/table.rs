@@ -916,6 +916,19 @@ impl Table {
         Ok((self.open_data_file(&f.path, f.size)?, f.size))
     }
 
+    /// [`Table::open_rows`], but a Parquet data file's rows are converted now from the Parquet
+    /// file itself into a private temporary file, never read from the converted-rows cache: for
+    /// the writers that turn rows into new data (`optimize`, `export`). Errors: as
+    /// [`Table::open_rows`].
+    pub fn open_rows_fresh(&self, f: &crate::snapshot::FileEntry, schema: &Schema) -> Result<(File, u64)> {
+        if is_parquet_name(&f.path)
+            && let Some(out) = crate::parquet_cache::convert_fresh(&self.dir, f, schema, true)?
+        {
+            return Ok(out);
+        }
+        Ok((self.open_data_file(&f.path, f.size)?, f.size))
+    }
+
     /// The converted rows of the Parquet data file `f` under `schema` ([`Table::open_rows`]).
     /// Errors: as [`crate::parquet_cache::converted`].
     pub fn converted(

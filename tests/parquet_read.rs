@@ -560,3 +560,85 @@ for i, part in enumerate([t.slice(0, half), t.slice(half)], start=1):
     assert_eq!(code, 1, "{err}");
     assert!(out.is_empty() && err.contains("not available"), "{err}");
 }
+
+/// Review finding 1: a converted-rows cache entry planted by another user in a world-writable
+/// table folder (sticky, 1777) is never trusted (docs/FORMAT.md, "Parquet data files"): `read`,
+/// `check --deep`, `optimize` and `export` serve the Parquet file's own rows.
+#[test]
+fn a_cache_entry_planted_by_another_user_is_ignored() {
+    let f = fixture();
+    let t = f.t();
+    f.td(&["create", &t, "id:int", "s:str"]);
+    let one = f.dir.path().join("one.jsonl");
+    fs::write(&one, "{\"id\":0,\"s\":\"z\"}\n").unwrap();
+    f.td(&["append", &t, "--file", one.to_str().unwrap()]);
+    py(
+        r#"
+import sys, pyarrow as pa
+from deltalake import write_deltalake
+write_deltalake(sys.argv[1], pa.table({"id": pa.array([1, 2], pa.int64()), "s": ["a", None]}), mode="append")
+"#,
+        &f.table,
+    );
+    let real = "{\"id\":0,\"s\":\"z\"}\n{\"id\":1,\"s\":\"a\"}\n{\"id\":2,\"s\":null}\n";
+    let planted = "{\"id\":6,\"s\":\"x\"}\n{\"id\":6,\"s\":null}\n";
+    assert_eq!(real.len() - 17, planted.len());
+    let private = f.dir.path().join("rootcache");
+    let td = |args: &[&str]| {
+        let out = std::process::Command::new(TD_BIN)
+            .args(args)
+            .env("XDG_CACHE_HOME", &private)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // The entry's name, from a first read; then the cache is removed.
+    assert_eq!(td(&["read", &t]).1, real);
+    let jsonl = f.table.join("_tinydelta/jsonl");
+    let names: Vec<String> = fs::read_dir(&jsonl)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    fs::remove_dir_all(f.table.join("_tinydelta")).unwrap();
+    user::open_to_others(f.dir.path());
+    fs::set_permissions(&f.table, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    let u = user::test_user();
+    let out = u.sh(
+        &format!(
+            "mkdir -p '{j}' && chmod 755 '{j}' && printf '%s' '{planted}' > '{j}/{n}' && chmod 644 '{j}/{n}'",
+            j = jsonl.display(),
+            n = names[0]
+        ),
+        &[],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(fs::read_to_string(jsonl.join(&names[0])).unwrap(), planted);
+
+    let (code, out, err) = td(&["read", &t]);
+    assert_eq!(
+        (code, out.as_str()),
+        (Some(0), real),
+        "read served another user's cache entry: {err}"
+    );
+    let (code, _, err) = td(&["check", "--deep", &t]);
+    assert_eq!(code, Some(0), "{err}");
+    let dest = f.dir.path().join("exported");
+    let (code, _, err) = td(&["export", &t, dest.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = td(&["optimize", &t]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(td(&["read", &t]).1, real, "optimize wrote another user's rows");
+    let exported = td(&["read", dest.to_str().unwrap()]).1;
+    assert_eq!(
+        multiset(exported.as_bytes()),
+        multiset(real.as_bytes()),
+        "export copied another user's rows"
+    );
+    // The planted entry is still what the other user wrote: ignored, not trusted.
+    assert_eq!(fs::read_to_string(jsonl.join(&names[0])).unwrap(), planted);
+}
