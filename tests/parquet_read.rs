@@ -642,3 +642,48 @@ write_deltalake(sys.argv[1], pa.table({"id": pa.array([1, 2], pa.int64()), "s": 
     // The planted entry is still what the other user wrote: ignored, not trusted.
     assert_eq!(fs::read_to_string(jsonl.join(&names[0])).unwrap(), planted);
 }
+
+/// Review finding 2: the mount checks a Parquet data file at every open (and getattr) as it checks
+/// a JSONL one, so once the file is resized or deleted, `data.jsonl` and `parts/` are EIO, never
+/// the converted rows of what the file was.
+#[test]
+fn a_resized_or_deleted_parquet_file_is_eio_in_the_mount() {
+    let f = fixture();
+    py(
+        r#"
+import sys, pyarrow as pa
+from deltalake import write_deltalake
+write_deltalake(sys.argv[1], pa.table({"id": pa.array([1, 2], pa.int64())}))
+"#,
+        &f.table,
+    );
+    let part = fs::read_dir(&f.table)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "parquet"))
+        .expect("a parquet data file");
+    let real = "{\"id\":1}\n{\"id\":2}\n";
+    let _m = f.mount();
+    for rel in ["v/0/data.jsonl", "v/0/parts/0000000.jsonl"] {
+        assert_eq!(fs::read_to_string(f.m(rel)).unwrap(), real, "{rel}");
+    }
+    let saved = fs::read(&part).unwrap();
+    let mut grown = saved.clone();
+    grown.extend_from_slice(b"x\n");
+    for (how, damage) in [("resized", Some(grown)), ("deleted", None)] {
+        match &damage {
+            Some(bytes) => fs::write(&part, bytes).unwrap(),
+            None => fs::remove_file(&part).unwrap(),
+        }
+        for rel in ["v/0/data.jsonl", "v/0/parts/0000000.jsonl"] {
+            let e = fs::read(f.m(rel)).expect_err(&format!("{how}: {rel} served old rows"));
+            assert_eq!(e.raw_os_error(), Some(libc::EIO), "{how}: {rel}: {e}");
+        }
+        fs::write(&part, &saved).unwrap();
+        assert_eq!(
+            fs::read_to_string(f.m("v/0/data.jsonl")).unwrap(),
+            real,
+            "{how}: restored"
+        );
+    }
+}
