@@ -687,3 +687,40 @@ write_deltalake(sys.argv[1], pa.table({"id": pa.array([1, 2], pa.int64())}))
         );
     }
 }
+
+/// Review finding 4: a null in a NOT NULL column of a Parquet data file is refused when it is
+/// converted, naming the file, the row and the column, as in JSONL data; `check --deep` says so.
+#[test]
+fn a_null_in_a_not_null_column_of_a_parquet_file_is_refused() {
+    let f = fixture();
+    let t = f.t();
+    py(
+        r#"
+import sys, json, os, pyarrow as pa
+from deltalake import write_deltalake
+write_deltalake(sys.argv[1], pa.table({"id": pa.array([None, 2], pa.int64())}))
+# The log now says `id` is NOT NULL (as `tinydelta create T id:int!` would).
+p = os.path.join(sys.argv[1], "_delta_log", "00000000000000000000.json")
+out = []
+for line in open(p):
+    a = json.loads(line)
+    if "metaData" in a:
+        s = json.loads(a["metaData"]["schemaString"])
+        s["fields"][0]["nullable"] = False
+        a["metaData"]["schemaString"] = json.dumps(s)
+    out.append(json.dumps(a))
+open(p, "w").write("\n".join(out) + "\n")
+"#,
+        &f.table,
+    );
+    let (code, out, err) = td_any(&["read", &t]);
+    assert_eq!(code, 1, "read gave {}", String::from_utf8_lossy(&out));
+    assert!(
+        err.contains(".parquet") && err.contains("row 1") && err.contains("\"id\"") && err.contains("NOT NULL"),
+        "{err}"
+    );
+    let (code, out, err) = td_any(&["check", "--deep", &t]);
+    let said = format!("{}{err}", String::from_utf8_lossy(&out));
+    assert_ne!(code, 0, "check --deep called it whole: {said}");
+    assert!(said.contains("NOT NULL") && said.contains("row 1"), "{said}");
+}
