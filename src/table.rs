@@ -940,14 +940,24 @@ impl Table {
     }
 
     /// Prove every data file of `snapshot` present beneath the table, a regular file (no
-    /// symlink) of its recorded size, with one `fstatat` each and no read (`describe`: its
+    /// symlink) of its recorded size, with one `fstatat` each and no read of a JSONL file (a
+    /// Parquet file is converted, or found in the converted-rows cache) (`describe`: its
     /// numbers must be backed by the files; README, "Usage"). Errors: [`Error::Corrupt`] naming
     /// the first file that is missing, not a regular file, or of another size, as `read` says it.
     /// A file that a recorded retention vacuum deleted is not damage: the version's numbers are
     /// still what the log recorded, and `describe` lists which versions are readable.
     pub fn stat_data_files(&self, snapshot: &Snapshot) -> Result<()> {
         for f in &snapshot.files {
-            if let Err(e) = stat_data_file(&self.dir, &f.path, f.size) {
+            // A Parquet data file must also convert (read once, then from the cache): `describe`
+            // never reports a version `read` refuses.
+            let checked = stat_data_file(&self.dir, &f.path, f.size).and_then(|()| {
+                if is_parquet_name(&f.path) {
+                    self.converted(f, &snapshot.schema).map(|_| ())
+                } else {
+                    Ok(())
+                }
+            });
+            if let Err(e) = checked {
                 match crate::vacuum::explain_missing(self, snapshot.version, &f.path, e) {
                     Error::Vacuumed { .. } => {}
                     e => return Err(e),

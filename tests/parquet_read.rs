@@ -281,6 +281,10 @@ fn damaged_parquet_is_an_error_naming_the_file() {
         assert_eq!(code, 1, "{how}: {err}");
         assert!(out.is_empty(), "{how}: printed rows of a damaged file");
         assert!(err.contains(&name) && err.contains("Parquet"), "{how}: {err}");
+        // describe reports no version read refuses (review finding 6).
+        let (code, out, err) = td_any(&["describe", &t]);
+        assert_eq!(code, 1, "{how}: describe said {}", String::from_utf8_lossy(&out));
+        assert!(err.contains(&name), "{how}: {err}");
         assert_eq!(
             f.read_v(1),
             b"{\"id\":1,\"name\":null,\"score\":null,\"day\":null,\"at\":null,\"ok\":null}\n"
