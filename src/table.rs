@@ -581,10 +581,35 @@ impl Table {
     fn delta_checkpoint_files(&self, version: u64) -> Result<Vec<String>> {
         let entries = self.log.entries()?;
         let names = entries.iter().filter_map(|e| e.name.to_str());
-        crate::parquet::checkpoint_files(names, version).ok_or_else(|| Error::Corrupt {
-            path: self.log_dir.join(format!("{version:020}.checkpoint.parquet")),
-            reason: "the Delta checkpoint is incomplete (a part is missing) or of a kind tinydelta does not read"
-                .into(),
+        if let Some(files) = crate::parquet::checkpoint_files(names, version) {
+            return Ok(files);
+        }
+        // Name the first missing part of a multi-part checkpoint (`<v>.checkpoint.<i>.<n>.parquet`).
+        let prefix = format!("{version:020}.checkpoint.");
+        let present: std::collections::BTreeSet<(u64, u64)> = entries
+            .iter()
+            .filter_map(|e| e.name.to_str())
+            .filter_map(|n| n.strip_prefix(&prefix)?.strip_suffix(".parquet"))
+            .filter_map(|r| {
+                let (i, n) = r.split_once('.')?;
+                Some((i.parse().ok()?, n.parse().ok()?))
+            })
+            .map(|(i, n): (u64, u64)| (n, i))
+            .collect();
+        let missing = present.iter().map(|&(n, _)| n).find_map(|n| {
+            (1..=n.min(100_000))
+                .find(|i| !present.contains(&(n, *i)))
+                .map(|i| format!("{prefix}{i:010}.{n:010}.parquet"))
+        });
+        Err(match missing {
+            Some(name) => Error::Corrupt {
+                path: self.log_dir.join(name),
+                reason: "this part of the multi-part Delta checkpoint is missing".into(),
+            },
+            None => Error::Corrupt {
+                path: self.log_dir.join(format!("{version:020}.checkpoint.parquet")),
+                reason: "the Delta checkpoint is incomplete or of a kind tinydelta does not read".into(),
+            },
         })
     }
 

@@ -563,6 +563,12 @@ for i, part in enumerate([t.slice(0, half), t.slice(half)], start=1):
     let (code, out, err) = td_any(&["read", &t]);
     assert_eq!(code, 1, "{err}");
     assert!(out.is_empty() && err.contains("not available"), "{err}");
+    // The warning names the missing part, not a classic checkpoint that never existed.
+    assert!(
+        err.contains("00000000000000000011.checkpoint.0000000002.0000000002.parquet")
+            && !err.contains("00000000000000000011.checkpoint.parquet"),
+        "{err}"
+    );
 }
 
 /// Review finding 1: a converted-rows cache entry planted by another user in a world-writable
