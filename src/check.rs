@@ -221,8 +221,9 @@ fn check_versions(table: &Table, first: u64, end: u64, deep: bool, report: &mut 
                 {
                     let full = table.root().join(path);
                     if crate::parquet::is_parquet_name(path) {
-                        // Converting a Parquet file reads every row and checks the count.
-                        if let Err(e) = table.converted(entry, &latest.schema) {
+                        // Converting a Parquet file reads every row and checks the count: from
+                        // the Parquet file itself, never from the converted-rows cache.
+                        if let Err(e) = crate::parquet_cache::convert_fresh(table.dir(), entry, &latest.schema, false) {
                             report.damage(Some(entry.added_in), e.to_string(), RESTORE_HINT);
                         }
                         continue;

@@ -164,6 +164,26 @@ pub enum Error {
         reason: String,
     },
 
+    /// `tinydelta export` stopped on `source` after this run published DEST versions
+    /// `first..=last` (README, "Export"): DEST stays readable at version `last`.
+    #[error("{}; this run published versions {first}-{last} of {}, which now holds version {source_version} of {} (as its version {last}); nothing after was exported",
+        source.to_string().trim_end_matches("; nothing was committed").trim_end_matches("; nothing was exported"),
+        dest.display(), table.display())]
+    ExportStopped {
+        /// DEST.
+        dest: PathBuf,
+        /// The source table.
+        table: PathBuf,
+        /// The first DEST version this run published.
+        first: u64,
+        /// The last DEST version this run published.
+        last: u64,
+        /// The source version DEST's version `last` holds.
+        source_version: u64,
+        /// What stopped it.
+        source: Box<Error>,
+    },
+
     /// `tinydelta export` refuses its destination (README, "Export"): it holds something other
     /// than an earlier export of the same table, or another writer committed to it since.
     #[error("cannot export into {}: {reason}; nothing was exported", dest.display())]
@@ -234,6 +254,7 @@ impl Error {
             | Error::Vacuumed { .. }
             | Error::ChangesVacuumed { .. } => 4,
             Error::BadInput { .. } => 5,
+            Error::ExportStopped { source, .. } => source.exit_code(),
         }
     }
 

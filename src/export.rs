@@ -148,10 +148,50 @@ struct Dest {
 /// data files to a vacuum; [`Error::ConcurrentWrite`] when another writer published a DEST
 /// version while this export ran; [`Error::NotDurable`], [`Error::Io`]. On any error the
 /// versions already published stay (DEST is readable at its last complete version).
+///
+/// An error after this run published DEST versions is [`Error::ExportStopped`] (the exit
+/// status of the error under it), saying which DEST versions this run published. When it
+/// published none, the folders it created itself (DEST, `DEST/_delta_log`) are removed again,
+/// each only when empty.
 pub fn export(source: &Table, dest: &Path, mode: Mode, progress: &mut dyn FnMut(&Progress)) -> Result<Report> {
+    let existed = dest.try_exists().ctx("stat", dest)?;
+    let log_path = dest.join(LOG_DIR);
+    let log_existed = log_path.try_exists().ctx("stat", &log_path)?;
+    let mut report = Report::default();
+    match export_into(source, dest, mode, progress, &mut report) {
+        Ok(()) => Ok(report),
+        Err(e) => match report.dest_versions {
+            Some((first, last)) => Err(Error::ExportStopped {
+                dest: dest.to_path_buf(),
+                table: source.root().to_path_buf(),
+                first,
+                last,
+                source_version: report.source_version,
+                source: Box::new(e),
+            }),
+            None => {
+                // Only folders this run created, and only when empty (rmdir refuses others).
+                if !log_existed {
+                    let _ = std::fs::remove_dir(&log_path);
+                }
+                if !existed {
+                    let _ = std::fs::remove_dir(dest);
+                }
+                Err(e)
+            }
+        },
+    }
+}
+
+fn export_into(
+    source: &Table,
+    dest: &Path,
+    mode: Mode,
+    progress: &mut dyn FnMut(&Progress),
+    report: &mut Report,
+) -> Result<()> {
     let latest = source.latest_version()?;
     let mut d = Dest::open(dest, source)?;
-    let mut report = Report::default();
     if let Some(m) = &d.marker {
         let src_id = source.snapshot(m.source_version.min(latest))?.metadata.id;
         let refuse = |reason: String| Err(refused(dest, reason));
@@ -182,8 +222,8 @@ pub fn export(source: &Table, dest: &Path, mode: Mode, progress: &mut dyn FnMut(
         }
     }
     match mode {
-        Mode::AllVersions => export_all(source, &mut d, latest, &mut report, progress)?,
-        Mode::Snapshot(v) => export_snapshot(source, &mut d, v.unwrap_or(latest), &mut report, progress)?,
+        Mode::AllVersions => export_all(source, &mut d, latest, report, progress)?,
+        Mode::Snapshot(v) => export_snapshot(source, &mut d, v.unwrap_or(latest), report, progress)?,
     }
     // A run interrupted after a checkpoint version's commit but before its checkpoint.
     if let Some((v, _)) = d.latest
@@ -195,7 +235,7 @@ pub fn export(source: &Table, dest: &Path, mode: Mode, progress: &mut dyn FnMut(
         checkpoint::write(&d.log, v, &d.checkpoint_state())?;
         report.checkpoints.push(v);
     }
-    Ok(report)
+    Ok(())
 }
 
 fn refused(dest: &Path, reason: String) -> Error {
@@ -755,7 +795,7 @@ impl Dest {
             added_in: version,
         };
         let (file, _) = source
-            .open_rows(&entry, &snap.schema)
+            .open_rows_fresh(&entry, &snap.schema)
             .map_err(|e| crate::vacuum::explain_missing(source, version, &add.path, e))?;
         let (parent, name) = match rel.rsplit_once('/') {
             Some((p, n)) => (Some(p), n),

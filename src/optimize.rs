@@ -96,7 +96,7 @@ fn write_bin(table: &Table, schema: &crate::Schema, inputs: &[&FileEntry]) -> Re
         let mut out = table.dir().create_new(&name, 0o644)?;
         let mut bytes = 0u64;
         for f in inputs {
-            let (mut src, _) = table.open_rows(f, schema)?;
+            let (mut src, _) = table.open_rows_fresh(f, schema)?;
             bytes += std::io::copy(&mut src, &mut out).map_err(|e| Error::io("copy", table.root().join(&f.path), e))?;
         }
         out.flush().ctx("write", &path)?;

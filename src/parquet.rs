@@ -105,12 +105,24 @@ pub fn write_jsonl(
             line.clear();
             for (ci, c) in schema.columns.iter().enumerate() {
                 line.extend_from_slice(&prefixes[ci]);
+                let at = line.len();
                 match (&fixed[ci], cols[ci]) {
                     (Some(v), _) => line.extend_from_slice(v),
                     (None, None) => line.extend_from_slice(b"null"),
                     (None, Some(a)) => value_json(a, r, c.ty, &mut line).map_err(|why| {
                         corrupt(path, format!("row {}, column {:?}: {why}", rows + r as u64 + 1, c.name))
                     })?,
+                }
+                // A NOT NULL column holds no null, whatever the file format (as JSONL data).
+                if !c.nullable && &line[at..] == b"null" {
+                    return Err(corrupt(
+                        path,
+                        format!(
+                            "row {}, column {:?}: null value for a NOT NULL column",
+                            rows + r as u64 + 1,
+                            c.name
+                        ),
+                    ));
                 }
             }
             if schema.columns.is_empty() {
@@ -158,11 +170,12 @@ fn partition_json(ty: ColumnType, s: &str) -> std::result::Result<Vec<u8>, Strin
     let bad = || format!("{s:?} is not a {}", ty.cli_name());
     let mut out = Vec::new();
     match ty {
+        // An empty value is null for every type, strings included (PROTOCOL "Partition Value
+        // Serialization": "an empty string for any type translates to a null partition value").
+        _ if s.is_empty() => out.extend_from_slice(b"null"),
         ColumnType::Str => {
             let _ = serde_json::to_writer(&mut out, s);
         }
-        // An empty value of a non-string column is null (PROTOCOL: an empty string is null).
-        _ if s.is_empty() => out.extend_from_slice(b"null"),
         ColumnType::Int => out.extend_from_slice(s.parse::<i64>().map_err(|_| bad())?.to_string().as_bytes()),
         ColumnType::Float => {
             let f: f64 = s.parse().map_err(|_| bad())?;
@@ -490,7 +503,8 @@ mod tests {
     fn partition_values_are_typed() {
         assert_eq!(partition_json(ColumnType::Int, "2013").unwrap(), b"2013");
         assert_eq!(partition_json(ColumnType::Int, "").unwrap(), b"null");
-        assert_eq!(partition_json(ColumnType::Str, "").unwrap(), b"\"\"");
+        assert_eq!(partition_json(ColumnType::Str, "").unwrap(), b"null");
+        assert_eq!(partition_json(ColumnType::Str, " ").unwrap(), b"\" \"");
         assert_eq!(partition_json(ColumnType::Float, "1").unwrap(), b"1.0");
         assert_eq!(
             partition_json(ColumnType::Timestamp, "2024-01-02 03:04:05").unwrap(),

@@ -47,10 +47,47 @@ impl Converted {
         self.dir.join(&self.rel)
     }
 
-    /// Open it, checked as a JSONL data file ([`crate::table::open_data_file`]).
+    /// Open it, checked as a JSONL data file ([`crate::table::open_data_file`]) and, on the
+    /// open descriptor, as an entry this process may trust ([`trusted`]).
+    /// Errors: as [`crate::table::open_data_file`]; [`Error::Corrupt`] for an untrusted entry.
     pub fn open(&self) -> Result<File> {
-        crate::table::open_data_file(&self.dir, &self.rel, self.len)
+        let f = crate::table::open_data_file(&self.dir, &self.rel, self.len)?;
+        let st = rustix::fs::fstat(&f).map_err(|e| Error::io("stat", self.path(), e.into()))?;
+        if !trusted(&st) {
+            return Err(Error::Corrupt {
+                path: self.path(),
+                reason: untrusted_reason(&st),
+            });
+        }
+        Ok(f)
     }
+}
+
+/// Whether this process may trust a cache folder or entry with status `st` (docs/FORMAT.md,
+/// "Parquet data files"): owned by its effective uid and not writable by group or others.
+/// Asked of the open descriptor (`fstat`), never of a path.
+pub fn trusted(st: &rustix::fs::Stat) -> bool {
+    st.st_uid == rustix::process::geteuid().as_raw() && st.st_mode & 0o022 == 0
+}
+
+fn untrusted_reason(st: &rustix::fs::Stat) -> String {
+    format!(
+        "not trusted as a converted-rows cache: owned by uid {} with mode {:o} (this process runs as uid {})",
+        st.st_uid,
+        st.st_mode & 0o7777,
+        rustix::process::geteuid().as_raw()
+    )
+}
+
+/// Whether the cache folder `dir` may be trusted ([`trusted`], by `fstat` of its handle); an
+/// untrusted one is logged (warn) and ignored by the caller.
+fn dir_trusted(dir: &Dir) -> Result<bool> {
+    let st = rustix::fs::fstat(dir.fd()).map_err(|e| Error::io("stat", dir.path(), e.into()))?;
+    if trusted(&st) {
+        return Ok(true);
+    }
+    ::log::warn!("{}: ignored, {}", dir.path().display(), untrusted_reason(&st));
+    Ok(false)
 }
 
 fn fnv(seed: u64, bytes: &[u8]) -> u64 {
@@ -93,21 +130,24 @@ fn memo() -> &'static Memo {
 
 /// The per-user cache folder for the table folder `root`: `$XDG_CACHE_HOME/tinydelta/<hash>`
 /// or `$HOME/.cache/tinydelta/<hash>` (the [`path_hash`] of the table folder's absolute path),
-/// created with mode 0700 when `create`. `None` when neither variable is set (or, without
-/// `create`, when the folder does not exist).
+/// (or, with neither set, `$TMPDIR/tinydelta-<euid>/<hash>`), created with mode 0700 when
+/// `create`. `None` without `create` when the folder does not exist or is not trusted
+/// ([`trusted`]); with `create`, an untrusted folder is an error.
 fn user_dir(root: &Path, create: bool) -> Result<Option<Dir>> {
     use std::os::unix::fs::DirBuilderExt;
     let base = match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
         (Some(x), _) if !x.is_empty() => PathBuf::from(x),
         (_, Some(h)) if !h.is_empty() => PathBuf::from(h).join(".cache"),
-        _ => return Ok(None),
+        // No home: a folder of this user's own in the temporary folder (trusted only when it
+        // is owned by this user and private, checked below).
+        _ => std::env::temp_dir().join(format!("tinydelta-{}", rustix::process::geteuid().as_raw())),
     };
     let abs = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
     let dir = base.join("tinydelta").join(path_hash(&abs.to_string_lossy()));
     if !create {
         return match Dir::open(&dir) {
-            Ok(d) => Ok(Some(d)),
-            Err(_) => Ok(None),
+            Ok(d) if dir_trusted(&d)? => Ok(Some(d)),
+            _ => Ok(None),
         };
     }
     std::fs::DirBuilder::new()
@@ -115,15 +155,30 @@ fn user_dir(root: &Path, create: bool) -> Result<Option<Dir>> {
         .mode(0o700)
         .create(&dir)
         .map_err(|e| Error::io("create", &dir, e))?;
-    Dir::open(&dir).map(Some)
+    let d = Dir::open(&dir)?;
+    if !dir_trusted(&d)? {
+        let st = rustix::fs::fstat(d.fd()).map_err(|e| Error::io("stat", &dir, e.into()))?;
+        return Err(Error::Corrupt {
+            path: dir,
+            reason: untrusted_reason(&st),
+        });
+    }
+    Ok(Some(d))
 }
 
-/// The cache folder in the table (`_tinydelta/jsonl`), created when `create`.
+/// The cache folder in the table (`_tinydelta/jsonl`), created when `create`. `None` when it
+/// does not exist or is not trusted ([`trusted`]: another user's folder is ignored, never read
+/// or written).
 fn table_dir(root: &Dir, create: bool) -> Result<Option<Dir>> {
-    if create {
-        return Ok(Some(root.create_dir("_tinydelta", 0o755)?.create_dir("jsonl", 0o755)?));
+    let d = if create {
+        Some(root.create_dir("_tinydelta", 0o755)?.create_dir("jsonl", 0o755)?)
+    } else {
+        root.try_dir(CACHE_DIR)?
+    };
+    match d {
+        Some(d) if dir_trusted(&d)? => Ok(Some(d)),
+        _ => Ok(None),
     }
-    root.try_dir(CACHE_DIR)
 }
 
 /// Find an entry with `prefix` in `dir`: (name, len).
@@ -200,7 +255,14 @@ pub fn converted(root: &Dir, file: &FileEntry, schema: &Schema) -> Result<Conver
         }
     }
     match table_dir(root, true).and_then(|d| {
-        let d = d.ok_or_else(|| Error::io("create", root.join(CACHE_DIR), std::io::ErrorKind::NotFound.into()))?;
+        // An untrusted folder in the table: as if it could not be written.
+        let d = d.ok_or_else(|| {
+            Error::io(
+                "create",
+                root.join(CACHE_DIR),
+                std::io::Error::from_raw_os_error(libc::EACCES),
+            )
+        })?;
         write_entry(&d, root, &source, file, schema, &prefix)
     }) {
         Ok(c) => Ok(c),
@@ -210,6 +272,78 @@ pub fn converted(root: &Dir, file: &FileEntry, schema: &Schema) -> Result<Conver
         },
         Err(e) => Err(e),
     }
+}
+
+/// Convert the open Parquet data file `source` (`file`, beneath `root`) to `out` (at
+/// `out_path`, for messages) and check its row count against `add.stats.numRecords`.
+fn convert(
+    root: &Dir,
+    source: &File,
+    file: &FileEntry,
+    schema: &Schema,
+    out: &mut impl std::io::Write,
+    out_path: &Path,
+) -> Result<u64> {
+    let data_path = root.join(&file.path);
+    let src = source.try_clone().map_err(|e| Error::io("open", &data_path, e))?;
+    let rows =
+        crate::parquet::write_jsonl(src, &data_path, schema, &file.partition_values, out).map_err(|e| match e {
+            Error::Io { op, source, .. } => Error::io(op, out_path, source),
+            e => e,
+        })?;
+    if file.has_stats && rows != file.num_records {
+        return Err(Error::Corrupt {
+            path: data_path,
+            reason: format!(
+                "data file holds {rows} rows, but its add action's stats say {}",
+                file.num_records
+            ),
+        });
+    }
+    Ok(rows)
+}
+
+/// The rows of the Parquet data file `file` (beneath `root`) under `schema`, converted now from
+/// the Parquet file itself, never from a cache: for the writers that turn rows into new data
+/// (`optimize`, `export`) and for `check --deep`. Without `keep` it only checks (the rows are
+/// written to nowhere) and returns `None`; with `keep`, a private temporary file (mode 0600 in
+/// the temporary folder, unlinked at once) holding the rows, positioned at its start, with its
+/// length in bytes.
+/// Errors: as [`converted`].
+pub fn convert_fresh(root: &Dir, file: &FileEntry, schema: &Schema, keep: bool) -> Result<Option<(File, u64)>> {
+    use std::io::{Seek, Write};
+    let source = open_source(root, file)?;
+    if !keep {
+        convert(
+            root,
+            &source,
+            file,
+            schema,
+            &mut std::io::sink(),
+            Path::new("/dev/null"),
+        )?;
+        return Ok(None);
+    }
+    use std::os::unix::fs::OpenOptionsExt;
+    // O_CREAT | O_EXCL: never through a name someone else made (a symlink included).
+    let tmp_path = std::env::temp_dir().join(format!(".tinydelta-rows-{}.tmp", uuid::Uuid::new_v4().simple()));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp_path)
+        .map_err(|e| Error::io("create", &tmp_path, e))?;
+    let _ = std::fs::remove_file(&tmp_path);
+    let mut w = BufWriter::with_capacity(1 << 20, f);
+    convert(root, &source, file, schema, &mut w, &tmp_path)?;
+    w.flush().map_err(|e| Error::io("write", &tmp_path, e))?;
+    let mut f = w
+        .into_inner()
+        .map_err(|e| Error::io("write", &tmp_path, e.into_error()))?;
+    let len = f.stream_position().map_err(|e| Error::io("seek", &tmp_path, e))?;
+    f.rewind().map_err(|e| Error::io("seek", &tmp_path, e))?;
+    Ok(Some((f, len)))
 }
 
 /// Convert `source` into a new cache entry in `dir`: written to a temporary, then linked under
@@ -222,27 +356,11 @@ fn write_entry(
     schema: &Schema,
     prefix: &str,
 ) -> Result<Converted> {
-    let data_path = root.join(&file.path);
     let tmp = format!(".{prefix}{}.tmp", uuid::Uuid::new_v4().simple());
     let tmp_path = dir.join(&tmp);
     let res = (|| {
         let mut w = BufWriter::with_capacity(1 << 20, dir.create_new(&tmp, 0o644)?);
-        let src = source.try_clone().map_err(|e| Error::io("open", &data_path, e))?;
-        let rows = crate::parquet::write_jsonl(src, &data_path, schema, &file.partition_values, &mut w).map_err(
-            |e| match e {
-                Error::Io { op, source, .. } => Error::io(op, &tmp_path, source),
-                e => e,
-            },
-        )?;
-        if file.has_stats && rows != file.num_records {
-            return Err(Error::Corrupt {
-                path: data_path.clone(),
-                reason: format!(
-                    "data file holds {rows} rows, but its add action's stats say {}",
-                    file.num_records
-                ),
-            });
-        }
+        convert(root, source, file, schema, &mut w, &tmp_path)?;
         let f = w
             .into_inner()
             .map_err(|e| Error::io("write", &tmp_path, e.into_error()))?;

@@ -581,10 +581,35 @@ impl Table {
     fn delta_checkpoint_files(&self, version: u64) -> Result<Vec<String>> {
         let entries = self.log.entries()?;
         let names = entries.iter().filter_map(|e| e.name.to_str());
-        crate::parquet::checkpoint_files(names, version).ok_or_else(|| Error::Corrupt {
-            path: self.log_dir.join(format!("{version:020}.checkpoint.parquet")),
-            reason: "the Delta checkpoint is incomplete (a part is missing) or of a kind tinydelta does not read"
-                .into(),
+        if let Some(files) = crate::parquet::checkpoint_files(names, version) {
+            return Ok(files);
+        }
+        // Name the first missing part of a multi-part checkpoint (`<v>.checkpoint.<i>.<n>.parquet`).
+        let prefix = format!("{version:020}.checkpoint.");
+        let present: std::collections::BTreeSet<(u64, u64)> = entries
+            .iter()
+            .filter_map(|e| e.name.to_str())
+            .filter_map(|n| n.strip_prefix(&prefix)?.strip_suffix(".parquet"))
+            .filter_map(|r| {
+                let (i, n) = r.split_once('.')?;
+                Some((i.parse().ok()?, n.parse().ok()?))
+            })
+            .map(|(i, n): (u64, u64)| (n, i))
+            .collect();
+        let missing = present.iter().map(|&(n, _)| n).find_map(|n| {
+            (1..=n.min(100_000))
+                .find(|i| !present.contains(&(n, *i)))
+                .map(|i| format!("{prefix}{i:010}.{n:010}.parquet"))
+        });
+        Err(match missing {
+            Some(name) => Error::Corrupt {
+                path: self.log_dir.join(name),
+                reason: "this part of the multi-part Delta checkpoint is missing".into(),
+            },
+            None => Error::Corrupt {
+                path: self.log_dir.join(format!("{version:020}.checkpoint.parquet")),
+                reason: "the Delta checkpoint is incomplete or of a kind tinydelta does not read".into(),
+            },
         })
     }
 
@@ -916,6 +941,19 @@ impl Table {
         Ok((self.open_data_file(&f.path, f.size)?, f.size))
     }
 
+    /// [`Table::open_rows`], but a Parquet data file's rows are converted now from the Parquet
+    /// file itself into a private temporary file, never read from the converted-rows cache: for
+    /// the writers that turn rows into new data (`optimize`, `export`). Errors: as
+    /// [`Table::open_rows`].
+    pub fn open_rows_fresh(&self, f: &crate::snapshot::FileEntry, schema: &Schema) -> Result<(File, u64)> {
+        if is_parquet_name(&f.path)
+            && let Some(out) = crate::parquet_cache::convert_fresh(&self.dir, f, schema, true)?
+        {
+            return Ok(out);
+        }
+        Ok((self.open_data_file(&f.path, f.size)?, f.size))
+    }
+
     /// The converted rows of the Parquet data file `f` under `schema` ([`Table::open_rows`]).
     /// Errors: as [`crate::parquet_cache::converted`].
     pub fn converted(
@@ -927,14 +965,24 @@ impl Table {
     }
 
     /// Prove every data file of `snapshot` present beneath the table, a regular file (no
-    /// symlink) of its recorded size, with one `fstatat` each and no read (`describe`: its
+    /// symlink) of its recorded size, with one `fstatat` each and no read of a JSONL file (a
+    /// Parquet file is converted, or found in the converted-rows cache) (`describe`: its
     /// numbers must be backed by the files; README, "Usage"). Errors: [`Error::Corrupt`] naming
     /// the first file that is missing, not a regular file, or of another size, as `read` says it.
     /// A file that a recorded retention vacuum deleted is not damage: the version's numbers are
     /// still what the log recorded, and `describe` lists which versions are readable.
     pub fn stat_data_files(&self, snapshot: &Snapshot) -> Result<()> {
         for f in &snapshot.files {
-            if let Err(e) = stat_data_file(&self.dir, &f.path, f.size) {
+            // A Parquet data file must also convert (read once, then from the cache): `describe`
+            // never reports a version `read` refuses.
+            let checked = stat_data_file(&self.dir, &f.path, f.size).and_then(|()| {
+                if is_parquet_name(&f.path) {
+                    self.converted(f, &snapshot.schema).map(|_| ())
+                } else {
+                    Ok(())
+                }
+            });
+            if let Err(e) = checked {
                 match crate::vacuum::explain_missing(self, snapshot.version, &f.path, e) {
                     Error::Vacuumed { .. } => {}
                     e => return Err(e),

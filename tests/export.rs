@@ -661,11 +661,22 @@ fn bad_rows_in_a_source_data_file_fail_naming_the_file_and_line() {
     let broken = second.replacen("\"id\":5", "\"id\":\"", 1);
     assert_eq!(broken.len(), second.len());
     std::fs::write(&p, bytes.replacen(second, &broken, 1)).unwrap();
-    export(&src, &dest, &["--all-versions"])
-        .code(1)
-        .stderr_has(&[&part, "line 2"]);
+    let out = export(&src, &dest, &["--all-versions"]);
+    let out = out.code(1);
+    // The message says what this run did publish (review finding 5).
+    let out = out.stderr_has(&[
+        &part,
+        "line 2",
+        "this run published versions 0-1 of",
+        "nothing after was exported",
+    ]);
+    assert!(!out.stderr.contains("nothing was"), "{}", out.stderr);
     // Versions before the bad file were exported and read normally.
     assert_eq!(dest_versions(&dest), vec![0, 1]);
+    // A refused run that published nothing leaves no folder of its own behind.
+    let fresh = tmp.path().join("fresh");
+    export(&src, &fresh, &["--version", "99"]).code(4);
+    assert!(!fresh.exists(), "a refused export left {} behind", fresh.display());
     assert_readers_agree(&src, &dest, &all_versions(&src, 0..=1), true);
 }
 

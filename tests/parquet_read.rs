@@ -281,6 +281,10 @@ fn damaged_parquet_is_an_error_naming_the_file() {
         assert_eq!(code, 1, "{how}: {err}");
         assert!(out.is_empty(), "{how}: printed rows of a damaged file");
         assert!(err.contains(&name) && err.contains("Parquet"), "{how}: {err}");
+        // describe reports no version read refuses (review finding 6).
+        let (code, out, err) = td_any(&["describe", &t]);
+        assert_eq!(code, 1, "{how}: describe said {}", String::from_utf8_lossy(&out));
+        assert!(err.contains(&name), "{how}: {err}");
         assert_eq!(
             f.read_v(1),
             b"{\"id\":1,\"name\":null,\"score\":null,\"day\":null,\"at\":null,\"ok\":null}\n"
@@ -559,4 +563,174 @@ for i, part in enumerate([t.slice(0, half), t.slice(half)], start=1):
     let (code, out, err) = td_any(&["read", &t]);
     assert_eq!(code, 1, "{err}");
     assert!(out.is_empty() && err.contains("not available"), "{err}");
+    // The warning names the missing part, not a classic checkpoint that never existed.
+    assert!(
+        err.contains("00000000000000000011.checkpoint.0000000002.0000000002.parquet")
+            && !err.contains("00000000000000000011.checkpoint.parquet"),
+        "{err}"
+    );
+}
+
+/// Review finding 1: a converted-rows cache entry planted by another user in a world-writable
+/// table folder (sticky, 1777) is never trusted (docs/FORMAT.md, "Parquet data files"): `read`,
+/// `check --deep`, `optimize` and `export` serve the Parquet file's own rows.
+#[test]
+fn a_cache_entry_planted_by_another_user_is_ignored() {
+    let f = fixture();
+    let t = f.t();
+    f.td(&["create", &t, "id:int", "s:str"]);
+    let one = f.dir.path().join("one.jsonl");
+    fs::write(&one, "{\"id\":0,\"s\":\"z\"}\n").unwrap();
+    f.td(&["append", &t, "--file", one.to_str().unwrap()]);
+    py(
+        r#"
+import sys, pyarrow as pa
+from deltalake import write_deltalake
+write_deltalake(sys.argv[1], pa.table({"id": pa.array([1, 2], pa.int64()), "s": ["a", None]}), mode="append")
+"#,
+        &f.table,
+    );
+    let real = "{\"id\":0,\"s\":\"z\"}\n{\"id\":1,\"s\":\"a\"}\n{\"id\":2,\"s\":null}\n";
+    let planted = "{\"id\":6,\"s\":\"x\"}\n{\"id\":6,\"s\":null}\n";
+    assert_eq!(real.len() - 17, planted.len());
+    let private = f.dir.path().join("rootcache");
+    let td = |args: &[&str]| {
+        let out = std::process::Command::new(TD_BIN)
+            .args(args)
+            .env("XDG_CACHE_HOME", &private)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // The entry's name, from a first read; then the cache is removed.
+    assert_eq!(td(&["read", &t]).1, real);
+    let jsonl = f.table.join("_tinydelta/jsonl");
+    let names: Vec<String> = fs::read_dir(&jsonl)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    fs::remove_dir_all(f.table.join("_tinydelta")).unwrap();
+    user::open_to_others(f.dir.path());
+    fs::set_permissions(&f.table, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    let u = user::test_user();
+    let out = u.sh(
+        &format!(
+            "mkdir -p '{j}' && chmod 755 '{j}' && printf '%s' '{planted}' > '{j}/{n}' && chmod 644 '{j}/{n}'",
+            j = jsonl.display(),
+            n = names[0]
+        ),
+        &[],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(fs::read_to_string(jsonl.join(&names[0])).unwrap(), planted);
+
+    let (code, out, err) = td(&["read", &t]);
+    assert_eq!(
+        (code, out.as_str()),
+        (Some(0), real),
+        "read served another user's cache entry: {err}"
+    );
+    let (code, _, err) = td(&["check", "--deep", &t]);
+    assert_eq!(code, Some(0), "{err}");
+    let dest = f.dir.path().join("exported");
+    let (code, _, err) = td(&["export", &t, dest.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = td(&["optimize", &t]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(td(&["read", &t]).1, real, "optimize wrote another user's rows");
+    let exported = td(&["read", dest.to_str().unwrap()]).1;
+    assert_eq!(
+        multiset(exported.as_bytes()),
+        multiset(real.as_bytes()),
+        "export copied another user's rows"
+    );
+    // The planted entry is still what the other user wrote: ignored, not trusted.
+    assert_eq!(fs::read_to_string(jsonl.join(&names[0])).unwrap(), planted);
+}
+
+/// Review finding 2: the mount checks a Parquet data file at every open (and getattr) as it checks
+/// a JSONL one, so once the file is resized or deleted, `data.jsonl` and `parts/` are EIO, never
+/// the converted rows of what the file was.
+#[test]
+fn a_resized_or_deleted_parquet_file_is_eio_in_the_mount() {
+    let f = fixture();
+    py(
+        r#"
+import sys, pyarrow as pa
+from deltalake import write_deltalake
+write_deltalake(sys.argv[1], pa.table({"id": pa.array([1, 2], pa.int64())}))
+"#,
+        &f.table,
+    );
+    let part = fs::read_dir(&f.table)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "parquet"))
+        .expect("a parquet data file");
+    let real = "{\"id\":1}\n{\"id\":2}\n";
+    let _m = f.mount();
+    for rel in ["v/0/data.jsonl", "v/0/parts/0000000.jsonl"] {
+        assert_eq!(fs::read_to_string(f.m(rel)).unwrap(), real, "{rel}");
+    }
+    let saved = fs::read(&part).unwrap();
+    let mut grown = saved.clone();
+    grown.extend_from_slice(b"x\n");
+    for (how, damage) in [("resized", Some(grown)), ("deleted", None)] {
+        match &damage {
+            Some(bytes) => fs::write(&part, bytes).unwrap(),
+            None => fs::remove_file(&part).unwrap(),
+        }
+        for rel in ["v/0/data.jsonl", "v/0/parts/0000000.jsonl"] {
+            let e = fs::read(f.m(rel)).expect_err(&format!("{how}: {rel} served old rows"));
+            assert_eq!(e.raw_os_error(), Some(libc::EIO), "{how}: {rel}: {e}");
+        }
+        fs::write(&part, &saved).unwrap();
+        assert_eq!(
+            fs::read_to_string(f.m("v/0/data.jsonl")).unwrap(),
+            real,
+            "{how}: restored"
+        );
+    }
+}
+
+/// Review finding 4: a null in a NOT NULL column of a Parquet data file is refused when it is
+/// converted, naming the file, the row and the column, as in JSONL data; `check --deep` says so.
+#[test]
+fn a_null_in_a_not_null_column_of_a_parquet_file_is_refused() {
+    let f = fixture();
+    let t = f.t();
+    py(
+        r#"
+import sys, json, os, pyarrow as pa
+from deltalake import write_deltalake
+write_deltalake(sys.argv[1], pa.table({"id": pa.array([None, 2], pa.int64())}))
+# The log now says `id` is NOT NULL (as `tinydelta create T id:int!` would).
+p = os.path.join(sys.argv[1], "_delta_log", "00000000000000000000.json")
+out = []
+for line in open(p):
+    a = json.loads(line)
+    if "metaData" in a:
+        s = json.loads(a["metaData"]["schemaString"])
+        s["fields"][0]["nullable"] = False
+        a["metaData"]["schemaString"] = json.dumps(s)
+    out.append(json.dumps(a))
+open(p, "w").write("\n".join(out) + "\n")
+"#,
+        &f.table,
+    );
+    let (code, out, err) = td_any(&["read", &t]);
+    assert_eq!(code, 1, "read gave {}", String::from_utf8_lossy(&out));
+    assert!(
+        err.contains(".parquet") && err.contains("row 1") && err.contains("\"id\"") && err.contains("NOT NULL"),
+        "{err}"
+    );
+    let (code, out, err) = td_any(&["check", "--deep", &t]);
+    let said = format!("{}{err}", String::from_utf8_lossy(&out));
+    assert_ne!(code, 0, "check --deep called it whole: {said}");
+    assert!(said.contains("NOT NULL") && said.contains("row 1"), "{said}");
 }

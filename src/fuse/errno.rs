@@ -130,6 +130,7 @@ fn table_errno(e: &crate::Error) -> i32 {
         Error::ReadOnlyTable { .. } => libc::EROFS,
         Error::LinkUnsupported { .. } => libc::EOPNOTSUPP,
         Error::Usage(_) => libc::EINVAL,
+        Error::ExportStopped { source, .. } => table_errno(source),
     }
 }
 

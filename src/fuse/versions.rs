@@ -35,6 +35,10 @@ pub struct VersionBody {
     /// The data files as the log names them (decoded paths), in snapshot order: the parts of
     /// `data` are these, or their converted rows for Parquet data files.
     pub sources: Arc<[String]>,
+    /// The Parquet data files among them with their `add.size` in bytes: checked beneath the
+    /// table at every open and getattr ([`VersionSet::check_parquet`]) before their converted
+    /// rows are served.
+    pub parquet: Arc<[(String, u64)]>,
 }
 
 /// One file of a concatenation.
@@ -371,6 +375,19 @@ impl Versions {
         Ok(false)
     }
 
+    /// Check that every Parquet data file of `version` is still what the log says: present
+    /// beneath the table, a regular file (no symlink) of its `add.size`, on the open descriptor
+    /// ([`crate::table::open_data_file`]), as a JSONL data file is checked when opened. Asked at
+    /// every open and getattr of `data.jsonl` and `parts/`, so a resized or deleted Parquet file
+    /// is EIO naming it, never answered from its converted rows. Errors: [`Error::Corrupt`].
+    pub fn check_parquet(&self, version: u64) -> FsResult<()> {
+        let body = self.body(version)?;
+        for (path, size) in body.parquet.iter() {
+            crate::table::open_data_file(self.table.dir(), path, *size)?;
+        }
+        Ok(())
+    }
+
     /// The body of `version` (log replay on a cache miss).
     pub fn body(&self, version: u64) -> FsResult<Arc<VersionBody>> {
         if let Some(b) = lock(&self.bodies).get(&version) {
@@ -397,6 +414,12 @@ impl Versions {
             data: Arc::new(data),
             schema_json: Arc::from(snap.schema.to_pretty_json().into_bytes()),
             sources: snap.files.iter().map(|f| f.path.clone()).collect(),
+            parquet: snap
+                .files
+                .iter()
+                .filter(|f| crate::parquet::is_parquet_name(&f.path))
+                .map(|f| (f.path.clone(), f.size))
+                .collect(),
         });
         lock(&self.bodies).put(version, body.clone());
         Ok(body)

@@ -342,8 +342,11 @@ impl TableView {
             Node::VersionFile(v, f) => {
                 self.check_version(v)?;
                 let head = self.versions.head(v)?;
-                if f == VersionFile::Data && self.versions.data_gone(v)? {
-                    return Err(FsError::NotFound);
+                if f == VersionFile::Data {
+                    if self.versions.data_gone(v)? {
+                        return Err(FsError::NotFound);
+                    }
+                    self.versions.check_parquet(v)?;
                 }
                 let size = match f {
                     VersionFile::Data => self.versions.body(v)?.data.len,
@@ -372,6 +375,7 @@ impl TableView {
             }
             Node::Part(v, i) => {
                 let part = self.part(v, i)?;
+                self.versions.check_parquet(v)?;
                 let t = ms_to_time(self.versions.head(v)?.timestamp_ms);
                 Ok(self.attr(ino, Kind::File, part.len, 0o444, 1, t, vttl))
             }
@@ -626,8 +630,11 @@ impl TableView {
                     return Err(FsError::ReadOnly);
                 }
                 self.check_version(v)?;
-                if f == VersionFile::Data && self.versions.data_gone(v)? {
-                    return Err(FsError::NotFound);
+                if f == VersionFile::Data {
+                    if self.versions.data_gone(v)? {
+                        return Err(FsError::NotFound);
+                    }
+                    self.versions.check_parquet(v)?;
                 }
                 let handle = match f {
                     VersionFile::Data => Handle::Concat(ConcatReader::new(
@@ -674,7 +681,8 @@ impl TableView {
                     return Err(FsError::ReadOnly);
                 }
                 let part = self.part(v, i)?;
-                let one = Concat::new(self.table().root(), [(part.rel, part.len)]);
+                self.versions.check_parquet(v)?;
+                let one = Concat::new_in(self.table().root(), [(part.rel, part.len, part.dir)]);
                 Ok(Opened {
                     fh: self.new_handle(Handle::Concat(ConcatReader::new(
                         Arc::new(one),
@@ -697,6 +705,7 @@ impl TableView {
     /// "Reading"). `None` for every other node.
     pub fn backing_file(&self, ino: u64) -> FsResult<Option<Arc<File>>> {
         if let Some(Node::Part(v, i)) = Node::from_ino(ino) {
+            self.versions.check_parquet(v)?;
             return Ok(Some(self.versions.files().get_checked(&self.part(v, i)?)?));
         }
         let Some(Node::VersionFile(v, f)) = Node::from_ino(ino) else {
@@ -706,6 +715,7 @@ impl TableView {
         match f {
             VersionFile::Data => {
                 let body = self.versions.body(v)?;
+                self.versions.check_parquet(v)?;
                 match body.data.single() {
                     Some(part) => Ok(Some(files.get_checked(part)?)),
                     None => Ok(None),
