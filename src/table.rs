@@ -1306,17 +1306,7 @@ impl Table {
         ts: i64,
         blind: bool,
     ) -> Action {
-        Action::commit_info(CommitInfo {
-            timestamp: ts,
-            timestamp_recorded: true,
-            operation: operation.into(),
-            operation_parameters: params.clone(),
-            read_version: Some(v as i64 - 1),
-            isolation_level: Some("WriteSerializable".into()),
-            is_blind_append: blind,
-            operation_metrics: metrics.clone(),
-            engine_info: Some(ENGINE_INFO.into()),
-        })
+        commit_info_action(operation, params, metrics, v as i64 - 1, ts, blind)
     }
 
     /// An idempotent append (Delta PROTOCOL "Transaction Identifiers"; README, "Idempotent
@@ -1624,14 +1614,27 @@ pub(crate) fn serializable_info(
     read_version: u64,
     ts: i64,
 ) -> Action {
+    commit_info_action(operation, params, metrics, read_version as i64, ts, false)
+}
+
+/// The `commitInfo` action of a WriteSerializable tinydelta commit that read `read_version`,
+/// committed at `ts` (ms since epoch); `blind`: an append that read nothing it depends on.
+fn commit_info_action(
+    operation: &str,
+    params: &BTreeMap<String, String>,
+    metrics: &BTreeMap<String, String>,
+    read_version: i64,
+    ts: i64,
+    blind: bool,
+) -> Action {
     Action::commit_info(CommitInfo {
         timestamp: ts,
         timestamp_recorded: true,
         operation: operation.into(),
         operation_parameters: params.clone(),
-        read_version: Some(read_version as i64),
+        read_version: Some(read_version),
         isolation_level: Some("WriteSerializable".into()),
-        is_blind_append: false,
+        is_blind_append: blind,
         operation_metrics: metrics.clone(),
         engine_info: Some(ENGINE_INFO.into()),
     })
