@@ -857,6 +857,17 @@ impl Table {
         replay.snapshot(&self.root, version, last.unwrap_or_default())
     }
 
+    /// [`Table::snapshot`] shared: the newest snapshot this handle built when it is of
+    /// `version` (no copy of its file list), else a new one. Errors: as [`Table::snapshot`].
+    pub fn snapshot_arc(&self, version: u64) -> Result<Arc<Snapshot>> {
+        self.check_version(version)?;
+        let tip = lock(&self.tip).clone().filter(|t| t.version == version);
+        match tip {
+            Some(t) => Ok(t),
+            None => Ok(Arc::new(self.snapshot(version)?)),
+        }
+    }
+
     /// The snapshot of the newest version.
     pub fn latest_snapshot(&self) -> Result<Snapshot> {
         self.snapshot(self.latest_version()?)
@@ -1219,7 +1230,7 @@ impl Table {
         opts: &WriteOptions,
     ) -> Result<Option<u64>> {
         let read_version = self.latest_version()?;
-        let snap = self.snapshot(read_version)?;
+        let snap = self.snapshot_arc(read_version)?;
         self.check_writable_as(&snap, "append")?;
         if snap.schema != *schema {
             return Err(Error::ConcurrentWrite {

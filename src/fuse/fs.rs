@@ -652,7 +652,11 @@ impl Filesystem for TableFs {
     }
 
     fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
-        reply.error(errno(&FsError::NoXattr));
+        // No file of the mount has extended attributes. ENOSYS makes the kernel stop asking
+        // (fs/fuse/xattr.c: `no_getxattr`, every later getxattr(2) fails with EOPNOTSUPP at
+        // once), which spares every write into incoming/ a round trip: the kernel asks for
+        // `security.capability` before each write to a file (file_remove_privs).
+        reply.error(Errno::from_i32(libc::ENOSYS));
     }
 
     fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
