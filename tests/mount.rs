@@ -623,3 +623,60 @@ fn closes_during_exec_neither_hang_nor_commit_early() {
     assert_eq!(f.latest_link(), "v/3");
     assert_eq!(lines(&f.read_v(3)).len(), 1800 + 600 + 600);
 }
+
+/// Commits in a row through the mount advance the log segment without listing `_delta_log/`
+/// again (docs/FORMAT.md, "The log segment"), yet any change made to the log by someone else
+/// between two of them is seen: a stray commit three versions ahead, copied in right after a
+/// commit, stops the next one (nothing is published into the hole, the close fails), and a
+/// CLI append in between is built on, never overwritten.
+#[test]
+fn commits_in_a_row_see_a_stray_commit_or_a_cli_append_made_between_them() {
+    let f = Fixture::flights(&["flights-jan.jsonl"]);
+    let _m = f.mount();
+    let row = lines(&fixture_bytes("flights-feb.jsonl"))[0].to_vec();
+    fs::write(f.dir.path().join("row.jsonl"), [&row[..], b"\n"].concat()).unwrap();
+    let log = f.table.join("_delta_log");
+    let name = |v: u64| log.join(format!("{v:020}.json"));
+    let script = r#"r=$(cat row.jsonl)
+        for i in 1 2 3 4 5; do echo "$r" > "$M/incoming/a$i.jsonl" || exit 1; done
+        cp "$T/_delta_log/00000000000000000006.json" "$T/_delta_log/00000000000000000009.json"
+        echo "$r" > "$M/incoming/b.jsonl" && echo "b committed""#;
+    let out = sh(f.dir.path(), script, &f.mnt, &f.table);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("b committed"), "a commit into the hole: {stdout}");
+    assert!(
+        name(6).exists(),
+        "the five commits: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !name(7).exists(),
+        "nothing published into the hole below the stray commit 9"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("b.jsonl"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fs::remove_file(name(9)).unwrap();
+    // (Refused at its open or at its close: either way nothing was committed.)
+    if f.m("incoming/b.jsonl").exists() {
+        fs::remove_file(f.m("incoming/b.jsonl")).unwrap();
+    }
+    let mut script =
+        String::from(r#"r=$(cat row.jsonl); for i in 1 2 3; do echo "$r" > "$M/incoming/c$i.jsonl" || exit 1; done"#);
+    script.push_str(&format!(
+        "\n{TD_BIN} append \"$T\" --file row.jsonl > /dev/null || exit 1\necho \"$r\" > \"$M/incoming/d.jsonl\" || exit 1"
+    ));
+    let out = sh(f.dir.path(), &script, &f.mnt, &f.table);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        f.latest(),
+        11,
+        "versions 7-9 from the mount, 10 from the CLI, 11 from the mount"
+    );
+    let v10 = fs::read_to_string(name(10)).unwrap();
+    let v11 = fs::read_to_string(name(11)).unwrap();
+    assert!(!v10.contains("stagingId") && v11.contains("d.jsonl"), "{v10}\n{v11}");
+    assert_eq!(lines(&f.read_v(11)).len(), 1800 + 5 + 3 + 1 + 1);
+}

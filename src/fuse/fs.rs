@@ -41,7 +41,7 @@ pub struct TableFs {
 /// A request's work, with its reply, handed to a [`Committer`] thread.
 type Job = Box<dyn FnOnce() + Send>;
 
-/// The threads that run `flush`, `fsync`, `release` and `rename` of `incoming/` files (each may
+/// The threads that run `flush`, `fsync` and `rename` of `incoming/` files (each may
 /// be a commit: validation, fsyncs, a link), so that a long commit never holds one of the
 /// session's threads, which stay free for lookups and reads. Jobs wait in one queue; with
 /// [`COMMIT_THREADS`] threads, up to that many commits run at once (a commit of the same
@@ -96,7 +96,7 @@ impl Committer {
     }
 }
 
-/// Whether `ino` is a file in `incoming/` (whose flush, fsync, release or rename may commit).
+/// Whether `ino` is a file in `incoming/` (whose flush, fsync or rename may commit).
 fn staged(ino: u64) -> bool {
     matches!(super::inode::Node::from_ino(ino), Some(super::inode::Node::Staged(_)))
 }
@@ -551,15 +551,12 @@ impl Filesystem for TableFs {
         reply: ReplyEmpty,
     ) {
         self.passthrough.release(ino.0, fh.0);
-        if !staged(ino.0) {
-            self.view.release(fh.0);
-            return reply.ok();
-        }
-        let view = self.view.clone();
-        self.commits.run(move || {
-            view.release(fh.0);
-            reply.ok();
-        })
+        // Answered here, also for `incoming/` files: a release is never a commit point (the
+        // kernel sends it after the last close's flush was answered), and it only updates the
+        // file's counts (or removes an empty staged file): a hand-off to a commit thread cost
+        // two context switches per commit.
+        self.view.release(fh.0);
+        reply.ok();
     }
 
     fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
@@ -655,7 +652,11 @@ impl Filesystem for TableFs {
     }
 
     fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
-        reply.error(errno(&FsError::NoXattr));
+        // No file of the mount has extended attributes. ENOSYS makes the kernel stop asking
+        // (fs/fuse/xattr.c: `no_getxattr`, every later getxattr(2) fails with EOPNOTSUPP at
+        // once), which spares every write into incoming/ a round trip: the kernel asks for
+        // `security.capability` before each write to a file (file_remove_privs).
+        reply.error(Errno::from_i32(libc::ENOSYS));
     }
 
     fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
