@@ -505,12 +505,8 @@ impl<'s> Canonicalizer<'s> {
     }
 
     /// Canonicalise every line of `chunk` (whole lines; the last may lack its `\n` only at the
-    /// end of input). `first_line` is the 1-based number of its first line.
-    fn chunk(&mut self, chunk: &[u8], first_line: u64, out: &mut Vec<u8>) -> std::result::Result<(), LineError> {
-        self.chunk_into(chunk, first_line, out, false).map(|_| ())
-    }
-
-    /// [`Canonicalizer::chunk`]; with `defer`, a chunk that is its own canonical form (every
+    /// end of input) into `out`; `first_line` is the 1-based number of its first line. With
+    /// `defer`, a chunk that is its own canonical form (every
     /// line canonical and ending in `\n`, no blank line, BOM or CR) is validated and counted but
     /// not copied: the result is `true` and `out` is untouched, so the caller writes `chunk`
     /// itself (issue 10: the data is written once, never copied through a second buffer).
@@ -635,6 +631,10 @@ fn excerpt(reason: &str) -> String {
 /// line fails the write that completes it) and its canonical form appended to the caller's
 /// output, and [`LineCheck::finish`] handles a last line without `\n`. Memory: the unfinished
 /// last line, at most [`max_line_bytes`].
+///
+/// [`LineCheck::feed_kept`] and [`LineCheck::finish_kept`] write no rows while every row is its
+/// own canonical form (the input is then its own data file, issue 10), only from the first row
+/// that is not.
 #[derive(Debug)]
 pub struct LineCheck {
     schema: Schema,
@@ -642,6 +642,31 @@ pub struct LineCheck {
     line: u64,
     offset: u64,
     stats: FileStats,
+    /// Every complete line so far is its own canonical row, byte for byte (then `stats.bytes`
+    /// is the length of the input up to the end of its last complete line).
+    same: bool,
+}
+
+/// What [`LineCheck::feed_kept`] and [`LineCheck::finish_kept`] did with the rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// Every row so far is its own canonical form: the canonical rows are the input's first
+    /// `stats.bytes` bytes, and nothing was appended to the output.
+    Same,
+    /// The output got canonical rows. `prefix` > 0 the first time only (when a row is not its own
+    /// canonical form for the first time): the input's first `prefix` bytes, rows canonical as
+    /// they are, come before what was appended (the caller copies them; they were not).
+    Rows {
+        /// Bytes of the input to put before the appended rows.
+        prefix: u64,
+    },
+}
+
+/// How many cores validation uses (`available_parallelism`, read once: it reads cgroup files
+/// each time it is asked, a dozen system calls per write of the mount).
+pub(crate) fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 impl LineCheck {
@@ -657,6 +682,7 @@ impl LineCheck {
             line: 1,
             offset: 0,
             stats,
+            same: true,
         }
     }
 
@@ -670,6 +696,12 @@ impl LineCheck {
         self.offset
     }
 
+    /// Bytes of canonical rows of the complete lines fed so far (while [`Kept::Same`], the
+    /// length of the input up to the end of its last complete line).
+    pub fn stats_bytes(&self) -> u64 {
+        self.stats.bytes
+    }
+
     fn bad(source: &str, (line, column, reason): LineError) -> Error {
         Error::BadInput {
             file: source.to_string(),
@@ -679,16 +711,20 @@ impl LineCheck {
         }
     }
 
-    fn run(&mut self, source: &str, complete: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    /// Check the whole lines `complete`. With `defer` and every line its own canonical row:
+    /// `Ok(true)` and `out` untouched; otherwise `Ok(false)` and every row appended to `out`.
+    fn run(&mut self, source: &str, complete: &[u8], out: &mut Vec<u8>, defer: bool) -> Result<bool> {
         let pieces = split_lines(complete, LINE_CHECK_PIECE);
         if pieces.len() == 1 {
             let mut c = Canonicalizer::new(&self.schema);
             let before = out.len();
-            c.chunk(complete, self.line, out).map_err(|e| Self::bad(source, e))?;
-            c.stats.bytes = (out.len() - before) as u64;
+            let same = c
+                .chunk_into(complete, self.line, out, defer)
+                .map_err(|e| Self::bad(source, e))?;
+            c.stats.bytes = if same { complete.len() } else { out.len() - before } as u64;
             self.stats.merge(&c.stats);
             self.line += count_lines(complete);
-            return Ok(());
+            return Ok(same);
         }
         // A large write (the mount takes up to 1 MiB per request): its pieces are checked on
         // threads of their own, so a request costs the time of one piece, not of all of them.
@@ -702,15 +738,17 @@ impl LineCheck {
         let check = |piece: &[u8], first: u64, rows: &mut Vec<u8>| {
             let mut c = Canonicalizer::new(schema);
             let before = rows.len();
-            c.chunk(piece, first, rows).map(|()| {
-                c.stats.bytes = (rows.len() - before) as u64;
-                std::mem::take(&mut c.stats)
+            c.chunk_into(piece, first, rows, defer).map(|same| {
+                c.stats.bytes = if same { piece.len() } else { rows.len() - before } as u64;
+                (std::mem::take(&mut c.stats), same)
             })
         };
-        // The pieces after the first write into this thread's spare buffers (fresh ones would
-        // cost a page fault per 4 KiB of every write); the first writes into `out`.
+        // Every piece writes into this thread's spare buffers (fresh ones would cost a page
+        // fault per 4 KiB of every write).
         let mut spare = PIECE_ROWS.with(|b| std::mem::take(&mut *b.borrow_mut()));
-        spare.resize_with(pieces.len() - 1, Vec::new);
+        spare.resize_with(pieces.len(), Vec::new);
+        let mut first_rows = spare.pop().unwrap_or_default();
+        first_rows.clear();
         let (first, others) = std::thread::scope(|scope| {
             let others: Vec<_> = pieces[1..]
                 .iter()
@@ -724,7 +762,7 @@ impl LineCheck {
                     })
                 })
                 .collect();
-            let first = check(pieces[0], firsts[0], out);
+            let first = check(pieces[0], firsts[0], &mut first_rows);
             let others: Vec<_> = others
                 .into_iter()
                 .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
@@ -732,30 +770,57 @@ impl LineCheck {
             (first, others)
         });
         // The first bad line in input order wins, as in one pass.
-        let mut result = first.map(|st| self.stats.merge(&st));
-        let mut keep = Vec::with_capacity(others.len());
-        for (rows, r) in others {
-            if result.is_ok() {
-                result = r.map(|st| {
-                    out.extend_from_slice(&rows);
-                    self.stats.merge(&st);
-                });
+        let mut results = Vec::with_capacity(pieces.len());
+        results.push((first_rows, first));
+        results.extend(others);
+        let mut failed = None;
+        let mut all_same = true;
+        for (_, r) in &results {
+            match r {
+                Ok((st, same)) => {
+                    self.stats.merge(st);
+                    all_same &= *same;
+                }
+                Err(e) => {
+                    failed = Some(e.clone());
+                    break;
+                }
+            }
+        }
+        let mut keep = Vec::with_capacity(results.len());
+        for (i, (rows, r)) in results.into_iter().enumerate() {
+            if failed.is_none() && !all_same {
+                match r {
+                    Ok((_, true)) => out.extend_from_slice(pieces[i]),
+                    _ => out.extend_from_slice(&rows),
+                }
             }
             if rows.capacity() <= 2 * LINE_CHECK_PIECE * 4 {
                 keep.push(rows);
             }
         }
         PIECE_ROWS.with(|b| *b.borrow_mut() = keep);
-        result.map_err(|e| Self::bad(source, e))?;
+        if let Some(e) = failed {
+            return Err(Self::bad(source, e));
+        }
         self.line = line;
-        Ok(())
+        Ok(all_same)
     }
 
     /// Validate the complete lines `data` finishes, appending their canonical rows to `out`.
     /// Errors: [`Error::BadInput`] naming `source`, the 1-based line, the column and the reason
     /// (also for a line longer than the maximum).
     pub fn feed(&mut self, source: &str, data: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        self.same = false;
+        self.feed_kept(source, data, out).map(|_| ())
+    }
+
+    /// [`LineCheck::feed`], appending no rows while every row so far is its own canonical form
+    /// ([`Kept`]).
+    pub fn feed_kept(&mut self, source: &str, data: &[u8], out: &mut Vec<u8>) -> Result<Kept> {
         self.offset += data.len() as u64;
+        let at = out.len();
+        let (was_same, prefix) = (self.same, self.stats.bytes);
         let Some(nl) = memchr::memrchr(b'\n', data) else {
             self.pending.extend_from_slice(data);
             let max = max_line_bytes();
@@ -769,7 +834,7 @@ impl LineCheck {
                     ),
                 ));
             }
-            return Ok(());
+            return Ok(self.kept(was_same, prefix));
         };
         let mut start = 0;
         if !self.pending.is_empty() {
@@ -777,25 +842,49 @@ impl LineCheck {
             let first = memchr::memchr(b'\n', data).unwrap_or(nl);
             let mut line = std::mem::take(&mut self.pending);
             line.extend_from_slice(&data[..=first]);
-            self.run(source, &line, out)?;
+            self.same = self.run(source, &line, out, self.same)?;
             start = first + 1;
+            if start <= nl {
+                let same_before = self.same;
+                self.same = self.run(source, &data[start..=nl], out, self.same)?;
+                if same_before && !self.same {
+                    // The pending line was its own row: it goes before the rows just written.
+                    out.splice(at..at, line.iter().copied());
+                }
+            }
+            line.clear();
+            self.pending = line;
+        } else {
+            self.same = self.run(source, &data[start..=nl], out, self.same)?;
         }
-        if start <= nl {
-            self.run(source, &data[start..=nl], out)?;
-        }
-        self.pending.clear();
         self.pending.extend_from_slice(&data[nl + 1..]);
-        Ok(())
+        Ok(self.kept(was_same, prefix))
+    }
+
+    fn kept(&self, was_same: bool, prefix: u64) -> Kept {
+        match (was_same, self.same) {
+            (_, true) => Kept::Same,
+            (true, false) => Kept::Rows { prefix },
+            (false, false) => Kept::Rows { prefix: 0 },
+        }
     }
 
     /// The end of the input: validate a last line without `\n` (appending its row to `out`) and
     /// return the statistics of every row fed. Errors: as [`LineCheck::feed`].
     pub fn finish(&mut self, source: &str, out: &mut Vec<u8>) -> Result<FileStats> {
+        self.same = false;
+        self.finish_kept(source, out).map(|(st, _)| st)
+    }
+
+    /// [`LineCheck::finish`] after [`LineCheck::feed_kept`]: a last line without `\n` is never
+    /// its own row (its row ends in `\n`).
+    pub fn finish_kept(&mut self, source: &str, out: &mut Vec<u8>) -> Result<(FileStats, Kept)> {
+        let (was_same, prefix) = (self.same, self.stats.bytes);
         if !self.pending.is_empty() {
             let tail = std::mem::take(&mut self.pending);
-            self.run(source, &tail, out)?;
+            self.same = self.run(source, &tail, out, self.same)?;
         }
-        Ok(self.stats.clone())
+        Ok((self.stats.clone(), self.kept(was_same, prefix)))
     }
 }
 
@@ -1145,7 +1234,7 @@ pub fn canonicalize<R: BufRead, W: Write>(
     }
     let mut next = Vec::with_capacity(CHUNK_BYTES + (64 << 10));
     let more = read_chunk(&mut input, &mut next, source)?;
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    let workers = cores().min(8);
     if !more || workers == 1 {
         // Small input (or one core): no threads.
         let mut out = Vec::with_capacity(first.len() + first.len() / 4);
@@ -1196,7 +1285,7 @@ const LINE_CHECK_PIECE: usize = 256 << 10;
 /// `complete` (whole lines) cut at line ends into at most one piece per core (at most 4), each
 /// of at least `min` bytes; one piece when it is small or there is one core.
 fn split_lines(complete: &[u8], min: usize) -> Vec<&[u8]> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
+    let cores = cores().min(4);
     let n = cores.min(complete.len() / min.max(1)).max(1);
     let mut pieces = Vec::with_capacity(n);
     let mut start = 0;
@@ -1459,6 +1548,69 @@ mod tests {
         match feed(&bad) {
             Err(Error::BadInput { line, column, .. }) => assert_eq!((line, column.as_str()), (31_001, "\"id\"")),
             other => panic!("{other:?}"),
+        }
+    }
+
+    /// [`LineCheck::feed_kept`]: while every row is its own canonical form nothing is written;
+    /// from the first row that is not, the input's prefix plus the rows written are exactly
+    /// what one pass makes, wherever the writes are cut (large writes checked in pieces too).
+    #[test]
+    fn kept_rows_are_the_rows_of_one_pass() {
+        let row = |i: u32| format!("{{\"id\":{i},\"x\":1.5,\"s\":\"a\",\"b\":true,\"d\":null,\"t\":null}}\n");
+        let canonical: String = (0..20_000).map(row).collect();
+        assert!(canonical.len() > 2 * LINE_CHECK_PIECE);
+        let mut inputs = vec![canonical.clone(), canonical.trim_end().to_string()];
+        for at in [0, 7, canonical.len() / 2, canonical.len() - 5] {
+            let at = canonical[at..].find('{').map_or(canonical.len(), |p| at + p);
+            for damage in ["{\"id\":-0}\n", "\n", "{ \"id\": 3 }\r\n"] {
+                let mut s = canonical.clone();
+                s.insert_str(at, damage);
+                inputs.push(s);
+            }
+        }
+        for input in &inputs {
+            let (want, want_st) = run(input.as_bytes()).unwrap();
+            for cuts in [
+                vec![],
+                vec![1],
+                vec![333, 300_000],
+                vec![input.len() / 2 - 1, input.len() / 2 + 600_000],
+            ] {
+                let mut c = LineCheck::new(schema());
+                let mut got = Vec::new();
+                let mut same = true;
+                let mut from = 0;
+                let apply = |kept: Kept, rows: &[u8], got: &mut Vec<u8>, same: &mut bool| match kept {
+                    Kept::Same => assert!(*same && rows.is_empty(), "rows written while same"),
+                    Kept::Rows { prefix } => {
+                        assert!(prefix == 0 || *same, "a prefix only the first time");
+                        if *same {
+                            got.extend_from_slice(&input.as_bytes()[..prefix as usize]);
+                        }
+                        *same = false;
+                        got.extend_from_slice(rows);
+                    }
+                };
+                for &cut in cuts.iter().chain([&input.len()]) {
+                    let cut = cut.min(input.len());
+                    let mut rows = Vec::new();
+                    let kept = c
+                        .feed_kept("in.jsonl", &input.as_bytes()[from..cut], &mut rows)
+                        .unwrap();
+                    apply(kept, &rows, &mut got, &mut same);
+                    from = cut;
+                }
+                let mut rows = Vec::new();
+                let (st, kept) = c.finish_kept("in.jsonl", &mut rows).unwrap();
+                apply(kept, &rows, &mut got, &mut same);
+                if same {
+                    got = input.as_bytes()[..st.bytes as usize].to_vec();
+                    assert_eq!(st.bytes as usize, input.len(), "same means the whole input");
+                }
+                assert_eq!(String::from_utf8(got).unwrap(), want, "cuts {cuts:?}");
+                assert_eq!((st.num_records, st.bytes), (want_st.num_records, want_st.bytes));
+                assert_eq!(st.to_stats_json(&schema()), want_st.to_stats_json(&schema()));
+            }
         }
     }
 
