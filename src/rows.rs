@@ -202,7 +202,7 @@ impl<'s> Canonicalizer<'s> {
     /// Flat objects without escapes take a hand-written scanner; anything else (escapes, nested
     /// values, malformed JSON) goes through serde_json, which also words the syntax errors.
     fn line(&mut self, text: &str, out: &mut Vec<u8>) -> std::result::Result<(), Rejection> {
-        if self.canonical(text) {
+        if self.canonical(text.as_bytes()) {
             out.extend_from_slice(text.as_bytes());
             out.push(b'\n');
             return Ok(());
@@ -234,8 +234,11 @@ impl<'s> Canonicalizer<'s> {
     /// general path, which canonicalises it or words the error. This is the common case of
     /// rows written by tinydelta or by a tool that prints the schema's columns in order, and it
     /// costs one pass over the line with no copy but the row's own.
-    fn canonical(&mut self, text: &str) -> bool {
-        let b = text.as_bytes();
+    ///
+    /// It takes bytes not yet known to be UTF-8: every byte outside a string value must match
+    /// an ASCII key, delimiter, literal or digit, and each string value is checked as UTF-8, so
+    /// a line it accepts is valid UTF-8 (the line is not checked a second time).
+    fn canonical(&mut self, b: &[u8]) -> bool {
         let n = self.schema.columns.len();
         if n == 0 || b.first() != Some(&b'{') {
             return false;
@@ -271,23 +274,30 @@ impl<'s> Canonicalizer<'s> {
                     if b[end] != b'"' {
                         return false;
                     }
-                    let s = &text[i + 1..end];
+                    let sb = &b[i + 1..end];
+                    // UTF-8: an ASCII check inline (most values), the full check otherwise.
+                    let utf8 = || std::str::from_utf8(sb).ok();
+                    if !sb.is_ascii() && utf8().is_none() {
+                        return false;
+                    }
                     i = end + 1;
                     match col.ty {
                         ColumnType::Str => Parsed::Str(start + 1, end),
-                        ColumnType::Date if valid_date(s) => Parsed::Str(start + 1, end),
+                        ColumnType::Date if utf8().is_some_and(valid_date) => Parsed::Str(start + 1, end),
                         ColumnType::Timestamp => {
                             let us = match &self.ts_cache[ci] {
-                                Some((last, us))
-                                    if last.len() == s.len() && starts_with(s.as_bytes(), last.as_bytes()) =>
-                                {
-                                    *us
-                                }
+                                Some((last, us)) if last.len() == sb.len() && starts_with(sb, last.as_bytes()) => *us,
                                 _ => {
-                                    let Ok(us) = timestamp_us(s) else {
-                                        return false;
-                                    };
-                                    self.ts_cache[ci] = Some((s.to_string(), us));
+                                    let Some(s) = utf8() else { return false };
+                                    let Ok(us) = timestamp_us(s) else { return false };
+                                    match &mut self.ts_cache[ci] {
+                                        Some((last, last_us)) => {
+                                            last.clear();
+                                            last.push_str(s);
+                                            *last_us = us;
+                                        }
+                                        none => *none = Some((s.to_string(), us)),
+                                    }
                                     us
                                 }
                             };
@@ -301,24 +311,33 @@ impl<'s> Canonicalizer<'s> {
                     if neg {
                         i += 1;
                     }
-                    let digits = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
-                    // No leading zero, no "-0" (emitted as "0"), at most 19 digits; a fraction
-                    // or exponent is refused below (the next byte is not , or }).
-                    if digits == 0 || digits > 19 || (b[i] == b'0' && (digits > 1 || neg)) {
+                    // One pass: at most 19 digits fit a u64 (< 1.9e19), checked against the
+                    // i64 range below.
+                    let first = i;
+                    let mut m: u64 = 0;
+                    while let Some(&c) = b.get(i) {
+                        let d = c.wrapping_sub(b'0');
+                        if d > 9 {
+                            break;
+                        }
+                        if i - first == 19 {
+                            return false;
+                        }
+                        m = m * 10 + u64::from(d);
+                        i += 1;
+                    }
+                    let digits = i - first;
+                    // No leading zero, no "-0" (emitted as "0"); a fraction or exponent is
+                    // refused below (the next byte is not , or }).
+                    if digits == 0 || (b[first] == b'0' && (digits > 1 || neg)) {
                         return false;
                     }
-                    let mut v: i64 = 0;
-                    for &d in &b[i..i + digits] {
-                        let d = i64::from(d - b'0');
-                        let next = v
-                            .checked_mul(10)
-                            .and_then(|v| if neg { v.checked_sub(d) } else { v.checked_add(d) });
-                        match next {
-                            Some(x) => v = x,
-                            None => return false,
-                        }
-                    }
-                    i += digits;
+                    let v = match (neg, i64::try_from(m)) {
+                        (false, Ok(v)) => v,
+                        (true, Ok(v)) => -v,
+                        (true, Err(_)) if m == 1 << 63 => i64::MIN,
+                        _ => return false,
+                    };
                     Parsed::Int(v)
                 }
                 Some(b'-' | b'0'..=b'9') if col.ty == ColumnType::Float => {
@@ -326,7 +345,10 @@ impl<'s> Canonicalizer<'s> {
                         .iter()
                         .position(|c| !matches!(c, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
                         .map_or(b.len(), |p| i + p);
-                    let raw = &text[i..end];
+                    // Only the ASCII bytes of a number: UTF-8.
+                    let Ok(raw) = std::str::from_utf8(&b[i..end]) else {
+                        return false;
+                    };
                     let Ok(f) = raw.parse::<f64>() else { return false };
                     // Canonical only when written as emit writes it (which also proves it a
                     // JSON number: "1.", "+1", "01" never come out of the formatter).
@@ -355,7 +377,8 @@ impl<'s> Canonicalizer<'s> {
                 Parsed::Int(n) => update_stat(st, StatValue::Int(n)),
                 Parsed::Float(f) => update_stat(st, StatValue::Float(f)),
                 Parsed::Bool => {}
-                Parsed::Str(s, e) => update_str_stat(st, &text[s..e]),
+                // Checked as UTF-8 above, so the conversion is lossless (and borrows).
+                Parsed::Str(s, e) => update_str_stat(st, &b[s..e]),
                 Parsed::Instant(us) => update_stat(st, StatValue::Instant(us)),
             }
         }
@@ -476,7 +499,7 @@ impl<'s> Canonicalizer<'s> {
                                     "{raw} is not a date (YYYY-MM-DD, years 0001-9999, Delta's date range)"
                                 )));
                             }
-                            update_str_stat(st, &s);
+                            update_str_stat(st, s.as_bytes());
                         }
                         ColumnType::Timestamp => {
                             let us = match &self.ts_cache[ci] {
@@ -489,7 +512,7 @@ impl<'s> Canonicalizer<'s> {
                             };
                             update_stat(st, StatValue::Instant(us));
                         }
-                        _ => update_str_stat(st, &s),
+                        _ => update_str_stat(st, s.as_bytes()),
                     }
                     if matches!(s, Cow::Borrowed(_)) {
                         out.extend_from_slice(raw.as_bytes());
@@ -542,17 +565,11 @@ impl<'s> Canonicalizer<'s> {
             // A UTF-8 BOM is skipped at the start of any line (files concatenated with `cat`).
             bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
             bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-            let text = match std::str::from_utf8(bytes) {
-                Ok(t) => t,
-                Err(e) => {
-                    let col = String::from_utf8_lossy(&bytes[..e.valid_up_to()]).chars().count() + 1;
-                    return Err((line_no, col.to_string(), "invalid UTF-8".into()));
-                }
-            };
-            let blank = text.bytes().all(|b| b.is_ascii_whitespace());
+            let blank = bytes.iter().all(u8::is_ascii_whitespace);
             if deferred {
-                // `canonical` counts the row's statistics when it says yes.
-                let canonical = !blank && self.canonical(text);
+                // `canonical` counts the row's statistics when it says yes (and proves the
+                // line UTF-8, so the common case checks it once).
+                let canonical = !blank && self.canonical(bytes);
                 if canonical && ended && bytes.len() == whole {
                     line_no += 1;
                     continue;
@@ -560,12 +577,19 @@ impl<'s> Canonicalizer<'s> {
                 out.extend_from_slice(&chunk[..start]);
                 deferred = false;
                 if canonical {
-                    out.extend_from_slice(text.as_bytes());
+                    out.extend_from_slice(bytes);
                     out.push(b'\n');
                     line_no += 1;
                     continue;
                 }
             }
+            let text = match std::str::from_utf8(bytes) {
+                Ok(t) => t,
+                Err(e) => {
+                    let col = String::from_utf8_lossy(&bytes[..e.valid_up_to()]).chars().count() + 1;
+                    return Err((line_no, col.to_string(), "invalid UTF-8".into()));
+                }
+            };
             if !blank {
                 match self.line(text, out) {
                     Ok(()) => {}
@@ -1004,6 +1028,7 @@ fn scan_flat<'a>(text: &'a str, fields: &mut Vec<(&'a str, &'a str)>) -> bool {
     }
 }
 
+#[inline]
 fn update_stat(st: &mut ColumnStats, v: StatValue) {
     match (&mut st.min, &mut st.max, &v) {
         (Some(StatValue::Int(lo)), Some(StatValue::Int(hi)), StatValue::Int(n)) => {
@@ -1028,23 +1053,49 @@ fn update_stat(st: &mut ColumnStats, v: StatValue) {
 /// Min/max for strings and dates without allocating unless a bound moves. Strings longer than
 /// the stat prefix keep a truncated `min` and make `max` unknown (a prefix is a lower bound,
 /// never an upper one).
-fn update_str_stat(st: &mut ColumnStats, s: &str) {
+///
+/// `s` is a string value's UTF-8 bytes (checked by the caller; compared as bytes, which orders
+/// UTF-8 as its characters), converted to a `String` only when a bound moves.
+fn update_str_stat(st: &mut ColumnStats, s: &[u8]) {
     // At most STRING_STAT_PREFIX bytes is at most that many characters: no need to count them.
     let cut = match s.len() <= STRING_STAT_PREFIX {
         true => None,
-        false => s.char_indices().nth(STRING_STAT_PREFIX),
+        // The start of character number STRING_STAT_PREFIX: the bytes that are not UTF-8
+        // continuation bytes (0b10xx_xxxx) start characters.
+        false => s
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| (**c as i8) >= -0x40)
+            .nth(STRING_STAT_PREFIX)
+            .map(|(i, _)| i),
     };
     let (s, long) = match cut {
-        Some((cut, _)) => (&s[..cut], true),
+        Some(cut) => (&s[..cut], true),
         None => (s, false),
     };
     st.max_unknown |= long;
-    if !matches!(&st.min, Some(StatValue::Str(m)) if m.as_str() <= s) {
-        st.min = Some(StatValue::Str(s.to_owned()));
+    if !matches!(&st.min, Some(StatValue::Str(m)) if short_cmp(m.as_bytes(), s).is_le()) {
+        st.min = Some(StatValue::Str(String::from_utf8_lossy(s).into_owned()));
     }
-    if !long && !matches!(&st.max, Some(StatValue::Str(m)) if m.as_str() >= s) {
-        st.max = Some(StatValue::Str(s.to_owned()));
+    if !long && !matches!(&st.max, Some(StatValue::Str(m)) if short_cmp(m.as_bytes(), s).is_ge()) {
+        st.max = Some(StatValue::Str(String::from_utf8_lossy(s).into_owned()));
     }
+}
+
+/// `a.cmp(b)`, without a `memcmp` call for strings of at most 8 bytes (codes, ids: most string
+/// columns): both zero-padded into a big-endian u64, then the shorter first on a tie (a string
+/// is less than any longer one it is a prefix of, and padding only adds zeros).
+#[inline]
+fn short_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    if a.len() > 8 || b.len() > 8 {
+        return a.cmp(b);
+    }
+    // Byte by byte: a copy into an array costs a memcpy call and a stalled load.
+    let word = |s: &[u8]| {
+        let w = s.iter().fold(0u64, |w, &c| (w << 8) | u64::from(c));
+        w.checked_shl(8 * (8 - s.len() as u32)).unwrap_or(0)
+    };
+    word(a).cmp(&word(b)).then(a.len().cmp(&b.len()))
 }
 
 impl ColumnStats {
@@ -1489,7 +1540,7 @@ mod tests {
         let plain: Vec<&str> = once.lines().filter(|l| !l.contains('\\')).collect();
         assert_eq!(plain.len(), 4);
         for l in &plain {
-            assert!(c.canonical(l), "{l}");
+            assert!(c.canonical(l.as_bytes()), "{l}");
         }
         // Near misses fall through (and are then canonicalised or refused as before).
         for l in [
@@ -1510,7 +1561,7 @@ mod tests {
             "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null}",
             "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null,\"z\":1}",
         ] {
-            assert!(!c.canonical(l), "{l}");
+            assert!(!c.canonical(l.as_bytes()), "{l}");
         }
         assert_eq!(c.stats.num_records, plain.len() as u64);
     }
@@ -1610,6 +1661,67 @@ mod tests {
                 assert_eq!(String::from_utf8(got).unwrap(), want, "cuts {cuts:?}");
                 assert_eq!((st.num_records, st.bytes), (want_st.num_records, want_st.bytes));
                 assert_eq!(st.to_stats_json(&schema()), want_st.to_stats_json(&schema()));
+            }
+        }
+    }
+
+    /// A row in canonical form but for invalid UTF-8 inside a string value is refused as
+    /// invalid UTF-8 (the one-pass check proves UTF-8 only value by value), and a non-ASCII
+    /// value that is valid takes the one-pass check with its statistics.
+    #[test]
+    fn canonical_rows_are_checked_as_utf8() {
+        let line = |s: &[u8]| {
+            [
+                &b"{\"id\":1,\"x\":null,\"s\":\""[..],
+                s,
+                b"\",\"b\":null,\"d\":null,\"t\":null}\n",
+            ]
+            .concat()
+        };
+        // The value starts at column 23.
+        for (bad, col) in [(&b"\xff"[..], "23"), (b"a\xC3", "24"), (b"\xED\xA0\x80", "23")] {
+            match run(&line(bad)) {
+                Err(Error::BadInput {
+                    line, column, reason, ..
+                }) => {
+                    assert_eq!(
+                        (line, column.as_str(), reason.as_str()),
+                        (1, col, "invalid UTF-8"),
+                        "{bad:?}"
+                    )
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+        let good = line("ü€".as_bytes());
+        let s = schema();
+        let mut c = Canonicalizer::new(&s);
+        assert!(c.canonical(&good[..good.len() - 1]));
+        let (out, st) = run(&good).unwrap();
+        assert_eq!(out.as_bytes(), &good[..]);
+        let stats: serde_json::Value = serde_json::from_str(&st.to_stats_json(&s)).unwrap();
+        assert_eq!(stats["minValues"]["s"], "ü€");
+    }
+
+    #[test]
+    fn short_cmp_is_byte_order() {
+        let words: [&[u8]; 12] = [
+            b"",
+            b"\0",
+            b"a",
+            b"a\0",
+            b"ab",
+            b"abcdefgh",
+            b"abcdefgh\0",
+            b"abcdefgi",
+            b"b",
+            b"\xC3\xBC",
+            b"\x7F",
+            b"zzzzzzzzz",
+        ];
+        for a in words {
+            for b in words {
+                assert_eq!(short_cmp(a, b), a.cmp(b), "{a:?} {b:?}");
             }
         }
     }
