@@ -1051,7 +1051,7 @@ impl Table {
             let _ = self.dir.try_unlink(&name);
             return Err(e);
         }
-        let mut w = BufWriter::with_capacity(1 << 20, Writeback::new(created));
+        let mut w = BufWriter::with_capacity(256 << 10, Writeback::new(created));
         let result = rows::canonicalize(schema, source, input, &mut w, &path).and_then(|stats| {
             let file = w.into_inner().map_err(|e| Error::io("write", &path, e.into_error()))?;
             Ok((stats, file.file))
