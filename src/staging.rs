@@ -12,7 +12,12 @@
 //! _staging/<id>.error     why the last commit attempt (or a write) failed, if one did
 //! _staging/<id>.sync      "<boot id> <durable length>": the bytes up to that length were fsynced
 //!                         in that boot (written when the writer fsyncs)
+//! _staging/<id>.canon     the canonical rows, once a row written in order is not its own
+//!                         canonical form (until then the `.data` file is its own rows)
 //! ```
+//!
+//! A commit hard-links the `.data` file (or the `.canon` file) into the table as the version's
+//! data file, then removes the staged names; the mount never writes that inode again.
 //!
 //! Every file here is opened through [`Dir`] handles (`openat2` beneath the table, no symlinks,
 //! regular files only) and created 0600.
