@@ -202,7 +202,7 @@ impl<'s> Canonicalizer<'s> {
     /// Flat objects without escapes take a hand-written scanner; anything else (escapes, nested
     /// values, malformed JSON) goes through serde_json, which also words the syntax errors.
     fn line(&mut self, text: &str, out: &mut Vec<u8>) -> std::result::Result<(), Rejection> {
-        if self.canonical(text) {
+        if self.canonical(text.as_bytes()) {
             out.extend_from_slice(text.as_bytes());
             out.push(b'\n');
             return Ok(());
@@ -234,8 +234,11 @@ impl<'s> Canonicalizer<'s> {
     /// general path, which canonicalises it or words the error. This is the common case of
     /// rows written by tinydelta or by a tool that prints the schema's columns in order, and it
     /// costs one pass over the line with no copy but the row's own.
-    fn canonical(&mut self, text: &str) -> bool {
-        let b = text.as_bytes();
+    ///
+    /// It takes bytes not yet known to be UTF-8: every byte outside a string value must match
+    /// an ASCII key, delimiter, literal or digit, and each string value is checked as UTF-8, so
+    /// a line it accepts is valid UTF-8 (the line is not checked a second time).
+    fn canonical(&mut self, b: &[u8]) -> bool {
         let n = self.schema.columns.len();
         if n == 0 || b.first() != Some(&b'{') {
             return false;
@@ -271,23 +274,30 @@ impl<'s> Canonicalizer<'s> {
                     if b[end] != b'"' {
                         return false;
                     }
-                    let s = &text[i + 1..end];
+                    let sb = &b[i + 1..end];
+                    // UTF-8: an ASCII check inline (most values), the full check otherwise.
+                    let utf8 = || std::str::from_utf8(sb).ok();
+                    if !sb.is_ascii() && utf8().is_none() {
+                        return false;
+                    }
                     i = end + 1;
                     match col.ty {
                         ColumnType::Str => Parsed::Str(start + 1, end),
-                        ColumnType::Date if valid_date(s) => Parsed::Str(start + 1, end),
+                        ColumnType::Date if utf8().is_some_and(valid_date) => Parsed::Str(start + 1, end),
                         ColumnType::Timestamp => {
                             let us = match &self.ts_cache[ci] {
-                                Some((last, us))
-                                    if last.len() == s.len() && starts_with(s.as_bytes(), last.as_bytes()) =>
-                                {
-                                    *us
-                                }
+                                Some((last, us)) if last.len() == sb.len() && starts_with(sb, last.as_bytes()) => *us,
                                 _ => {
-                                    let Ok(us) = timestamp_us(s) else {
-                                        return false;
-                                    };
-                                    self.ts_cache[ci] = Some((s.to_string(), us));
+                                    let Some(s) = utf8() else { return false };
+                                    let Ok(us) = timestamp_us(s) else { return false };
+                                    match &mut self.ts_cache[ci] {
+                                        Some((last, last_us)) => {
+                                            last.clear();
+                                            last.push_str(s);
+                                            *last_us = us;
+                                        }
+                                        none => *none = Some((s.to_string(), us)),
+                                    }
                                     us
                                 }
                             };
@@ -301,24 +311,33 @@ impl<'s> Canonicalizer<'s> {
                     if neg {
                         i += 1;
                     }
-                    let digits = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
-                    // No leading zero, no "-0" (emitted as "0"), at most 19 digits; a fraction
-                    // or exponent is refused below (the next byte is not , or }).
-                    if digits == 0 || digits > 19 || (b[i] == b'0' && (digits > 1 || neg)) {
+                    // One pass: at most 19 digits fit a u64 (< 1.9e19), checked against the
+                    // i64 range below.
+                    let first = i;
+                    let mut m: u64 = 0;
+                    while let Some(&c) = b.get(i) {
+                        let d = c.wrapping_sub(b'0');
+                        if d > 9 {
+                            break;
+                        }
+                        if i - first == 19 {
+                            return false;
+                        }
+                        m = m * 10 + u64::from(d);
+                        i += 1;
+                    }
+                    let digits = i - first;
+                    // No leading zero, no "-0" (emitted as "0"); a fraction or exponent is
+                    // refused below (the next byte is not , or }).
+                    if digits == 0 || (b[first] == b'0' && (digits > 1 || neg)) {
                         return false;
                     }
-                    let mut v: i64 = 0;
-                    for &d in &b[i..i + digits] {
-                        let d = i64::from(d - b'0');
-                        let next = v
-                            .checked_mul(10)
-                            .and_then(|v| if neg { v.checked_sub(d) } else { v.checked_add(d) });
-                        match next {
-                            Some(x) => v = x,
-                            None => return false,
-                        }
-                    }
-                    i += digits;
+                    let v = match (neg, i64::try_from(m)) {
+                        (false, Ok(v)) => v,
+                        (true, Ok(v)) => -v,
+                        (true, Err(_)) if m == 1 << 63 => i64::MIN,
+                        _ => return false,
+                    };
                     Parsed::Int(v)
                 }
                 Some(b'-' | b'0'..=b'9') if col.ty == ColumnType::Float => {
@@ -326,7 +345,10 @@ impl<'s> Canonicalizer<'s> {
                         .iter()
                         .position(|c| !matches!(c, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
                         .map_or(b.len(), |p| i + p);
-                    let raw = &text[i..end];
+                    // Only the ASCII bytes of a number: UTF-8.
+                    let Ok(raw) = std::str::from_utf8(&b[i..end]) else {
+                        return false;
+                    };
                     let Ok(f) = raw.parse::<f64>() else { return false };
                     // Canonical only when written as emit writes it (which also proves it a
                     // JSON number: "1.", "+1", "01" never come out of the formatter).
@@ -355,7 +377,8 @@ impl<'s> Canonicalizer<'s> {
                 Parsed::Int(n) => update_stat(st, StatValue::Int(n)),
                 Parsed::Float(f) => update_stat(st, StatValue::Float(f)),
                 Parsed::Bool => {}
-                Parsed::Str(s, e) => update_str_stat(st, &text[s..e]),
+                // Checked as UTF-8 above, so the conversion is lossless (and borrows).
+                Parsed::Str(s, e) => update_str_stat(st, &b[s..e]),
                 Parsed::Instant(us) => update_stat(st, StatValue::Instant(us)),
             }
         }
@@ -476,7 +499,7 @@ impl<'s> Canonicalizer<'s> {
                                     "{raw} is not a date (YYYY-MM-DD, years 0001-9999, Delta's date range)"
                                 )));
                             }
-                            update_str_stat(st, &s);
+                            update_str_stat(st, s.as_bytes());
                         }
                         ColumnType::Timestamp => {
                             let us = match &self.ts_cache[ci] {
@@ -489,7 +512,7 @@ impl<'s> Canonicalizer<'s> {
                             };
                             update_stat(st, StatValue::Instant(us));
                         }
-                        _ => update_str_stat(st, &s),
+                        _ => update_str_stat(st, s.as_bytes()),
                     }
                     if matches!(s, Cow::Borrowed(_)) {
                         out.extend_from_slice(raw.as_bytes());
@@ -505,12 +528,8 @@ impl<'s> Canonicalizer<'s> {
     }
 
     /// Canonicalise every line of `chunk` (whole lines; the last may lack its `\n` only at the
-    /// end of input). `first_line` is the 1-based number of its first line.
-    fn chunk(&mut self, chunk: &[u8], first_line: u64, out: &mut Vec<u8>) -> std::result::Result<(), LineError> {
-        self.chunk_into(chunk, first_line, out, false).map(|_| ())
-    }
-
-    /// [`Canonicalizer::chunk`]; with `defer`, a chunk that is its own canonical form (every
+    /// end of input) into `out`; `first_line` is the 1-based number of its first line. With
+    /// `defer`, a chunk that is its own canonical form (every
     /// line canonical and ending in `\n`, no blank line, BOM or CR) is validated and counted but
     /// not copied: the result is `true` and `out` is untouched, so the caller writes `chunk`
     /// itself (issue 10: the data is written once, never copied through a second buffer).
@@ -546,17 +565,11 @@ impl<'s> Canonicalizer<'s> {
             // A UTF-8 BOM is skipped at the start of any line (files concatenated with `cat`).
             bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
             bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-            let text = match std::str::from_utf8(bytes) {
-                Ok(t) => t,
-                Err(e) => {
-                    let col = String::from_utf8_lossy(&bytes[..e.valid_up_to()]).chars().count() + 1;
-                    return Err((line_no, col.to_string(), "invalid UTF-8".into()));
-                }
-            };
-            let blank = text.bytes().all(|b| b.is_ascii_whitespace());
+            let blank = bytes.iter().all(u8::is_ascii_whitespace);
             if deferred {
-                // `canonical` counts the row's statistics when it says yes.
-                let canonical = !blank && self.canonical(text);
+                // `canonical` counts the row's statistics when it says yes (and proves the
+                // line UTF-8, so the common case checks it once).
+                let canonical = !blank && self.canonical(bytes);
                 if canonical && ended && bytes.len() == whole {
                     line_no += 1;
                     continue;
@@ -564,12 +577,19 @@ impl<'s> Canonicalizer<'s> {
                 out.extend_from_slice(&chunk[..start]);
                 deferred = false;
                 if canonical {
-                    out.extend_from_slice(text.as_bytes());
+                    out.extend_from_slice(bytes);
                     out.push(b'\n');
                     line_no += 1;
                     continue;
                 }
             }
+            let text = match std::str::from_utf8(bytes) {
+                Ok(t) => t,
+                Err(e) => {
+                    let col = String::from_utf8_lossy(&bytes[..e.valid_up_to()]).chars().count() + 1;
+                    return Err((line_no, col.to_string(), "invalid UTF-8".into()));
+                }
+            };
             if !blank {
                 match self.line(text, out) {
                     Ok(()) => {}
@@ -635,6 +655,10 @@ fn excerpt(reason: &str) -> String {
 /// line fails the write that completes it) and its canonical form appended to the caller's
 /// output, and [`LineCheck::finish`] handles a last line without `\n`. Memory: the unfinished
 /// last line, at most [`max_line_bytes`].
+///
+/// [`LineCheck::feed_kept`] and [`LineCheck::finish_kept`] write no rows while every row is its
+/// own canonical form (the input is then its own data file, issue 10), only from the first row
+/// that is not.
 #[derive(Debug)]
 pub struct LineCheck {
     schema: Schema,
@@ -642,6 +666,31 @@ pub struct LineCheck {
     line: u64,
     offset: u64,
     stats: FileStats,
+    /// Every complete line so far is its own canonical row, byte for byte (then `stats.bytes`
+    /// is the length of the input up to the end of its last complete line).
+    same: bool,
+}
+
+/// What [`LineCheck::feed_kept`] and [`LineCheck::finish_kept`] did with the rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// Every row so far is its own canonical form: the canonical rows are the input's first
+    /// `stats.bytes` bytes, and nothing was appended to the output.
+    Same,
+    /// The output got canonical rows. `prefix` > 0 the first time only (when a row is not its own
+    /// canonical form for the first time): the input's first `prefix` bytes, rows canonical as
+    /// they are, come before what was appended (the caller copies them; they were not).
+    Rows {
+        /// Bytes of the input to put before the appended rows.
+        prefix: u64,
+    },
+}
+
+/// How many cores validation uses (`available_parallelism`, read once: it reads cgroup files
+/// each time it is asked, a dozen system calls per write of the mount).
+pub(crate) fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 impl LineCheck {
@@ -657,6 +706,7 @@ impl LineCheck {
             line: 1,
             offset: 0,
             stats,
+            same: true,
         }
     }
 
@@ -670,6 +720,12 @@ impl LineCheck {
         self.offset
     }
 
+    /// Bytes of canonical rows of the complete lines fed so far (while [`Kept::Same`], the
+    /// length of the input up to the end of its last complete line).
+    pub fn stats_bytes(&self) -> u64 {
+        self.stats.bytes
+    }
+
     fn bad(source: &str, (line, column, reason): LineError) -> Error {
         Error::BadInput {
             file: source.to_string(),
@@ -679,16 +735,20 @@ impl LineCheck {
         }
     }
 
-    fn run(&mut self, source: &str, complete: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    /// Check the whole lines `complete`. With `defer` and every line its own canonical row:
+    /// `Ok(true)` and `out` untouched; otherwise `Ok(false)` and every row appended to `out`.
+    fn run(&mut self, source: &str, complete: &[u8], out: &mut Vec<u8>, defer: bool) -> Result<bool> {
         let pieces = split_lines(complete, LINE_CHECK_PIECE);
         if pieces.len() == 1 {
             let mut c = Canonicalizer::new(&self.schema);
             let before = out.len();
-            c.chunk(complete, self.line, out).map_err(|e| Self::bad(source, e))?;
-            c.stats.bytes = (out.len() - before) as u64;
+            let same = c
+                .chunk_into(complete, self.line, out, defer)
+                .map_err(|e| Self::bad(source, e))?;
+            c.stats.bytes = if same { complete.len() } else { out.len() - before } as u64;
             self.stats.merge(&c.stats);
             self.line += count_lines(complete);
-            return Ok(());
+            return Ok(same);
         }
         // A large write (the mount takes up to 1 MiB per request): its pieces are checked on
         // threads of their own, so a request costs the time of one piece, not of all of them.
@@ -702,15 +762,17 @@ impl LineCheck {
         let check = |piece: &[u8], first: u64, rows: &mut Vec<u8>| {
             let mut c = Canonicalizer::new(schema);
             let before = rows.len();
-            c.chunk(piece, first, rows).map(|()| {
-                c.stats.bytes = (rows.len() - before) as u64;
-                std::mem::take(&mut c.stats)
+            c.chunk_into(piece, first, rows, defer).map(|same| {
+                c.stats.bytes = if same { piece.len() } else { rows.len() - before } as u64;
+                (std::mem::take(&mut c.stats), same)
             })
         };
-        // The pieces after the first write into this thread's spare buffers (fresh ones would
-        // cost a page fault per 4 KiB of every write); the first writes into `out`.
+        // Every piece writes into this thread's spare buffers (fresh ones would cost a page
+        // fault per 4 KiB of every write).
         let mut spare = PIECE_ROWS.with(|b| std::mem::take(&mut *b.borrow_mut()));
-        spare.resize_with(pieces.len() - 1, Vec::new);
+        spare.resize_with(pieces.len(), Vec::new);
+        let mut first_rows = spare.pop().unwrap_or_default();
+        first_rows.clear();
         let (first, others) = std::thread::scope(|scope| {
             let others: Vec<_> = pieces[1..]
                 .iter()
@@ -724,7 +786,7 @@ impl LineCheck {
                     })
                 })
                 .collect();
-            let first = check(pieces[0], firsts[0], out);
+            let first = check(pieces[0], firsts[0], &mut first_rows);
             let others: Vec<_> = others
                 .into_iter()
                 .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
@@ -732,30 +794,57 @@ impl LineCheck {
             (first, others)
         });
         // The first bad line in input order wins, as in one pass.
-        let mut result = first.map(|st| self.stats.merge(&st));
-        let mut keep = Vec::with_capacity(others.len());
-        for (rows, r) in others {
-            if result.is_ok() {
-                result = r.map(|st| {
-                    out.extend_from_slice(&rows);
-                    self.stats.merge(&st);
-                });
+        let mut results = Vec::with_capacity(pieces.len());
+        results.push((first_rows, first));
+        results.extend(others);
+        let mut failed = None;
+        let mut all_same = true;
+        for (_, r) in &results {
+            match r {
+                Ok((st, same)) => {
+                    self.stats.merge(st);
+                    all_same &= *same;
+                }
+                Err(e) => {
+                    failed = Some(e.clone());
+                    break;
+                }
+            }
+        }
+        let mut keep = Vec::with_capacity(results.len());
+        for (i, (rows, r)) in results.into_iter().enumerate() {
+            if failed.is_none() && !all_same {
+                match r {
+                    Ok((_, true)) => out.extend_from_slice(pieces[i]),
+                    _ => out.extend_from_slice(&rows),
+                }
             }
             if rows.capacity() <= 2 * LINE_CHECK_PIECE * 4 {
                 keep.push(rows);
             }
         }
         PIECE_ROWS.with(|b| *b.borrow_mut() = keep);
-        result.map_err(|e| Self::bad(source, e))?;
+        if let Some(e) = failed {
+            return Err(Self::bad(source, e));
+        }
         self.line = line;
-        Ok(())
+        Ok(all_same)
     }
 
     /// Validate the complete lines `data` finishes, appending their canonical rows to `out`.
     /// Errors: [`Error::BadInput`] naming `source`, the 1-based line, the column and the reason
     /// (also for a line longer than the maximum).
     pub fn feed(&mut self, source: &str, data: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        self.same = false;
+        self.feed_kept(source, data, out).map(|_| ())
+    }
+
+    /// [`LineCheck::feed`], appending no rows while every row so far is its own canonical form
+    /// ([`Kept`]).
+    pub fn feed_kept(&mut self, source: &str, data: &[u8], out: &mut Vec<u8>) -> Result<Kept> {
         self.offset += data.len() as u64;
+        let at = out.len();
+        let (was_same, prefix) = (self.same, self.stats.bytes);
         let Some(nl) = memchr::memrchr(b'\n', data) else {
             self.pending.extend_from_slice(data);
             let max = max_line_bytes();
@@ -769,7 +858,7 @@ impl LineCheck {
                     ),
                 ));
             }
-            return Ok(());
+            return Ok(self.kept(was_same, prefix));
         };
         let mut start = 0;
         if !self.pending.is_empty() {
@@ -777,25 +866,49 @@ impl LineCheck {
             let first = memchr::memchr(b'\n', data).unwrap_or(nl);
             let mut line = std::mem::take(&mut self.pending);
             line.extend_from_slice(&data[..=first]);
-            self.run(source, &line, out)?;
+            self.same = self.run(source, &line, out, self.same)?;
             start = first + 1;
+            if start <= nl {
+                let same_before = self.same;
+                self.same = self.run(source, &data[start..=nl], out, self.same)?;
+                if same_before && !self.same {
+                    // The pending line was its own row: it goes before the rows just written.
+                    out.splice(at..at, line.iter().copied());
+                }
+            }
+            line.clear();
+            self.pending = line;
+        } else {
+            self.same = self.run(source, &data[start..=nl], out, self.same)?;
         }
-        if start <= nl {
-            self.run(source, &data[start..=nl], out)?;
-        }
-        self.pending.clear();
         self.pending.extend_from_slice(&data[nl + 1..]);
-        Ok(())
+        Ok(self.kept(was_same, prefix))
+    }
+
+    fn kept(&self, was_same: bool, prefix: u64) -> Kept {
+        match (was_same, self.same) {
+            (_, true) => Kept::Same,
+            (true, false) => Kept::Rows { prefix },
+            (false, false) => Kept::Rows { prefix: 0 },
+        }
     }
 
     /// The end of the input: validate a last line without `\n` (appending its row to `out`) and
     /// return the statistics of every row fed. Errors: as [`LineCheck::feed`].
     pub fn finish(&mut self, source: &str, out: &mut Vec<u8>) -> Result<FileStats> {
+        self.same = false;
+        self.finish_kept(source, out).map(|(st, _)| st)
+    }
+
+    /// [`LineCheck::finish`] after [`LineCheck::feed_kept`]: a last line without `\n` is never
+    /// its own row (its row ends in `\n`).
+    pub fn finish_kept(&mut self, source: &str, out: &mut Vec<u8>) -> Result<(FileStats, Kept)> {
+        let (was_same, prefix) = (self.same, self.stats.bytes);
         if !self.pending.is_empty() {
             let tail = std::mem::take(&mut self.pending);
-            self.run(source, &tail, out)?;
+            self.same = self.run(source, &tail, out, self.same)?;
         }
-        Ok(self.stats.clone())
+        Ok((self.stats.clone(), self.kept(was_same, prefix)))
     }
 }
 
@@ -915,6 +1028,7 @@ fn scan_flat<'a>(text: &'a str, fields: &mut Vec<(&'a str, &'a str)>) -> bool {
     }
 }
 
+#[inline]
 fn update_stat(st: &mut ColumnStats, v: StatValue) {
     match (&mut st.min, &mut st.max, &v) {
         (Some(StatValue::Int(lo)), Some(StatValue::Int(hi)), StatValue::Int(n)) => {
@@ -939,23 +1053,49 @@ fn update_stat(st: &mut ColumnStats, v: StatValue) {
 /// Min/max for strings and dates without allocating unless a bound moves. Strings longer than
 /// the stat prefix keep a truncated `min` and make `max` unknown (a prefix is a lower bound,
 /// never an upper one).
-fn update_str_stat(st: &mut ColumnStats, s: &str) {
+///
+/// `s` is a string value's UTF-8 bytes (checked by the caller; compared as bytes, which orders
+/// UTF-8 as its characters), converted to a `String` only when a bound moves.
+fn update_str_stat(st: &mut ColumnStats, s: &[u8]) {
     // At most STRING_STAT_PREFIX bytes is at most that many characters: no need to count them.
     let cut = match s.len() <= STRING_STAT_PREFIX {
         true => None,
-        false => s.char_indices().nth(STRING_STAT_PREFIX),
+        // The start of character number STRING_STAT_PREFIX: the bytes that are not UTF-8
+        // continuation bytes (0b10xx_xxxx) start characters.
+        false => s
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| (**c as i8) >= -0x40)
+            .nth(STRING_STAT_PREFIX)
+            .map(|(i, _)| i),
     };
     let (s, long) = match cut {
-        Some((cut, _)) => (&s[..cut], true),
+        Some(cut) => (&s[..cut], true),
         None => (s, false),
     };
     st.max_unknown |= long;
-    if !matches!(&st.min, Some(StatValue::Str(m)) if m.as_str() <= s) {
-        st.min = Some(StatValue::Str(s.to_owned()));
+    if !matches!(&st.min, Some(StatValue::Str(m)) if short_cmp(m.as_bytes(), s).is_le()) {
+        st.min = Some(StatValue::Str(String::from_utf8_lossy(s).into_owned()));
     }
-    if !long && !matches!(&st.max, Some(StatValue::Str(m)) if m.as_str() >= s) {
-        st.max = Some(StatValue::Str(s.to_owned()));
+    if !long && !matches!(&st.max, Some(StatValue::Str(m)) if short_cmp(m.as_bytes(), s).is_ge()) {
+        st.max = Some(StatValue::Str(String::from_utf8_lossy(s).into_owned()));
     }
+}
+
+/// `a.cmp(b)`, without a `memcmp` call for strings of at most 8 bytes (codes, ids: most string
+/// columns): both zero-padded into a big-endian u64, then the shorter first on a tie (a string
+/// is less than any longer one it is a prefix of, and padding only adds zeros).
+#[inline]
+fn short_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    if a.len() > 8 || b.len() > 8 {
+        return a.cmp(b);
+    }
+    // Byte by byte: a copy into an array costs a memcpy call and a stalled load.
+    let word = |s: &[u8]| {
+        let w = s.iter().fold(0u64, |w, &c| (w << 8) | u64::from(c));
+        w.checked_shl(8 * (8 - s.len() as u32)).unwrap_or(0)
+    };
+    word(a).cmp(&word(b)).then(a.len().cmp(&b.len()))
 }
 
 impl ColumnStats {
@@ -1086,11 +1226,14 @@ fn timestamp_us(s: &str) -> std::result::Result<i64, &'static str> {
     Ok(t.timestamp_micros())
 }
 
-/// Input is cut into chunks of about this many bytes (whole lines) for the worker threads.
-const CHUNK_BYTES: usize = 1 << 20;
+/// Input is cut into chunks of about this many bytes (whole lines) for the worker threads: small
+/// enough that the few chunks in flight reuse the same buffers (1 MiB chunks cost a page fault
+/// per 4 KiB of each fresh buffer, issue 10), large enough that handing them over costs nothing.
+const CHUNK_BYTES: usize = 256 << 10;
 
 /// Read whole lines from `input` until at least [`CHUNK_BYTES`] are in `chunk` (more only when
 /// one line is longer) or the input ends. Returns false at end of input with nothing read.
+/// A chunk ends at the first line end past [`CHUNK_BYTES`], however much `input` has buffered.
 fn read_chunk<R: BufRead>(input: &mut R, chunk: &mut Vec<u8>, source: &str) -> Result<bool> {
     chunk.clear();
     loop {
@@ -1102,8 +1245,9 @@ fn read_chunk<R: BufRead>(input: &mut R, chunk: &mut Vec<u8>, source: &str) -> R
         if buf.is_empty() {
             return Ok(!chunk.is_empty());
         }
+        let from = CHUNK_BYTES.saturating_sub(chunk.len() + 1);
         if chunk.len() + buf.len() >= CHUNK_BYTES
-            && let Some(nl) = memchr::memrchr(b'\n', buf)
+            && let Some(nl) = memchr::memchr(b'\n', &buf[from..]).map(|p| from + p)
         {
             chunk.extend_from_slice(&buf[..=nl]);
             input.consume(nl + 1);
@@ -1145,7 +1289,7 @@ pub fn canonicalize<R: BufRead, W: Write>(
     }
     let mut next = Vec::with_capacity(CHUNK_BYTES + (64 << 10));
     let more = read_chunk(&mut input, &mut next, source)?;
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    let workers = cores().min(8);
     if !more || workers == 1 {
         // Small input (or one core): no threads.
         let mut out = Vec::with_capacity(first.len() + first.len() / 4);
@@ -1196,7 +1340,7 @@ const LINE_CHECK_PIECE: usize = 256 << 10;
 /// `complete` (whole lines) cut at line ends into at most one piece per core (at most 4), each
 /// of at least `min` bytes; one piece when it is small or there is one core.
 fn split_lines(complete: &[u8], min: usize) -> Vec<&[u8]> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
+    let cores = cores().min(4);
     let n = cores.min(complete.len() / min.max(1)).max(1);
     let mut pieces = Vec::with_capacity(n);
     let mut start = 0;
@@ -1400,7 +1544,7 @@ mod tests {
         let plain: Vec<&str> = once.lines().filter(|l| !l.contains('\\')).collect();
         assert_eq!(plain.len(), 4);
         for l in &plain {
-            assert!(c.canonical(l), "{l}");
+            assert!(c.canonical(l.as_bytes()), "{l}");
         }
         // Near misses fall through (and are then canonicalised or refused as before).
         for l in [
@@ -1421,7 +1565,7 @@ mod tests {
             "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null}",
             "{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null,\"z\":1}",
         ] {
-            assert!(!c.canonical(l), "{l}");
+            assert!(!c.canonical(l.as_bytes()), "{l}");
         }
         assert_eq!(c.stats.num_records, plain.len() as u64);
     }
@@ -1459,6 +1603,130 @@ mod tests {
         match feed(&bad) {
             Err(Error::BadInput { line, column, .. }) => assert_eq!((line, column.as_str()), (31_001, "\"id\"")),
             other => panic!("{other:?}"),
+        }
+    }
+
+    /// [`LineCheck::feed_kept`]: while every row is its own canonical form nothing is written;
+    /// from the first row that is not, the input's prefix plus the rows written are exactly
+    /// what one pass makes, wherever the writes are cut (large writes checked in pieces too).
+    #[test]
+    fn kept_rows_are_the_rows_of_one_pass() {
+        let row = |i: u32| format!("{{\"id\":{i},\"x\":1.5,\"s\":\"a\",\"b\":true,\"d\":null,\"t\":null}}\n");
+        let canonical: String = (0..20_000).map(row).collect();
+        assert!(canonical.len() > 2 * LINE_CHECK_PIECE);
+        let mut inputs = vec![canonical.clone(), canonical.trim_end().to_string()];
+        for at in [0, 7, canonical.len() / 2, canonical.len() - 5] {
+            let at = canonical[at..].find('{').map_or(canonical.len(), |p| at + p);
+            for damage in ["{\"id\":-0}\n", "\n", "{ \"id\": 3 }\r\n"] {
+                let mut s = canonical.clone();
+                s.insert_str(at, damage);
+                inputs.push(s);
+            }
+        }
+        for input in &inputs {
+            let (want, want_st) = run(input.as_bytes()).unwrap();
+            for cuts in [
+                vec![],
+                vec![1],
+                vec![333, 300_000],
+                vec![input.len() / 2 - 1, input.len() / 2 + 600_000],
+            ] {
+                let mut c = LineCheck::new(schema());
+                let mut got = Vec::new();
+                let mut same = true;
+                let mut from = 0;
+                let apply = |kept: Kept, rows: &[u8], got: &mut Vec<u8>, same: &mut bool| match kept {
+                    Kept::Same => assert!(*same && rows.is_empty(), "rows written while same"),
+                    Kept::Rows { prefix } => {
+                        assert!(prefix == 0 || *same, "a prefix only the first time");
+                        if *same {
+                            got.extend_from_slice(&input.as_bytes()[..prefix as usize]);
+                        }
+                        *same = false;
+                        got.extend_from_slice(rows);
+                    }
+                };
+                for &cut in cuts.iter().chain([&input.len()]) {
+                    let cut = cut.min(input.len());
+                    let mut rows = Vec::new();
+                    let kept = c
+                        .feed_kept("in.jsonl", &input.as_bytes()[from..cut], &mut rows)
+                        .unwrap();
+                    apply(kept, &rows, &mut got, &mut same);
+                    from = cut;
+                }
+                let mut rows = Vec::new();
+                let (st, kept) = c.finish_kept("in.jsonl", &mut rows).unwrap();
+                apply(kept, &rows, &mut got, &mut same);
+                if same {
+                    got = input.as_bytes()[..st.bytes as usize].to_vec();
+                    assert_eq!(st.bytes as usize, input.len(), "same means the whole input");
+                }
+                assert_eq!(String::from_utf8(got).unwrap(), want, "cuts {cuts:?}");
+                assert_eq!((st.num_records, st.bytes), (want_st.num_records, want_st.bytes));
+                assert_eq!(st.to_stats_json(&schema()), want_st.to_stats_json(&schema()));
+            }
+        }
+    }
+
+    /// A row in canonical form but for invalid UTF-8 inside a string value is refused as
+    /// invalid UTF-8 (the one-pass check proves UTF-8 only value by value), and a non-ASCII
+    /// value that is valid takes the one-pass check with its statistics.
+    #[test]
+    fn canonical_rows_are_checked_as_utf8() {
+        let line = |s: &[u8]| {
+            [
+                &b"{\"id\":1,\"x\":null,\"s\":\""[..],
+                s,
+                b"\",\"b\":null,\"d\":null,\"t\":null}\n",
+            ]
+            .concat()
+        };
+        // The value starts at column 23.
+        for (bad, col) in [(&b"\xff"[..], "23"), (b"a\xC3", "24"), (b"\xED\xA0\x80", "23")] {
+            match run(&line(bad)) {
+                Err(Error::BadInput {
+                    line, column, reason, ..
+                }) => {
+                    assert_eq!(
+                        (line, column.as_str(), reason.as_str()),
+                        (1, col, "invalid UTF-8"),
+                        "{bad:?}"
+                    )
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+        let good = line("ü€".as_bytes());
+        let s = schema();
+        let mut c = Canonicalizer::new(&s);
+        assert!(c.canonical(&good[..good.len() - 1]));
+        let (out, st) = run(&good).unwrap();
+        assert_eq!(out.as_bytes(), &good[..]);
+        let stats: serde_json::Value = serde_json::from_str(&st.to_stats_json(&s)).unwrap();
+        assert_eq!(stats["minValues"]["s"], "ü€");
+    }
+
+    #[test]
+    fn short_cmp_is_byte_order() {
+        let words: [&[u8]; 12] = [
+            b"",
+            b"\0",
+            b"a",
+            b"a\0",
+            b"ab",
+            b"abcdefgh",
+            b"abcdefgh\0",
+            b"abcdefgi",
+            b"b",
+            b"\xC3\xBC",
+            b"\x7F",
+            b"zzzzzzzzz",
+        ];
+        for a in words {
+            for b in words {
+                assert_eq!(short_cmp(a, b), a.cmp(b), "{a:?} {b:?}");
+            }
         }
     }
 

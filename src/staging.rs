@@ -12,7 +12,12 @@
 //! _staging/<id>.error     why the last commit attempt (or a write) failed, if one did
 //! _staging/<id>.sync      "<boot id> <durable length>": the bytes up to that length were fsynced
 //!                         in that boot (written when the writer fsyncs)
+//! _staging/<id>.canon     the canonical rows, once a row written in order is not its own
+//!                         canonical form (until then the `.data` file is its own rows)
 //! ```
+//!
+//! A commit hard-links the `.data` file (or the `.canon` file) into the table as the version's
+//! data file, then removes the staged names; the mount never writes that inode again.
 //!
 //! Every file here is opened through [`Dir`] handles (`openat2` beneath the table, no symlinks,
 //! regular files only) and created 0600.
@@ -482,6 +487,16 @@ impl Staging {
         self.dir.try_unlink(&Self::rel(id, "canon")).map(|_| ())
     }
 
+    /// Start `<id>.canon` with the first `len` bytes of the data file `data` (rows that were
+    /// canonical as written, when a later row is not: [`crate::rows::Kept::Rows`]), copied in
+    /// the kernel (`copy_file_range`). Kept among the open descriptors; returns its identity.
+    pub fn create_canon_from(&self, id: &str, data: &File, len: u64) -> Result<FileId> {
+        let ident = self.create_canon(id)?;
+        let canon = self.canon(id, ident)?;
+        copy_range(data, &canon, len).map_err(|e| Error::io("copy", self.dir.join(Self::rel(id, "canon")), e))?;
+        Ok(ident)
+    }
+
     /// Hard-link `<id>.canon` (fsynced by the caller) to `path`, a new file name directly in the
     /// table folder, and check that the name now holds the file the mount wrote: `ident` (the
     /// same device and inode as at [`Staging::create_canon`]) and exactly `len` bytes (the size
@@ -489,11 +504,22 @@ impl Staging {
     /// replaced, truncated or extended behind the mount's back (the new name is removed again);
     /// [`Error::Io`] (`EEXIST`, `EXDEV`, `EPERM` on file systems without hard links).
     pub fn link_canon(&self, id: &str, path: &Path, ident: FileId, len: u64) -> Result<()> {
+        self.link_into(id, "canon", path, ident, len)
+    }
+
+    /// [`Staging::link_canon`] for the data file itself, when every row of it is its own
+    /// canonical form (README "incoming/": the staged file becomes the table's data file, and
+    /// the mount never writes it again: a later write starts a new staged file).
+    pub fn link_data(&self, id: &str, path: &Path, ident: FileId, len: u64) -> Result<()> {
+        self.link_into(id, "data", path, ident, len)
+    }
+
+    fn link_into(&self, id: &str, ext: &str, path: &Path, ident: FileId, len: u64) -> Result<()> {
         let name = path
             .file_name()
             .and_then(|n| n.to_str())
             .ok_or_else(|| Error::io("link", path, io::ErrorKind::InvalidInput.into()))?;
-        let rel = Self::rel(id, "canon");
+        let rel = Self::rel(id, ext);
         self.dir
             .link(&rel, &self.root, name)
             .map_err(|e| Error::io("link", path, e))?;
@@ -565,6 +591,52 @@ impl Staging {
         }
         result
     }
+}
+
+/// Copy the first `len` bytes of `from` to the start of `to` in the kernel (`copy_file_range`,
+/// falling back to reads and writes where the file system or kernel has no such copy).
+pub fn copy_range(from: &File, to: &File, len: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let (mut off_in, mut off_out) = (0u64, 0u64);
+    while off_in < len {
+        let want = usize::try_from(len - off_in).unwrap_or(usize::MAX).min(1 << 30);
+        match rustix::fs::copy_file_range(from, Some(&mut off_in), to, Some(&mut off_out), want) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(
+                rustix::io::Errno::XDEV
+                | rustix::io::Errno::NOSYS
+                | rustix::io::Errno::OPNOTSUPP
+                | rustix::io::Errno::INVAL,
+            ) => {
+                let mut buf = vec![0u8; 1 << 20];
+                while off_in < len {
+                    let n = usize::try_from(len - off_in).unwrap_or(usize::MAX).min(buf.len());
+                    from.read_exact_at(&mut buf[..n], off_in)?;
+                    to.write_all_at(&buf[..n], off_out)?;
+                    off_in += n as u64;
+                    off_out += n as u64;
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Start writing bytes `offset..offset + len` of `file` back to the disk without waiting for
+/// it (`sync_file_range(2)` with `SYNC_FILE_RANGE_WRITE`), so that the fsync of its commit only
+/// waits for what was written last (issue 10). A hint: it makes nothing durable and its errors
+/// are ignored (the fsync that follows reports them).
+pub fn start_writeback(file: &File, offset: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return;
+    };
+    // SAFETY: a plain system call on a descriptor `file` keeps open; no memory is passed.
+    // (Neither rustix nor nix wraps sync_file_range.)
+    let _ = unsafe { libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE) };
 }
 
 fn is_id(s: &str) -> bool {

@@ -1156,10 +1156,10 @@ impl Table {
             let _ = self.dir.try_unlink(&name);
             return Err(e);
         }
-        let mut w = BufWriter::with_capacity(1 << 20, created);
+        let mut w = BufWriter::with_capacity(256 << 10, Writeback::new(created));
         let result = rows::canonicalize(schema, source, input, &mut w, &path).and_then(|stats| {
             let file = w.into_inner().map_err(|e| Error::io("write", &path, e.into_error()))?;
-            Ok((stats, file))
+            Ok((stats, file.file))
         });
         let (stats, file) = match result {
             Ok((s, f)) if s.num_records > 0 => (s, f),
@@ -1979,6 +1979,43 @@ pub(crate) fn hold_data_file(dir: &Dir, name: &str, file: &File) -> Result<()> {
     match dir.stat(name)? {
         Some(st) if st.st_ino == mine.st_ino && st.st_dev == mine.st_dev && mine.st_nlink > 0 => Ok(()),
         _ => Err(deleted_in_flight(path)),
+    }
+}
+
+/// A new data file being written: starts the writeback of every [`Writeback::STEP`] bytes
+/// written ([`crate::staging::start_writeback`]), so the fsync of its commit only waits for the
+/// last ones, while the disk writes the rest during the validation of the input (issue 10).
+struct Writeback {
+    file: File,
+    written: u64,
+    started: u64,
+}
+
+impl Writeback {
+    const STEP: u64 = 1 << 20;
+
+    fn new(file: File) -> Writeback {
+        Writeback {
+            file,
+            written: 0,
+            started: 0,
+        }
+    }
+}
+
+impl Write for Writeback {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.written += n as u64;
+        if self.written >= self.started + Self::STEP {
+            crate::staging::start_writeback(&self.file, self.started, self.written - self.started);
+            self.started = self.written;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
     }
 }
 

@@ -116,11 +116,81 @@ fn planted_staging_symlinks_are_refused() {
     assert_eq!(fs::read_to_string(&secret).unwrap(), "root:SECRET");
 }
 
-/// `_staging/<id>.canon` (the canonical rows kept while a file is written) truncated behind the
-/// mount's back before the close: the close fails with EIO, nothing is committed, the note says
-/// why and the table stays healthy (README, "Security").
+/// The staged file of `incoming/NAME` in `_staging/`, with extension `ext`.
+fn staged(f: &Fixture, name: &str, ext: &str) -> std::path::PathBuf {
+    for e in fs::read_dir(f.table.join("_staging")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "name") && fs::read_to_string(&p).unwrap().trim_end() == name {
+            return p.with_extension(ext);
+        }
+    }
+    panic!("no name record for {name}");
+}
+
+/// Truncate `victim` (a file in `_staging/` of `incoming/NAME`, open as `w`) behind the mount's
+/// back, then fsync `w`: the commit fails with EIO, nothing is committed, and the note names
+/// the file and says why.
+fn truncate_then_fsync(f: &Fixture, w: &fs::File, victim: &std::path::Path, name: &str, before: u64) {
+    fs::OpenOptions::new()
+        .write(true)
+        .open(victim)
+        .unwrap()
+        .set_len(10)
+        .unwrap();
+    // The owner's fsync commits, as its close would (README, "incoming/").
+    let err = w.sync_all().expect_err("the commit must fail");
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    assert_eq!(f.latest(), before, "nothing committed");
+    let note = fs::read_to_string(f.m(&format!("incoming/{name}.error"))).unwrap();
+    let file = victim.file_name().unwrap().to_str().unwrap();
+    assert!(
+        note.contains(file) && note.contains("behind the mount's back"),
+        "{note}"
+    );
+}
+
+/// `_staging/<id>.canon` (the canonical rows kept while a file whose rows are not canonical as
+/// written is written) truncated behind the mount's back before the close: the close fails with
+/// EIO, nothing is committed, the note says why and the table stays healthy (README,
+/// "Security").
 #[test]
 fn a_truncated_canonical_file_is_refused() {
+    use std::io::Write;
+    let f = Fixture::flights(&["flights-jan.jsonl"]);
+    let m = f.mount();
+    let before = f.latest();
+    let mar = fixture_bytes("flights-mar.jsonl");
+    let canonical: Vec<&[u8]> = lines(&mar)[..3].to_vec();
+    // A space after each `{`: valid rows, but not their canonical form.
+    let rows: Vec<u8> = canonical
+        .iter()
+        .flat_map(|l| [b'{', b' '].into_iter().chain(l[1..].iter().copied()).chain([b'\n']))
+        .collect();
+    let mut w = fs::File::create(f.m("incoming/ct.jsonl")).unwrap();
+    w.write_all(&rows).unwrap();
+    let canon = staged(&f, "ct.jsonl", "canon");
+    assert_eq!(
+        fs::metadata(&canon).unwrap().len(),
+        rows.len() as u64 - 3,
+        "rows kept while written"
+    );
+    truncate_then_fsync(&f, &w, &canon, "ct.jsonl", before);
+    // The close commits again from the staged bytes themselves (checked anew), never from the
+    // truncated rows.
+    drop(w);
+    assert!(wait_for(5, || f.latest() == before + 1));
+    assert_eq!(lines(&f.read_v(before + 1)).len(), lines(&f.read_v(before)).len() + 3);
+    f.td(&["check", &f.t(), "--deep"]);
+    drop(m);
+}
+
+/// A file whose rows are canonical as written is linked into the table itself (README,
+/// "incoming/"), with no `.canon` copy. Truncated behind the mount's back before its commit:
+/// the commit fails with EIO, nothing is committed, the note says why, the close commits
+/// nothing either (the staged file is shorter than what was written to it) and the table stays
+/// healthy.
+#[test]
+fn a_truncated_staged_file_is_refused() {
     use std::io::Write;
     let f = Fixture::flights(&["flights-jan.jsonl"]);
     let m = f.mount();
@@ -129,44 +199,20 @@ fn a_truncated_canonical_file_is_refused() {
         .iter()
         .flat_map(|l| l.iter().copied().chain([b'\n']))
         .collect();
-    let mut w = fs::File::create(f.m("incoming/ct.jsonl")).unwrap();
+    let mut w = fs::File::create(f.m("incoming/dt.jsonl")).unwrap();
     w.write_all(&rows).unwrap();
-    let staging = f.table.join("_staging");
-    let mut canon = None;
-    for e in fs::read_dir(&staging).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "name")
-            && fs::read_to_string(&p).unwrap().trim_end().ends_with("ct.jsonl")
-        {
-            canon = Some(p.with_extension("canon"));
-        }
-    }
-    let canon = canon.expect("the staged file's name record");
-    assert_eq!(
-        fs::metadata(&canon).unwrap().len(),
-        rows.len() as u64,
-        "rows kept while written"
-    );
-    fs::OpenOptions::new()
-        .write(true)
-        .open(&canon)
-        .unwrap()
-        .set_len(10)
-        .unwrap();
-    // The owner's fsync commits, as its close would (README, "incoming/").
-    let err = w.sync_all().expect_err("the commit must fail");
-    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
-    assert_eq!(f.latest(), before, "nothing committed");
-    let note = fs::read_to_string(f.m("incoming/ct.jsonl.error")).unwrap();
-    assert!(
-        note.contains("canon") && note.contains("behind the mount's back"),
-        "{note}"
-    );
-    // The close commits again from the staged bytes themselves (checked anew), never from the
-    // truncated rows.
+    let data = staged(&f, "dt.jsonl", "data");
+    assert!(!data.with_extension("canon").exists(), "canonical rows are not copied");
+    truncate_then_fsync(&f, &w, &data, "dt.jsonl", before);
     drop(w);
-    assert!(wait_for(5, || f.latest() == before + 1));
-    assert_eq!(lines(&f.read_v(before + 1)).len(), lines(&f.read_v(before)).len() + 3);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(f.latest(), before, "nothing committed by the close");
+    assert!(
+        !fs::read_dir(&f.table)
+            .unwrap()
+            .any(|e| fs::metadata(e.unwrap().path()).unwrap().len() == 10),
+        "no part file left linked to the staged file"
+    );
     f.td(&["check", &f.t(), "--deep"]);
     drop(m);
 }

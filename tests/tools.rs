@@ -845,3 +845,29 @@ fn a_writer_killed_by_a_signal_commits_nothing() {
     t.e.ok("cat \"$M/incoming/k.jsonl\" > k.jsonl && cat k.jsonl > \"$M/incoming/k.jsonl\"");
     t.added_mar_once(&[]);
 }
+
+/// A file whose rows are canonical as written becomes the version's data file itself (README,
+/// "incoming/"): what is written through the mount afterwards, by `>>`, a truncating re-save,
+/// or the same descriptor after an fsync commit, goes to new staged files and never changes
+/// the bytes a committed version names.
+#[test]
+fn writes_after_a_commit_leave_its_data_file_alone() {
+    let e = setup();
+    require_tool("head");
+    let src = fixture("flights-mar.jsonl");
+    e.ok(&format!("cp '{}' \"$M/incoming/w.jsonl\"", src.display()));
+    assert_eq!(e.f.latest(), 3);
+    let v3 = e.f.read_v(3);
+    e.ok(&format!("head -n 5 '{}' >> \"$M/incoming/w.jsonl\"", src.display()));
+    e.ok(&format!("head -n 7 '{}' > \"$M/incoming/w.jsonl\"", src.display()));
+    // One descriptor: write, fsync (a commit), write more, close (a second commit).
+    let py = python(&[]);
+    e.ok(&format!(
+        "{py} -c 'import os,sys; d=open(sys.argv[1],\"rb\").read().splitlines(True); f=os.open(sys.argv[2], os.O_WRONLY|os.O_CREAT|os.O_TRUNC, 0o600); os.write(f, b\"\".join(d[:3])); os.fsync(f); os.write(f, b\"\".join(d[3:6])); os.close(f)' '{}' \"$M/incoming/p.jsonl\"",
+        src.display()
+    ));
+    assert_eq!(e.f.latest(), 7);
+    assert_eq!(e.f.read_v(3), v3, "version 3 reads as it was committed");
+    assert_eq!(lines(&e.f.read_v(7)).len(), 2800 + 600 + 5 + 7 + 3 + 3);
+    e.f.td(&["check", &e.f.t(), "--deep"]);
+}

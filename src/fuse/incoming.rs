@@ -35,7 +35,7 @@ use std::time::{Duration, Instant, SystemTime};
 use log::{debug, info, warn};
 
 use crate::WriteOptions;
-use crate::rows::LineCheck;
+use crate::rows::{Kept, LineCheck};
 use crate::staging::{self, ERROR_SUFFIX, FileId, SOURCE_PARAM, STAGING_ID_PARAM};
 
 use super::errno::{FsError, FsResult};
@@ -93,22 +93,32 @@ impl Verdict {
     }
 }
 
-/// A staged file written sequentially so far: each complete line validated as it arrives and its
-/// canonical row kept in `_staging/<id>.canon`, so the commit only finishes the tail and links
-/// the rows into the table (no second pass over the bytes).
+/// A staged file written sequentially so far: each complete line validated as it arrives, so
+/// the commit only finishes the tail and links the rows into the table (no second pass over
+/// the bytes). While every row is its own canonical form, the data file itself is the table's
+/// data file and no rows are written anywhere else; from the first row that is not, the
+/// canonical rows are kept in `_staging/<id>.canon` (which starts with a kernel copy of the rows
+/// before it).
 #[derive(Debug)]
 pub(super) struct Stream {
     check: LineCheck,
-    /// `_staging/<id>.canon`'s identity, from the first complete line on (its descriptor lives
-    /// in the staging pool like the data file's).
+    /// `_staging/<id>.canon`'s identity, from the first row that is not its own canonical form
+    /// on (its descriptor lives in the staging pool like the data file's).
     canon: Option<FileId>,
     /// Bytes written to `<id>.canon`.
     canon_len: u64,
     /// Writing the canonical rows failed: the commit canonicalises the staged bytes instead.
     canon_failed: bool,
+    /// Bytes of the file the commit will link (the data file, or `<id>.canon` once there is
+    /// one) whose writeback was started ([`staging::start_writeback`]).
+    written_back: u64,
     /// Hash of the bytes fed (for re-save detection).
     hash: StreamHash,
 }
+
+/// Start the writeback of a streamed file's rows every this many bytes, so that the fsync of
+/// its commit only waits for the last ones (issue 10).
+const WRITEBACK_STEP: u64 = 1 << 20;
 
 impl Stream {
     fn new(schema: crate::Schema) -> Stream {
@@ -117,32 +127,61 @@ impl Stream {
             canon: None,
             canon_len: 0,
             canon_failed: false,
+            written_back: 0,
             hash: Default::default(),
         }
     }
 
-    /// Append canonical rows to `<id>.canon`; on failure fall back to canonicalising at commit.
-    fn keep(&mut self, staging: &staging::Staging, id: &str, rows: &[u8]) {
-        if self.canon_failed || rows.is_empty() {
+    /// Keep the canonical rows of what was just fed (`kept`, `rows`): nothing while the data
+    /// file `data` is its own canonical rows, else append them to `<id>.canon` (created with the
+    /// rows before them the first time). On failure fall back to canonicalising at commit.
+    fn keep(&mut self, staging: &staging::Staging, id: &str, data: &File, kept: Kept, rows: &[u8]) {
+        if self.canon_failed {
             return;
         }
-        let written = (|| -> crate::Result<()> {
+        let prefix = match kept {
+            Kept::Same => {
+                let len = self.check.stats_bytes();
+                if len >= self.written_back + WRITEBACK_STEP {
+                    staging::start_writeback(data, self.written_back, len - self.written_back);
+                    self.written_back = len;
+                }
+                return;
+            }
+            Kept::Rows { prefix } => prefix,
+        };
+        if rows.is_empty() && (prefix == 0 || self.canon.is_some()) {
+            return;
+        }
+        let written = (|| -> crate::Result<Arc<File>> {
             let ident = match self.canon {
                 Some(i) => i,
-                None => *self.canon.insert(staging.create_canon(id)?),
+                None => {
+                    self.written_back = 0;
+                    self.canon_len = prefix;
+                    *self.canon.insert(staging.create_canon_from(id, data, prefix)?)
+                }
             };
-            staging
-                .canon(id, ident)?
+            let canon = staging.canon(id, ident)?;
+            canon
                 .write_all_at(rows, self.canon_len)
                 .map_err(|e| crate::Error::io("write", staging.dir().join(format!("{id}.canon")), e))?;
             self.canon_len += rows.len() as u64;
-            Ok(())
+            Ok(canon)
         })();
-        if let Err(e) = written {
-            debug!("_staging/{id}.canon: {e}; the commit canonicalises the staged bytes instead");
-            self.canon_failed = true;
-            self.canon = None;
-            let _ = staging.remove_canon(id);
+        match written {
+            Ok(canon) => {
+                if self.canon_len >= self.written_back + WRITEBACK_STEP {
+                    staging::start_writeback(&canon, self.written_back, self.canon_len - self.written_back);
+                    self.written_back = self.canon_len;
+                }
+            }
+            Err(e) => {
+                debug!("_staging/{id}.canon: {e}; the commit canonicalises the staged bytes instead");
+                self.canon_failed = true;
+                self.canon = None;
+                let _ = staging.remove_canon(id);
+            }
         }
     }
 }
@@ -1044,16 +1083,16 @@ impl TableView {
         // one per write cost a page fault per 4 KiB (a fifth of the daemon's time per `cp`).
         let mut rows = ROWS.with(|r| std::mem::take(&mut *r.borrow_mut()));
         rows.clear();
-        let fed = stream.check.feed(&format!("incoming/{name}"), data, &mut rows);
-        if fed.is_ok() {
+        let fed = stream.check.feed_kept(&format!("incoming/{name}"), data, &mut rows);
+        if let Ok(kept) = fed {
             stream.hash.write(data);
-            stream.keep(&self.staging, &id, &rows);
+            stream.keep(&self.staging, &id, &file, kept, &rows);
         }
         if rows.capacity() <= MAX_KEPT_ROWS {
             ROWS.with(|r| *r.borrow_mut() = rows);
         }
         match fed {
-            Ok(()) => {
+            Ok(_) => {
                 if let Some(b) = lock(&self.incoming).get(seq)?.bytes_mut() {
                     b.check = Some(stream);
                 }
@@ -1280,7 +1319,7 @@ impl TableView {
         };
         let source = format!("incoming/{name}");
         let prepared = match plan {
-            Plan::Append { from: 0 } => self.commit_prepared(seq, &id, &source, len, &opts)?,
+            Plan::Append { from: 0 } => self.commit_prepared(seq, &id, &file, &source, len, &opts)?,
             _ => None,
         };
         let from = match plan {
@@ -1444,8 +1483,9 @@ impl TableView {
         Ok(schema)
     }
 
-    /// The commit of a file streamed from offset 0 to its end: finish the tail, fsync the
-    /// canonical rows kept while it was written and link them into the table (no second pass).
+    /// The commit of a file streamed from offset 0 to its end: finish the tail and link the
+    /// canonical rows into the table (no second pass): the data file `data` itself when every
+    /// row is its own canonical form, else the rows kept in `<id>.canon` while it was written.
     /// `None` when it does not qualify or the rows cannot be placed (the caller canonicalises
     /// the staged bytes instead). Call with `seq`'s I/O lock held.
     #[allow(clippy::type_complexity)]
@@ -1453,17 +1493,18 @@ impl TableView {
         &self,
         seq: u64,
         id: &str,
+        data: &File,
         source: &str,
         len: u64,
         opts: &WriteOptions,
     ) -> FsResult<Option<(crate::Result<Option<u64>>, u64)>> {
-        let stream = {
+        let (stream, data_ident) = {
             let mut inc = lock(&self.incoming);
             let Some(b) = inc.get(seq)?.bytes_mut() else {
                 return Ok(None);
             };
             match b.check.take() {
-                Some(s) if s.check.offset() == len && !s.canon_failed => s,
+                Some(s) if s.check.offset() == len && !s.canon_failed => (s, b.ident),
                 other => {
                     b.check = other;
                     return Ok(None);
@@ -1472,21 +1513,30 @@ impl TableView {
         };
         let mut stream = stream;
         let mut rows = Vec::new();
-        let stats = match stream.check.finish(source, &mut rows) {
-            Ok(stats) => stats,
+        let (stats, kept) = match stream.check.finish_kept(source, &mut rows) {
+            Ok(done) => done,
             Err(bad) => {
                 let _ = self.staging.remove_canon(id);
                 return Ok(Some((Err(bad), 0)));
             }
         };
-        stream.keep(&self.staging, id, &rows);
-        let have_rows = stream.canon.is_some() || stats.num_records == 0;
+        stream.keep(&self.staging, id, data, kept, &rows);
+        // Every row its own canonical form: the staged file is the data file. The mount never
+        // writes it again once committed (a later write, fsync commit or re-save starts a new
+        // staged file), so no bytes a version names change (README "incoming/").
+        let whole = kept == Kept::Same && stream.canon.is_none() && stats.bytes == len;
+        let have_rows = whole || stream.canon.is_some() || stats.num_records == 0;
         if stream.canon_failed || !have_rows {
             let _ = self.staging.remove_canon(id);
             return Ok(None);
         }
-        let ident = stream.canon;
-        let canon = match ident.map(|ident| self.staging.canon(id, ident)).transpose() {
+        let ident = if whole { Some(data_ident) } else { stream.canon };
+        let canon = match stream
+            .canon
+            .filter(|_| !whole)
+            .map(|ident| self.staging.canon(id, ident))
+            .transpose()
+        {
             Ok(c) => c,
             Err(e) => {
                 debug!("{source}: {e}; canonicalising its bytes");
@@ -1494,21 +1544,26 @@ impl TableView {
                 return Ok(None);
             }
         };
+        let rows_file: Option<&File> = if whole { Some(data) } else { canon.as_deref() };
         // The canonical rows are not fsynced here: the publish fsyncs them at the same time as
         // the commit and the table folder (one journal commit; commit::publish_after).
         let placed = std::cell::Cell::new(None);
         let result = self.table().append_prepared_after(
             stream.check.schema(),
             &stats,
-            canon.as_deref(),
+            rows_file,
             |path| {
                 let Some(ident) = ident else {
                     placed.set(Some(false));
                     return Err(crate::Error::io("link", path, std::io::ErrorKind::NotFound.into()));
                 };
-                let r = self.staging.link_canon(id, path, ident, stats.bytes);
-                // A canonical file changed behind the mount's back is refused, not worked
-                // around: the commit fails (EIO) and the note says why.
+                let r = if whole {
+                    self.staging.link_data(id, path, ident, stats.bytes)
+                } else {
+                    self.staging.link_canon(id, path, ident, stats.bytes)
+                };
+                // A file changed behind the mount's back is refused, not worked around: the
+                // commit fails (EIO) and the note says why.
                 placed.set(Some(r.is_ok() || matches!(r, Err(crate::Error::Corrupt { .. }))));
                 r
             },
