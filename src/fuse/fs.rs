@@ -228,22 +228,21 @@ struct Direct {
 impl Direct {
     /// Whether a read-only open of `ino` (not a passthrough open) is direct.
     fn wanted(&self, ino: u64) -> bool {
+        self.applies(ino) && !lock(&self.read_through).contains(&ino)
+    }
+
+    /// Whether direct opens are on and `ino` is a `data.jsonl`.
+    fn applies(&self, ino: u64) -> bool {
         self.enabled.load(Ordering::Relaxed)
             && matches!(
                 super::inode::Node::from_ino(ino),
                 Some(super::inode::Node::VersionFile(_, super::inode::VersionFile::Data))
             )
-            && !lock(&self.read_through).contains(&ino)
     }
 
     /// A read of `ino` came back short: the reader reached the end.
     fn reached_end(&self, ino: u64) {
-        if self.enabled.load(Ordering::Relaxed)
-            && matches!(
-                super::inode::Node::from_ino(ino),
-                Some(super::inode::Node::VersionFile(_, super::inode::VersionFile::Data))
-            )
-        {
+        if self.applies(ino) {
             lock(&self.read_through).insert(ino);
         }
     }
