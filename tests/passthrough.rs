@@ -19,6 +19,19 @@ fn part_of_version_1(f: &Fixture) -> std::path::PathBuf {
         .expect("version 1's data file")
 }
 
+/// The bytes of `path` read through a shared read-only mmap (Python's `mmap`).
+fn mmap_read(path: &std::path::Path) -> Vec<u8> {
+    let py = python(&["mmap"]);
+    ok(
+        &py,
+        &[
+            "-c",
+            "import mmap,sys; f=open(sys.argv[1],'rb'); m=mmap.mmap(f.fileno(),0,prot=mmap.PROT_READ); sys.stdout.buffer.write(m[:])",
+            &path.display().to_string(),
+        ],
+    )
+}
+
 fn check_bytes(f: &Fixture) {
     for v in 0..=2u64 {
         assert_eq!(
@@ -53,16 +66,7 @@ fn single_file_versions_are_read_through_passthrough() {
     }
     drop(handles);
     // mmap of a passthrough file.
-    let py = python(&["mmap"]);
-    let out = ok(
-        &py,
-        &[
-            "-c",
-            "import mmap,sys; f=open(sys.argv[1],'rb'); m=mmap.mmap(f.fileno(),0,prot=mmap.PROT_READ); sys.stdout.buffer.write(m[:])",
-            &f.m("v/1/data.jsonl").display().to_string(),
-        ],
-    );
-    assert_eq!(out, want);
+    assert_eq!(mmap_read(&f.m("v/1/data.jsonl")), want);
     let log = m.log_text();
     assert!(
         log.contains("passthrough in use"),
@@ -201,5 +205,105 @@ fn a_part_of_the_wrong_size_is_eio() {
     let err = fs::read(f.m("v/2/parts/0000000.jsonl")).expect_err("a grown part was served");
     assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
     assert!(!fs::read(f.m("v/2/parts/0000001.jsonl")).unwrap().is_empty());
+    drop(m);
+}
+
+/// The READ requests of `path`'s inode in the daemon's log so far.
+fn reads_of(m: &Mount, path: &std::path::Path) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let tag = format!("ino {:#018x} READ ", fs::metadata(path).unwrap().ino());
+    m.log_text().lines().filter(|l| l.contains(&tag)).count()
+}
+
+/// `data.jsonl` of several data files (README "Reading"): `st_blksize` is 1 MiB; it is read
+/// direct (every read a request, nothing kept in the page cache) until a reader has read it to
+/// its end, then through the page cache: the read after the one that filled it sends no READ.
+/// A shared mmap of a direct open works. Same bytes every time, with and without passthrough.
+#[test]
+fn several_data_files_are_read_direct_then_from_the_page_cache() {
+    use std::os::unix::fs::MetadataExt;
+    for passthrough in [true, false] {
+        let f = Fixture::flights(&["flights-jan.jsonl", "flights-feb.jsonl", "flights-mar.jsonl"]);
+        let m = if passthrough {
+            f.mount()
+        } else {
+            f.mount_with(&["--no-passthrough"])
+        };
+        let v2 = f.m("v/2/data.jsonl");
+        assert_eq!(fs::metadata(&v2).unwrap().blksize(), 1 << 20, "v/2 st_blksize");
+        assert_eq!(
+            fs::metadata(f.m("v/1/data.jsonl")).unwrap().blksize(),
+            4096,
+            "v/1 st_blksize"
+        );
+        let want = f.read_v(2);
+        // A read that stops early keeps the file direct.
+        let mut head = vec![0u8; 1000];
+        fs::File::open(&v2).unwrap().read_exact(&mut head).unwrap();
+        assert_eq!(head, want[..1000]);
+        let mut seen = reads_of(&m, &v2);
+        assert!(seen > 0, "passthrough {passthrough}: the head read sent no READ");
+        for (round, filled) in [
+            ("first, direct", false),
+            ("second, fills the page cache", false),
+            ("third", true),
+        ] {
+            assert_eq!(fs::read(&v2).unwrap(), want, "passthrough {passthrough}: {round} read");
+            let now = reads_of(&m, &v2);
+            if filled {
+                assert_eq!(
+                    now, seen,
+                    "passthrough {passthrough}: the {round} read reached the daemon"
+                );
+            } else {
+                assert!(now > seen, "passthrough {passthrough}: the {round} read sent no READ");
+            }
+            seen = now;
+        }
+        // mmap of a direct open (version 3 has not been read through).
+        assert_eq!(
+            mmap_read(&f.m("v/3/data.jsonl")),
+            f.read_v(3),
+            "passthrough {passthrough}: mmap of v/3"
+        );
+        assert_eq!(fs::read(f.m("v/3/data.jsonl")).unwrap(), f.read_v(3));
+        drop(m);
+    }
+}
+
+/// A data file cut short after the daemon opened it (and checked its size) is EIO for the reads
+/// that reach the cut, whether the reply would be mapped from the file (large reads) or copied
+/// (small ones); never zeros or a crash of the daemon. The reads before the cut still work.
+#[test]
+fn a_data_file_cut_short_while_open_is_eio() {
+    use std::os::unix::fs::FileExt;
+    let f = Fixture::flights(&["flights-jan.jsonl", "flights-feb.jsonl"]);
+    let m = f.mount();
+    let part = part_of_version_1(&f);
+    let len = fs::metadata(&part).unwrap().len();
+    let want = f.read_v(2);
+    let h = fs::File::open(f.m("v/2/data.jsonl")).unwrap();
+    let mut buf = vec![0u8; 256 << 10];
+    h.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(buf, want[..buf.len()]);
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&part)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    for size in [256 << 10, 4096] {
+        let mut buf = vec![0u8; size];
+        let err = h
+            .read_exact_at(&mut buf, len / 2 + 1000)
+            .expect_err("a read past the cut was served");
+        assert_eq!(err.raw_os_error(), Some(libc::EIO), "{size} bytes: {err}");
+    }
+    assert!(
+        m.log_text().contains("shorter than its add action says"),
+        "{}",
+        m.log_text()
+    );
+    drop(h);
     drop(m);
 }

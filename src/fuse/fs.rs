@@ -3,7 +3,7 @@
 //! Nothing here decides anything about the table or about who is calling (that is
 //! [`TableView::caller`], over [`super::process`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::io;
 use std::path::Path;
@@ -35,6 +35,7 @@ pub const COMMIT_THREADS: usize = 2;
 pub struct TableFs {
     view: Arc<TableView>,
     passthrough: Passthrough,
+    direct: Direct,
     commits: Committer,
 }
 
@@ -115,6 +116,7 @@ impl TableFs {
                 wanted: passthrough,
                 ..Passthrough::default()
             },
+            direct: Direct::default(),
             commits: Committer::new(COMMIT_THREADS),
         }
     }
@@ -200,6 +202,52 @@ impl Passthrough {
     }
 }
 
+/// Direct reads (`FOPEN_DIRECT_IO`) of a `data.jsonl` that the daemon serves (one of several
+/// data files, or any when passthrough is off), until a reader has read it to its end; opens
+/// after that use the page cache (README "Reading").
+///
+/// A direct read is one round trip whose reply the kernel copies straight into the reader's
+/// buffer: no page of the mount's page cache is allocated, filled and then copied again. That
+/// is the fastest first read, but every later read would come to the daemon again, while a
+/// read from the page cache costs one copy and no round trip; so once a file has been read
+/// through, its next opens fill the page cache and the ones after that are served from it.
+///
+/// Kernel rules (fs/fuse/iomode.c, file.c): direct opens take no part in an inode's io mode,
+/// so they may be open together with cached opens of the same inode (its data never changes);
+/// never on an inode with passthrough opens (those nodes return before this is asked). A
+/// shared `mmap` of a direct open needs `FUSE_DIRECT_IO_ALLOW_MMAP` (Linux >= 6.6; it then
+/// uses the page cache): without it, no direct opens at all.
+#[derive(Debug, Default)]
+struct Direct {
+    /// The kernel took `FUSE_DIRECT_IO_ALLOW_MMAP`.
+    enabled: AtomicBool,
+    /// The `data.jsonl` inodes some reader has read to their end.
+    read_through: Mutex<HashSet<u64>>,
+}
+
+impl Direct {
+    /// Whether a read-only open of `ino` (not a passthrough open) is direct.
+    fn wanted(&self, ino: u64) -> bool {
+        self.applies(ino) && !lock(&self.read_through).contains(&ino)
+    }
+
+    /// Whether direct opens are on and `ino` is a `data.jsonl`.
+    fn applies(&self, ino: u64) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+            && matches!(
+                super::inode::Node::from_ino(ino),
+                Some(super::inode::Node::VersionFile(_, super::inode::VersionFile::Data))
+            )
+    }
+
+    /// A read of `ino` came back short: the reader reached the end.
+    fn reached_end(&self, ino: u64) {
+        if self.applies(ino) {
+            lock(&self.read_through).insert(ino);
+        }
+    }
+}
+
 /// Run `f` as one request ([`crate::request::one_request`]), and the work it deferred at once.
 /// Requests that may commit use [`crate::request::one_request`] directly and run the deferred
 /// work (the version checksum) after their reply.
@@ -240,8 +288,10 @@ fn file_attr(a: &Attr) -> FileAttr {
         // Staged files in incoming/ advertise the largest write the mount takes, so tools that
         // size their buffers by st_blksize (cp, cat, dd) write 1 MiB per request instead of
         // 128 KiB: 8 requests per 8 MB instead of 64 (issue 10, `cp` into incoming/).
+        // A data.jsonl of several data files does the same for reads (1 MiB per request).
         blksize: match super::inode::Node::from_ino(a.ino) {
             Some(super::inode::Node::Staged(_)) => MAX_IO,
+            _ if a.large_io => MAX_IO,
             _ => 4096,
         },
         flags: 0,
@@ -280,6 +330,17 @@ impl Filesystem for TableFs {
         }
         let _ = config.set_max_background(64);
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
+        // Direct reads of data.jsonl only where a shared mmap of a direct open still works.
+        if config
+            .add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)
+            .is_ok()
+        {
+            self.direct.enabled.store(true, Ordering::Relaxed);
+        } else {
+            info!(
+                "the kernel has no FUSE_DIRECT_IO_ALLOW_MMAP (Linux < 6.6): data.jsonl is always read through the page cache"
+            );
+        }
         // O_TRUNC arrives with open (not as a later setattr), so incoming/ sees who truncates.
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_ATOMIC_O_TRUNC);
         // Passthrough needs a stack depth of at least 1 (with 0 every open_backing fails with
@@ -465,13 +526,19 @@ impl Filesystem for TableFs {
                 }
             }
         }
+        if !write && self.direct.wanted(ino.0) {
+            return reply.opened(
+                FileHandle(o.fh),
+                FopenFlags::FOPEN_DIRECT_IO | (fopen(&o) & FopenFlags::FOPEN_NOFLUSH),
+            );
+        }
         reply.opened(FileHandle(o.fh), fopen(&o))
     }
 
     fn read(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
@@ -479,13 +546,34 @@ impl Filesystem for TableFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        // Large reads of one data file: the kernel copies the reply from the file's pages.
+        if size as usize >= super::versions::MAP_MIN {
+            match self.view.map(fh.0, offset, size) {
+                Ok(Some(m)) => {
+                    let short = m.len() < size as usize;
+                    // SAFETY: the bytes go to the reply's writev and nowhere else.
+                    reply.data(unsafe { m.bytes() });
+                    drop(m);
+                    if short {
+                        self.direct.reached_end(ino.0);
+                    }
+                    return;
+                }
+                Ok(None) => {}
+                Err(e) => return reply.error(log_err("read", &e)),
+            }
+        }
         // One reply buffer per worker thread, reused: no allocation or zero-fill per read.
         thread_local! {
             static REPLY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
         REPLY.with_borrow_mut(|buf| match self.view.read_into(fh.0, offset, size, buf) {
             Ok(()) => {
+                let short = buf.len() < size as usize;
                 reply.data(buf);
+                if short {
+                    self.direct.reached_end(ino.0);
+                }
                 // A staged file's read hands back a fresh Vec: keep at most one request's worth.
                 if buf.capacity() > MAX_IO as usize {
                     *buf = Vec::new();

@@ -226,6 +226,125 @@ impl ConcatReader {
     }
 }
 
+/// The smallest read answered from a mapping ([`ConcatReader::map`]); smaller reads are copied
+/// with `pread`, which costs less than setting up and tearing down a mapping.
+pub const MAP_MIN: usize = 128 << 10;
+
+/// Bytes of one data file mapped read-only (`mmap(2)` `MAP_SHARED`) for the length of one
+/// reply, unmapped on drop.
+///
+/// Why: a read reply is written to `/dev/fuse` with `writev`, and the kernel copies it from the
+/// daemon's memory into the reader's buffer (or the mount's page cache). Handing it the mapped
+/// file instead of a buffer filled by `pread` saves one copy of every byte (README "Reading").
+///
+/// Why it cannot crash the daemon: no code of the daemon reads the mapped bytes; only the
+/// kernel does, inside `writev`. The range is checked against the file's size, which was
+/// checked against the log when the file was opened ([`FilePool`]); if the file is truncated
+/// afterwards (damage, or another program), the kernel's copy faults in kernel mode, `writev`
+/// fails with EFAULT and the kernel ends the request with EIO (fs/fuse/dev.c,
+/// `fuse_dev_do_write`): the reader gets EIO, never a SIGBUS in the daemon, never wrong bytes.
+/// The mapping is per reply, so the daemon's resident set grows by at most one request
+/// (1 MiB) per worker thread.
+#[derive(Debug)]
+pub struct Mapped {
+    base: std::ptr::NonNull<std::ffi::c_void>,
+    map_len: usize,
+    skip: usize,
+    len: usize,
+}
+
+impl Mapped {
+    /// How many bytes are mapped for the reply.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no byte is mapped (never: [`ConcatReader::map`] maps at least [`MAP_MIN`]).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The mapped bytes.
+    ///
+    /// # Safety
+    /// Only for handing to a system call that copies them (the reply's `writev`): the file can
+    /// be truncated by another program at any time, and a read of the bytes by the daemon's own
+    /// code would then raise SIGBUS. The slice must not outlive `self`.
+    pub unsafe fn bytes(&self) -> &[u8] {
+        // SAFETY: `base` maps `map_len` bytes and `skip + len == map_len`; the caller's
+        // contract covers truncation (see the type's documentation).
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().cast::<u8>().add(self.skip), self.len) }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`map_len` are exactly what mmap returned, and no slice of it outlives
+        // `self` (see `bytes`).
+        if let Err(e) = unsafe { rustix::mm::munmap(self.base.as_ptr(), self.map_len) } {
+            log::warn!("munmap of a read reply failed: {e}");
+        }
+    }
+}
+
+impl ConcatReader {
+    /// Map the `size` bytes at `offset` (fewer at the end) when they lie in one data file and
+    /// are at least [`MAP_MIN`] bytes; `None` otherwise (then read with
+    /// [`ConcatReader::read_into`]). Errors name the file (opening it, or `mmap`).
+    pub fn map(&self, offset: u64, size: usize) -> FsResult<Option<Mapped>> {
+        if offset >= self.concat.len {
+            return Ok(None);
+        }
+        let end = self.concat.len.min(offset.saturating_add(size as u64));
+        let len = (end - offset) as usize;
+        let parts = &self.concat.parts;
+        let idx = parts.partition_point(|p| p.start <= offset).saturating_sub(1);
+        let Some(part) = parts.get(idx) else {
+            return Ok(None);
+        };
+        if len < MAP_MIN || end > part.start.saturating_add(part.len) {
+            return Ok(None);
+        }
+        let in_part = offset - part.start;
+        let page = rustix::param::page_size() as u64;
+        let map_off = in_part - in_part % page;
+        let skip = (in_part - map_off) as usize;
+        let map_len = skip + len;
+        let file = self.pool.get(part)?;
+        // A file cut short since it was opened is damage, named here as `pread` would (a cut
+        // racing with the reply still only makes the kernel answer EIO, see `Mapped`).
+        let size = file.metadata().map_err(|e| Error::io("stat", &part.path, e))?.len();
+        if size < part.len {
+            return Err(FsError::Table(Error::Corrupt {
+                path: part.path.clone(),
+                reason: "data file is shorter than its add action says".into(),
+            }));
+        }
+        // SAFETY: a fresh read-only shared mapping at an address the kernel picks; it aliases
+        // no Rust object. Its bytes are only ever read by the kernel (see `Mapped`).
+        let base = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                rustix::mm::ProtFlags::READ,
+                rustix::mm::MapFlags::SHARED,
+                &*file,
+                map_off,
+            )
+        }
+        .map_err(|e| Error::io("mmap", &part.path, std::io::Error::from_raw_os_error(e.raw_os_error())))?;
+        let Some(base) = std::ptr::NonNull::new(base) else {
+            return Ok(None);
+        };
+        Ok(Some(Mapped {
+            base,
+            map_len,
+            skip,
+            len,
+        }))
+    }
+}
+
 /// Append exactly `n` bytes of `file` at `offset` to `buf` (into its spare capacity, no
 /// zero-fill); a file shorter than that is damage, never zeros.
 fn read_exact_at(file: &File, buf: &mut Vec<u8>, n: usize, mut offset: u64, path: &Path) -> FsResult<()> {

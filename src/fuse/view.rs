@@ -23,7 +23,7 @@ use super::errno::{FsError, FsResult};
 use super::incoming::Incoming;
 use super::inode::{self, MAX_PARTS, MAX_PARTS_VERSION, MAX_VERSION, Node, VersionFile};
 use super::process::{ProcFs, Processes};
-use super::versions::{Concat, ConcatReader, Versions};
+use super::versions::{Concat, ConcatReader, Mapped, Versions};
 use crate::staging::{STAGING_ID_PARAM, Staging};
 
 /// Settings of the view.
@@ -85,6 +85,10 @@ pub struct Attr {
     pub gid: u32,
     /// Cache lifetime for this attribute and the entry.
     pub ttl: Duration,
+    /// Reads of this file are served by the daemon in requests as large as the mount allows
+    /// (a `data.jsonl` of several data files): `st_blksize` advertises 1 MiB, so tools that size
+    /// their buffers by it (`cat`, `cp`, `dd`) read 1 MiB per call (README "Reading").
+    pub large_io: bool,
 }
 
 /// One directory entry.
@@ -297,6 +301,7 @@ impl TableView {
             uid: self.cfg.uid,
             gid: self.cfg.gid,
             ttl,
+            large_io: false,
         }
     }
 
@@ -348,12 +353,17 @@ impl TableView {
                     }
                     self.versions.check_parquet(v)?;
                 }
-                let size = match f {
-                    VersionFile::Data => self.versions.body(v)?.data.len,
-                    VersionFile::Commit => head.commit_size,
-                    VersionFile::Schema => self.versions.body(v)?.schema_json.len() as u64,
+                let (size, large_io) = match f {
+                    VersionFile::Data => {
+                        let data = &self.versions.body(v)?.data;
+                        (data.len, data.parts.len() > 1)
+                    }
+                    VersionFile::Commit => (head.commit_size, false),
+                    VersionFile::Schema => (self.versions.body(v)?.schema_json.len() as u64, false),
                 };
-                Ok(self.attr(ino, Kind::File, size, 0o444, 1, ms_to_time(head.timestamp_ms), vttl))
+                let mut a = self.attr(ino, Kind::File, size, 0o444, 1, ms_to_time(head.timestamp_ms), vttl);
+                a.large_io = large_io;
+                Ok(a)
             }
             Node::Staged(_) | Node::ErrorNote(_) => self.staged_attr(node),
             // TTL 0: the size grows the moment a commit is published (README, "changes.jsonl").
@@ -791,6 +801,17 @@ impl TableView {
                 *buf = self.read(fh, offset, size)?;
                 Ok(())
             }
+        }
+    }
+
+    /// The `size` bytes at `offset` of handle `fh` mapped from the one data file they lie in,
+    /// for a reply the kernel copies straight from that file's page cache ([`Mapped`]). `None`
+    /// when the handle is not a version file, the range crosses two data files, or is past
+    /// the end: read with [`TableView::read_into`] then.
+    pub fn map(&self, fh: u64, offset: u64, size: u32) -> FsResult<Option<Mapped>> {
+        match self.handle(fh)?.as_ref() {
+            Handle::Concat(r) => r.map(offset, size as usize),
+            _ => Ok(None),
         }
     }
 
