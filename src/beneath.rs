@@ -248,13 +248,19 @@ impl Dir {
     /// Create the new regular file `rel` (`O_CREAT | O_EXCL`, write-only) with `mode`. An existing
     /// name, even a dangling symlink, is [`Error::Io`] with `EEXIST`.
     pub fn create_new(&self, rel: &str, mode: u32) -> Result<File> {
+        self.create_excl(rel, mode, OFlags::WRONLY)
+    }
+
+    /// [`Dir::create_new`], opened for reading and writing (one `openat2`, where creating and
+    /// opening again would take two). Errors: as [`Dir::create_new`].
+    pub fn create_new_rw(&self, rel: &str, mode: u32) -> Result<File> {
+        self.create_excl(rel, mode, OFlags::RDWR)
+    }
+
+    fn create_excl(&self, rel: &str, mode: u32, access: OFlags) -> Result<File> {
         let path = self.join(rel);
         let fd = self
-            .open_beneath(
-                rel,
-                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
-                Mode::from_raw_mode(mode),
-            )
+            .open_beneath(rel, access | OFlags::CREATE | OFlags::EXCL, Mode::from_raw_mode(mode))
             .map_err(|e| open_error("create", path, e))?;
         Ok(File::from(fd))
     }

@@ -7,8 +7,12 @@
 //! ```text
 //! _staging/               a real directory (never a symlink), mode 0700, owned by the mounting user
 //! _staging/.lock          flock(2)ed by the one daemon that mounts the table
-//! _staging/<id>.name      the file's name in incoming/ (UTF-8), replaced atomically by rename
-//! _staging/<id>.data      the bytes, written in place at the offsets the writer used
+//! _staging/<id>.data      the bytes, written in place at the offsets the writer used; its
+//!                         extended attribute `user.tinydelta.name` holds the file's name in
+//!                         incoming/ (UTF-8) from its creation on
+//! _staging/<id>.name      the file's name in incoming/ once it changed (a rename) or was made
+//!                         durable (an fsync), or where the file system has no user
+//!                         attributes; replaced atomically by rename; takes precedence
 //! _staging/<id>.error     why the last commit attempt (or a write) failed, if one did
 //! _staging/<id>.sync      "<boot id> <durable length>": the bytes up to that length were fsynced
 //!                         in that boot (written when the writer fsyncs)
@@ -22,8 +26,10 @@
 //! Every file here is opened through [`Dir`] handles (`openat2` beneath the table, no symlinks,
 //! regular files only) and created 0600.
 //!
-//! A file is created name-first and removed data-first, so a crash leaves either a complete pair
-//! or a lone `.name`/`.data` that [`Staging::scan`] deletes. A commit records the id as
+//! A file is created data-first and named at once (before the create is answered, so before any
+//! byte is written), and removed data-first, so a crash leaves either a named data file or an
+//! empty unnamed `.data` or a lone `.name` that [`Staging::scan`] deletes. A file committed at
+//! its first close (the common case) creates one file here, `.data`, and no other. A commit records the id as
 //! `commitInfo.operationParameters.stagingId`; on startup, staged files whose id the log already
 //! has are deleted instead of reappearing (the crash came between publish and clean-up). Ids are
 //! random and the folder is 0700, so nobody else can learn a pending file's id to name it in a
@@ -178,6 +184,45 @@ pub struct Staging {
     /// [`DEFAULT_MAX_OPEN_STAGED`] (or [`set_max_open_staged`]), the least recently used closed
     /// first and opened again on demand ([`Staging::data`]).
     open: Mutex<Lru<String, File>>,
+    /// Which side files (`.name`, `.error`, `.sync`, `.canon`: [`Side`] bits) may exist for each
+    /// id this daemon created, so that [`Staging::remove`] unlinks only those (a commit's
+    /// clean-up is one unlink of `.data` and no failing ones). An id missing here (found by
+    /// [`Staging::scan`], left by an earlier daemon) may have any of them: every name is unlinked.
+    sides: Mutex<HashMap<String, u8>>,
+}
+
+/// Bits of [`Staging`]'s `sides`: the side files of a staged file that may exist.
+struct Side;
+
+impl Side {
+    const NAME: u8 = 1;
+    const ERROR: u8 = 2;
+    const SYNC: u8 = 4;
+    const CANON: u8 = 8;
+
+    fn of(ext: &str) -> u8 {
+        match ext {
+            "name" => Side::NAME,
+            "error" => Side::ERROR,
+            "sync" => Side::SYNC,
+            "canon" => Side::CANON,
+            _ => 0,
+        }
+    }
+}
+
+/// The extended attribute of `<id>.data` that holds the staged file's `incoming/` name from its
+/// creation on (README, "incoming/"): no `.name` file is written for a file committed by its
+/// first close. A `<id>.name` file, once written (a rename, an fsync), takes precedence.
+pub const NAME_XATTR: &str = "user.tinydelta.name";
+
+/// The `incoming/` name recorded in the [`NAME_XATTR`] attribute of the open data file `f`, if
+/// it has one. Errors: none; a file system without user attributes, a missing or unreadable
+/// attribute all answer `None` (the caller then treats the file as unnamed).
+pub fn xattr_name(f: &File) -> Option<String> {
+    let mut buf = [0u8; 256];
+    let n = rustix::fs::fgetxattr(f, NAME_XATTR, &mut buf).ok()?;
+    String::from_utf8(buf.get(..n)?.to_vec()).ok()
 }
 
 fn flock_nb(f: &File) -> io::Result<bool> {
@@ -262,6 +307,7 @@ impl Staging {
             boot,
             _lock: lock,
             open: Mutex::new(Lru::new(MAX_OPEN_STAGED.load(Ordering::Relaxed))),
+            sides: Mutex::new(HashMap::new()),
         })
     }
 
@@ -314,15 +360,32 @@ impl Staging {
         }
         let mut found = Vec::new();
         for (id, exts) in by_id {
-            if !exts.contains("data") || !exts.contains("name") {
-                // Data without a name: an interrupted remove; a name without data: an
-                // interrupted create. Finish either.
+            // The name: the `.name` file when one was written, else the data file's attribute.
+            let from_file = if exts.contains("name") {
+                Some(self.read_small(&id, "name")?.unwrap_or_default())
+            } else {
+                None
+            };
+            let from_xattr = || {
+                Ok::<_, Error>(match self.dir.try_open_file(&Self::rel(&id, "data"))? {
+                    Some(f) => xattr_name(&f).map(String::into_bytes),
+                    None => None,
+                })
+            };
+            let named = match from_file {
+                Some(bytes) => Some(bytes),
+                None if exts.contains("data") => from_xattr()?,
+                None => None,
+            };
+            let Some(named) = named.filter(|_| exts.contains("data")) else {
+                // Data without a name (an interrupted create: the name is recorded right after
+                // the data file is made) or a name without data (an interrupted remove).
+                // Finish either.
                 self.remove(&id)?;
                 continue;
-            }
-            let name = self
-                .read_small(&id, "name")?
-                .and_then(|b| String::from_utf8(b).ok())
+            };
+            let name = String::from_utf8(named)
+                .ok()
                 .filter(|n| valid_name(n))
                 .unwrap_or_else(|| format!("recovered-{id}.jsonl"));
             let error = self
@@ -370,20 +433,52 @@ impl Staging {
 
     /// A new staged file named `name`: returns its id and its data file, open for reading and
     /// writing (mode 0600).
+    ///
+    /// The name goes into the data file's [`NAME_XATTR`] attribute (no second file to create,
+    /// rename and delete per commit); where the file system has no user attributes, into a
+    /// `<id>.name` file. A crash between the create and the name leaves an empty unnamed data
+    /// file, which [`Staging::scan`] deletes.
     pub fn create(&self, name: &str) -> Result<(String, File)> {
         let id = uuid::Uuid::new_v4().simple().to_string();
-        self.set_name(&id, name, false)?;
-        let made = self.dir.create_new(&Self::rel(&id, "data"), FILE_MODE).and_then(|f| {
-            drop(f);
-            self.dir.open_rw(&Self::rel(&id, "data"))
-        });
-        match made {
-            Ok(f) => Ok((id, f)),
+        let data = Self::rel(&id, "data");
+        let f = self.dir.create_new_rw(&data, FILE_MODE)?;
+        self.sides().insert(id.clone(), 0);
+        let named = match rustix::fs::fsetxattr(&f, NAME_XATTR, name.as_bytes(), rustix::fs::XattrFlags::empty()) {
+            Ok(()) => Ok(()),
+            Err(_) => self.set_name(&id, name, false),
+        };
+        match named {
+            Ok(()) => Ok((id, f)),
             Err(e) => {
-                let _ = self.dir.try_unlink(&Self::rel(&id, "name"));
+                drop(f);
+                let _ = self.remove(&id);
                 Err(e)
             }
         }
+    }
+
+    fn sides(&self) -> std::sync::MutexGuard<'_, HashMap<String, u8>> {
+        self.sides.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Note that `<id>.<ext>` may exist from now on (before creating it).
+    fn mark(&self, id: &str, ext: &str) {
+        if let Some(bits) = self.sides().get_mut(id) {
+            *bits |= Side::of(ext);
+        }
+    }
+
+    /// Whether `<id>.<ext>` may exist (always for an id this daemon did not create).
+    fn may_exist(&self, id: &str, ext: &str) -> bool {
+        self.sides().get(id).is_none_or(|bits| bits & Side::of(ext) != 0)
+    }
+
+    /// Unlink `<id>.<ext>` if it may exist.
+    fn unlink_side(&self, id: &str, ext: &str) -> Result<()> {
+        if self.may_exist(id, ext) {
+            self.dir.try_unlink(&Self::rel(id, ext))?;
+        }
+        Ok(())
     }
 
     /// Open the data file of an existing staged file for reading and writing.
@@ -453,7 +548,7 @@ impl Staging {
 
     /// Forget the last commit error.
     pub fn clear_error(&self, id: &str) -> Result<()> {
-        self.dir.try_unlink(&Self::rel(id, "error")).map(|_| ())
+        self.unlink_side(id, "error")
     }
 
     /// Make the staged file durable: its first `len` bytes (`file` is its data file), its name
@@ -471,6 +566,7 @@ impl Staging {
     /// Kept among the open descriptors like the data file; returns its identity for
     /// [`Staging::canon`].
     pub fn create_canon(&self, id: &str) -> Result<FileId> {
+        self.mark(id, "canon");
         let f = self.dir.create_new(&Self::rel(id, "canon"), FILE_MODE)?;
         self.keep(id, "canon", f)
     }
@@ -484,7 +580,7 @@ impl Staging {
     /// Remove `<id>.canon` (the file stopped being written sequentially, or was rewritten).
     pub fn remove_canon(&self, id: &str) -> Result<()> {
         self.fds().remove(&Self::rel(id, "canon"));
-        self.dir.try_unlink(&Self::rel(id, "canon")).map(|_| ())
+        self.unlink_side(id, "canon")
     }
 
     /// Start `<id>.canon` with the first `len` bytes of the data file `data` (rows that were
@@ -567,13 +663,16 @@ impl Staging {
             fds.remove(&Self::rel(id, "data"));
             fds.remove(&Self::rel(id, "canon"));
         }
-        for ext in ["data", "canon", "error", "sync", "name"] {
-            self.dir.try_unlink(&Self::rel(id, ext))?;
+        self.dir.try_unlink(&Self::rel(id, "data"))?;
+        for ext in ["canon", "error", "sync", "name"] {
+            self.unlink_side(id, ext)?;
         }
+        self.sides().remove(id);
         Ok(())
     }
 
     fn write_atomic(&self, id: &str, ext: &str, bytes: &[u8], durable: bool) -> Result<()> {
+        self.mark(id, ext);
         let tmp = format!("{id}.{ext}.{}.tmp", uuid::Uuid::new_v4().simple());
         let result = (|| {
             let mut f = self.dir.create_new(&tmp, FILE_MODE)?;
@@ -696,10 +795,33 @@ mod tests {
         assert_eq!(found[1].error.as_deref(), Some("line 1: bad"));
         assert!(found.iter().all(|f| f.torn.is_none()));
         let left: Vec<_> = fs::read_dir(s.dir()).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(left.len(), 1 + 2 + 2 + 1, "{left:?}");
+        // The lock, a's data (named by its attribute, no `.name` file), b's data, note and name.
+        assert_eq!(left.len(), 1 + 1 + 3, "{left:?}");
+        assert!(!s.dir().join(format!("{a}.name")).exists());
         s.remove(&a).unwrap();
         s.remove(&b).unwrap();
         assert!(s.scan().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_file_named_only_by_its_attribute_survives_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Staging::open(dir.path()).unwrap();
+        let (a, mut f) = s.create("kept.jsonl").unwrap();
+        f.write_all(b"{}\n").unwrap();
+        drop((f, s));
+        let s = Staging::open(dir.path()).unwrap();
+        let found = s.scan().unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            (found[0].id.as_str(), found[0].name.as_str()),
+            (a.as_str(), "kept.jsonl")
+        );
+        // Removed by an id this daemon did not create: every side file is tried.
+        fs::write(s.dir().join(format!("{a}.error")), "old note").unwrap();
+        s.remove(&a).unwrap();
+        let left: Vec<_> = fs::read_dir(s.dir()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left.len(), 1, "{left:?}");
     }
 
     #[test]
@@ -709,6 +831,9 @@ mod tests {
         let s = Staging::open(dir.path()).unwrap();
         let (a, _) = s.create("a.jsonl").unwrap();
         s.set_error(&a, "bad").unwrap();
+        let f = fs::File::open(s.dir().join(format!("{a}.data"))).unwrap();
+        assert_eq!(xattr_name(&f).as_deref(), Some("a.jsonl"));
+        s.set_name(&a, "b.jsonl", false).unwrap();
         for ext in ["data", "name", "error"] {
             let m = fs::metadata(s.dir().join(format!("{a}.{ext}")))
                 .unwrap()

@@ -690,7 +690,7 @@ pub fn format_ranges(ranges: &[(u64, u64)]) -> String {
 }
 
 /// `_staging/` leftovers under the mount's lock: `*.tmp` files and orphan halves (a `.data`
-/// without its `.name`, a `.name`, `.error`, `.sync` or `.canon` without its `.data`; see
+/// without a name, neither a `.name` file nor the [`crate::staging::NAME_XATTR`] attribute; a `.name`, `.error`, `.sync` or `.canon` without its `.data`; see
 /// [`crate::staging`]).
 fn sweep_staging(root: &Dir, sweep: &mut Sweep) -> Result<()> {
     let Some(staging) = root.try_dir(STAGING_DIR)? else {
@@ -728,7 +728,14 @@ fn sweep_staging(root: &Dir, sweep: &mut Sweep) -> Result<()> {
             && !id.starts_with('.')
         {
             match ext {
-                "data" => !has(id, "name"),
+                // A staged file's name is its `.name` file or the data file's attribute.
+                "data" => {
+                    !has(id, "name")
+                        && staging
+                            .try_open_file(name)?
+                            .and_then(|f| crate::staging::xattr_name(&f))
+                            .is_none()
+                }
                 "name" | "error" | "sync" | "canon" => !has(id, "data"),
                 _ => false,
             }

@@ -116,11 +116,19 @@ fn planted_staging_symlinks_are_refused() {
     assert_eq!(fs::read_to_string(&secret).unwrap(), "root:SECRET");
 }
 
-/// The staged file of `incoming/NAME` in `_staging/`, with extension `ext`.
+/// The staged file of `incoming/NAME` in `_staging/`, with extension `ext`: found by its
+/// `.name` record or, without one, by its data file's name attribute.
 fn staged(f: &Fixture, name: &str, ext: &str) -> std::path::PathBuf {
     for e in fs::read_dir(f.table.join("_staging")).unwrap() {
         let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "name") && fs::read_to_string(&p).unwrap().trim_end() == name {
+        let named = match p.extension().and_then(|x| x.to_str()) {
+            Some("name") => fs::read_to_string(&p).unwrap().trim_end() == name,
+            Some("data") if !p.with_extension("name").exists() => {
+                tinydelta::staging::xattr_name(&fs::File::open(&p).unwrap()).as_deref() == Some(name)
+            }
+            _ => false,
+        };
+        if named {
             return p.with_extension(ext);
         }
     }

@@ -898,6 +898,14 @@ fn vacuum_deletes_only_unreferenced_files_older_than_the_retention() {
     let staging = t.path.join("_staging");
     fs::create_dir_all(&staging).unwrap();
     fs::write(staging.join("interrupted.tmp"), b"x").unwrap();
+    // A staged file of a mount that died before naming it in a `.name` file (its name is in
+    // the data file's attribute): the next mount brings it back, so it is never a leftover.
+    let pending = {
+        let s = tinydelta::staging::Staging::open(&t.path).unwrap();
+        let (id, mut f) = s.create("pending.jsonl").unwrap();
+        f.write_all(&small_rows(7, 1)).unwrap();
+        staging.join(format!("{id}.data"))
+    };
     // Not ours: never touched.
     let other = t.path.join("notes.txt");
     fs::write(&other, b"keep").unwrap();
@@ -947,6 +955,7 @@ fn vacuum_deletes_only_unreferenced_files_older_than_the_retention() {
     let out = t.td("vacuum", &["--older-than", "0s"]).ok();
     assert!(out.text().contains("deleted 2 files"), "{}", out.text());
     assert!(!tmp.exists() && !staging.join("interrupted.tmp").exists());
+    assert!(pending.exists(), "vacuum deleted a staged file named by its attribute");
     assert_eq!(t.part_files(), referenced, "vacuum touched a referenced file");
     assert!(other.exists());
     assert_eq!(t.all_reads(), reads, "a version changed after vacuum");

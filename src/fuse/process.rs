@@ -115,18 +115,35 @@ impl Processes for ProcFs {
     }
 
     /// Per /proc/TGID/fdinfo (which never touches the file itself, so it cannot call back into
-    /// this file system). Unreadable: `false`. Hand-parsed: the `procfs` crate (0.17) reads the
+    /// this file system), each entry with one `openat` and one `read` (a `read_to_string` cost
+    /// a `statx` and a second `read` more per descriptor). Unreadable: `false`. Hand-parsed: the `procfs` crate (0.17) reads the
     /// descriptors' link targets, not `fdinfo`'s `ino:`/`mnt_id:`, and a `stat` of each target
     /// would call back into this mount.
     fn holds_open(&self, tgid: u32, ino: u64) -> bool {
         let mnt_id = self.mnt_id.load(Ordering::Relaxed);
-        let Ok(dir) = std::fs::read_dir(format!("/proc/{tgid}/fdinfo")) else {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC;
+        let Ok(dir_fd) = rustix::fs::open(format!("/proc/{tgid}/fdinfo"), flags | OFlags::DIRECTORY, Mode::empty())
+        else {
             return false;
         };
+        let Ok(dir) = rustix::fs::Dir::read_from(&dir_fd) else {
+            return false;
+        };
+        // One openat, one read and one close per descriptor (a `fdinfo` file is one short
+        // page: `pos`, `flags`, `mnt_id`, `ino` come first), no stat for a size hint.
+        let mut buf = [0u8; 4096];
         dir.filter_map(|e| e.ok()).any(|e| {
-            let Ok(info) = std::fs::read_to_string(e.path()) else {
+            if e.file_name().to_bytes().starts_with(b".") {
+                return false;
+            }
+            let Ok(fd) = rustix::fs::openat(&dir_fd, e.file_name(), flags, Mode::empty()) else {
                 return false;
             };
+            let Ok(n) = rustix::io::read(&fd, &mut buf) else {
+                return false;
+            };
+            let info = String::from_utf8_lossy(buf.get(..n).unwrap_or_default());
             let field = |name: &str| {
                 info.lines()
                     .find_map(|l| l.strip_prefix(name))
