@@ -1457,21 +1457,23 @@ fn check_pieces(
     let mut spare = PIECE_ROWS.with(|b| std::mem::take(&mut *b.borrow_mut()));
     let (done_tx, done_rx) = mpsc::channel::<Checked>();
     let mut ranges = Vec::with_capacity(n);
-    let mut at = 0;
+    // The first piece is this thread's (after `beside`): the helpers get a copy of the others.
+    let skip = pieces.first().map_or(0, |p| p.len());
+    let mut at: usize = 0;
     for (p, &first) in pieces.iter().zip(firsts) {
-        ranges.push((at..at + p.len(), first));
+        ranges.push((at.saturating_sub(skip)..(at + p.len()).saturating_sub(skip), first));
         at += p.len();
     }
     let mut input = PIECES_INPUT.with(|b| std::mem::take(&mut *b.borrow_mut()));
     let work = helpers().map(|h| {
         input.clear();
-        input.extend_from_slice(complete);
+        input.extend_from_slice(&complete[skip.min(complete.len())..]);
         let work = Arc::new(Pieces {
             schema: schema.clone(),
             input,
             ranges,
             defer,
-            next: std::sync::atomic::AtomicUsize::new(0),
+            next: std::sync::atomic::AtomicUsize::new(1),
             spare: Mutex::new(spare.split_off(spare.len().min(n) / 2)),
         });
         let jobs = h.jobs.lock().unwrap_or_else(|p| p.into_inner());
@@ -1490,6 +1492,7 @@ fn check_pieces(
     let mut local_next = 0;
     loop {
         let i = match &work {
+            Some(_) if mine == 0 => Some(0),
             Some(w) => w.take(),
             None => {
                 local_next += 1;
