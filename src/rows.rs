@@ -770,18 +770,14 @@ impl LineCheck {
         }
         let results = check_pieces(&self.schema, complete, &pieces, &firsts, defer, beside);
         // The first bad line in input order wins, as in one pass.
-        let mut failed = None;
+        // A failed write counts none of its rows (as in one pass): the caller may feed the
+        // good lines before the bad one again (crate::diagnose does).
+        let failed = results.iter().find_map(|(_, r)| r.as_ref().err().cloned());
         let mut all_same = true;
-        for (_, r) in &results {
-            match r {
-                Ok((st, same)) => {
-                    self.stats.merge(st);
-                    all_same &= *same;
-                }
-                Err(e) => {
-                    failed = Some(e.clone());
-                    break;
-                }
+        if failed.is_none() {
+            for (st, same) in results.iter().filter_map(|(_, r)| r.as_ref().ok()) {
+                self.stats.merge(st);
+                all_same &= *same;
             }
         }
         let mut keep = Vec::with_capacity(results.len());
