@@ -737,7 +737,16 @@ impl LineCheck {
 
     /// Check the whole lines `complete`. With `defer` and every line its own canonical row:
     /// `Ok(true)` and `out` untouched; otherwise `Ok(false)` and every row appended to `out`.
-    fn run(&mut self, source: &str, complete: &[u8], out: &mut Vec<u8>, defer: bool) -> Result<bool> {
+    /// `beside` (when still there) is taken and run on this thread while helper threads check
+    /// pieces of a large `complete`.
+    fn run(
+        &mut self,
+        source: &str,
+        complete: &[u8],
+        out: &mut Vec<u8>,
+        defer: bool,
+        beside: &mut Beside,
+    ) -> Result<bool> {
         let pieces = split_lines(complete, LINE_CHECK_PIECE);
         if pieces.len() == 1 {
             let mut c = Canonicalizer::new(&self.schema);
@@ -750,65 +759,25 @@ impl LineCheck {
             self.line += count_lines(complete);
             return Ok(same);
         }
-        // A large write (the mount takes up to 1 MiB per request): its pieces are checked on
-        // threads of their own, so a request costs the time of one piece, not of all of them.
+        // A large write (the mount takes up to 1 MiB per request): its pieces are checked by
+        // this thread and the helper threads at the same time, so a request costs about the
+        // time of its share of the pieces.
         let mut firsts = Vec::with_capacity(pieces.len());
         let mut line = self.line;
         for p in &pieces {
             firsts.push(line);
             line += count_lines(p);
         }
-        let schema = &self.schema;
-        let check = |piece: &[u8], first: u64, rows: &mut Vec<u8>| {
-            let mut c = Canonicalizer::new(schema);
-            let before = rows.len();
-            c.chunk_into(piece, first, rows, defer).map(|same| {
-                c.stats.bytes = if same { piece.len() } else { rows.len() - before } as u64;
-                (std::mem::take(&mut c.stats), same)
-            })
-        };
-        // Every piece writes into this thread's spare buffers (fresh ones would cost a page
-        // fault per 4 KiB of every write).
-        let mut spare = PIECE_ROWS.with(|b| std::mem::take(&mut *b.borrow_mut()));
-        spare.resize_with(pieces.len(), Vec::new);
-        let mut first_rows = spare.pop().unwrap_or_default();
-        first_rows.clear();
-        let (first, others) = std::thread::scope(|scope| {
-            let others: Vec<_> = pieces[1..]
-                .iter()
-                .zip(&firsts[1..])
-                .zip(spare)
-                .map(|((p, &first), mut rows)| {
-                    scope.spawn(move || {
-                        rows.clear();
-                        let r = check(p, first, &mut rows);
-                        (rows, r)
-                    })
-                })
-                .collect();
-            let first = check(pieces[0], firsts[0], &mut first_rows);
-            let others: Vec<_> = others
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-                .collect();
-            (first, others)
-        });
+        let results = check_pieces(&self.schema, complete, &pieces, &firsts, defer, beside);
         // The first bad line in input order wins, as in one pass.
-        let mut results = Vec::with_capacity(pieces.len());
-        results.push((first_rows, first));
-        results.extend(others);
-        let mut failed = None;
+        // A failed write counts none of its rows (as in one pass): the caller may feed the
+        // good lines before the bad one again (crate::diagnose does).
+        let failed = results.iter().find_map(|(_, r)| r.as_ref().err().cloned());
         let mut all_same = true;
-        for (_, r) in &results {
-            match r {
-                Ok((st, same)) => {
-                    self.stats.merge(st);
-                    all_same &= *same;
-                }
-                Err(e) => {
-                    failed = Some(e.clone());
-                    break;
-                }
+        if failed.is_none() {
+            for (st, same) in results.iter().filter_map(|(_, r)| r.as_ref().ok()) {
+                self.stats.merge(st);
+                all_same &= *same;
             }
         }
         let mut keep = Vec::with_capacity(results.len());
@@ -823,7 +792,11 @@ impl LineCheck {
                 keep.push(rows);
             }
         }
-        PIECE_ROWS.with(|b| *b.borrow_mut() = keep);
+        PIECE_ROWS.with(|b| {
+            let mut b = b.borrow_mut();
+            b.extend(keep);
+            b.truncate(MAX_PIECES);
+        });
         if let Some(e) = failed {
             return Err(Self::bad(source, e));
         }
@@ -842,6 +815,28 @@ impl LineCheck {
     /// [`LineCheck::feed`], appending no rows while every row so far is its own canonical form
     /// ([`Kept`]).
     pub fn feed_kept(&mut self, source: &str, data: &[u8], out: &mut Vec<u8>) -> Result<Kept> {
+        self.feed_kept_beside(source, data, out, &mut || {})
+    }
+
+    /// [`LineCheck::feed_kept`], running `beside` once on this thread (also when the check
+    /// fails), while helper threads check the pieces of a large write if there are any (the
+    /// mount writes the same bytes into the page cache meanwhile, issue 10).
+    pub fn feed_kept_beside(
+        &mut self,
+        source: &str,
+        data: &[u8],
+        out: &mut Vec<u8>,
+        beside: &mut dyn FnMut(),
+    ) -> Result<Kept> {
+        let mut beside = Some(beside);
+        let r = self.feed_inner(source, data, out, &mut beside);
+        if let Some(f) = beside {
+            f();
+        }
+        r
+    }
+
+    fn feed_inner(&mut self, source: &str, data: &[u8], out: &mut Vec<u8>, beside: &mut Beside) -> Result<Kept> {
         self.offset += data.len() as u64;
         let at = out.len();
         let (was_same, prefix) = (self.same, self.stats.bytes);
@@ -866,11 +861,11 @@ impl LineCheck {
             let first = memchr::memchr(b'\n', data).unwrap_or(nl);
             let mut line = std::mem::take(&mut self.pending);
             line.extend_from_slice(&data[..=first]);
-            self.same = self.run(source, &line, out, self.same)?;
+            self.same = self.run(source, &line, out, self.same, &mut None)?;
             start = first + 1;
             if start <= nl {
                 let same_before = self.same;
-                self.same = self.run(source, &data[start..=nl], out, self.same)?;
+                self.same = self.run(source, &data[start..=nl], out, self.same, beside)?;
                 if same_before && !self.same {
                     // The pending line was its own row: it goes before the rows just written.
                     out.splice(at..at, line.iter().copied());
@@ -879,7 +874,7 @@ impl LineCheck {
             line.clear();
             self.pending = line;
         } else {
-            self.same = self.run(source, &data[start..=nl], out, self.same)?;
+            self.same = self.run(source, &data[start..=nl], out, self.same, beside)?;
         }
         self.pending.extend_from_slice(&data[nl + 1..]);
         Ok(self.kept(was_same, prefix))
@@ -906,7 +901,7 @@ impl LineCheck {
         let (was_same, prefix) = (self.same, self.stats.bytes);
         if !self.pending.is_empty() {
             let tail = std::mem::take(&mut self.pending);
-            self.same = self.run(source, &tail, out, self.same)?;
+            self.same = self.run(source, &tail, out, self.same, &mut None)?;
         }
         Ok((self.stats.clone(), self.kept(was_same, prefix)))
     }
@@ -1337,11 +1332,218 @@ thread_local! {
 /// of about this size (at most one per core) checked at the same time.
 const LINE_CHECK_PIECE: usize = 256 << 10;
 
-/// `complete` (whole lines) cut at line ends into at most one piece per core (at most 4), each
-/// of at least `min` bytes; one piece when it is small or there is one core.
+/// What [`LineCheck::feed_kept_beside`] runs on the feeding thread while helper threads check
+/// the pieces of a large write (at most once per feed).
+pub type Beside<'a> = Option<&'a mut dyn FnMut()>;
+
+/// One piece's statistics and whether it is its own canonical rows, or its first bad line.
+type PieceResult = std::result::Result<(FileStats, bool), LineError>;
+
+/// The pieces of one large write, shared by the feeding thread and the helpers: each takes the
+/// next unchecked piece until none is left, so a helper that is late (the machine is busy)
+/// leaves its share to the others instead of holding the write up.
+struct Pieces {
+    schema: Schema,
+    /// A copy of the write's complete lines (the helpers cannot borrow the caller's buffer).
+    input: Vec<u8>,
+    /// Each piece's bytes in `input` and its first line number.
+    ranges: Vec<(std::ops::Range<usize>, u64)>,
+    defer: bool,
+    next: std::sync::atomic::AtomicUsize,
+    /// Row buffers for the helpers (non-canonical rows only).
+    spare: std::sync::Mutex<Vec<Vec<u8>>>,
+}
+
+impl Pieces {
+    fn take(&self) -> Option<usize> {
+        let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (i < self.ranges.len()).then_some(i)
+    }
+}
+
+/// Check the whole lines `piece` (the first is line `first`) into `rows` (cleared first).
+fn check_piece(schema: &Schema, piece: &[u8], first: u64, defer: bool, rows: &mut Vec<u8>) -> PieceResult {
+    let mut c = Canonicalizer::new(schema);
+    rows.clear();
+    c.chunk_into(piece, first, rows, defer).map(|same| {
+        c.stats.bytes = if same { piece.len() } else { rows.len() } as u64;
+        (std::mem::take(&mut c.stats), same)
+    })
+}
+
+/// A piece checked by a helper: its index, rows buffer and result.
+type Checked = (usize, Vec<u8>, PieceResult);
+
+/// The helper threads that check pieces of large writes: `cores - 1` of them (at most 3),
+/// started once per process (a thread start per write of the mount cost ~6% of its time per
+/// `cp`, issue 10). They wait on a queue (no spinning: the machine's other work keeps its CPU).
+struct Helpers {
+    jobs: std::sync::Mutex<std::sync::mpsc::Sender<(std::sync::Arc<Pieces>, std::sync::mpsc::Sender<Checked>)>>,
+    count: usize,
+}
+
+fn helpers() -> Option<&'static Helpers> {
+    use std::sync::{Arc, Mutex, mpsc};
+    static HELPERS: std::sync::OnceLock<Option<Helpers>> = std::sync::OnceLock::new();
+    HELPERS
+        .get_or_init(|| {
+            let (tx, rx) = mpsc::channel::<(Arc<Pieces>, mpsc::Sender<Checked>)>();
+            let rx = Arc::new(Mutex::new(rx));
+            let mut count = 0;
+            for k in 1..cores().min(MAX_PIECES) {
+                let rx = Arc::clone(&rx);
+                let started = std::thread::Builder::new()
+                    .name(format!("tinydelta-check-{k}"))
+                    .spawn(move || {
+                        loop {
+                            let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                            let Ok((work, done)) = job else { return };
+                            while let Some(i) = work.take() {
+                                let mut rows = work
+                                    .spare
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .pop()
+                                    .unwrap_or_default();
+                                let (range, first) = &work.ranges[i];
+                                let r = check_piece(
+                                    &work.schema,
+                                    &work.input[range.clone()],
+                                    *first,
+                                    work.defer,
+                                    &mut rows,
+                                );
+                                if done.send((i, rows, r)).is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                    });
+                match started {
+                    Ok(_) => count += 1,
+                    Err(e) => log::warn!("cannot start a row-checking thread ({e}): checking with fewer"),
+                }
+            }
+            (count > 0).then(|| Helpers {
+                jobs: Mutex::new(tx),
+                count,
+            })
+        })
+        .as_ref()
+}
+
+thread_local! {
+    /// The feeding thread's buffer for the copy of a large write the helpers read.
+    static PIECES_INPUT: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `complete` cut into `pieces` (contiguous, from its start; `firsts`: their first line
+/// numbers) checked by this thread and the helpers; `beside` runs on this thread first. The
+/// results in piece order, each with its rows buffer (from this thread's spare buffers).
+fn check_pieces(
+    schema: &Schema,
+    complete: &[u8],
+    pieces: &[&[u8]],
+    firsts: &[u64],
+    defer: bool,
+    beside: &mut Beside,
+) -> Vec<(Vec<u8>, PieceResult)> {
+    use std::sync::{Arc, Mutex, mpsc};
+    let n = pieces.len();
+    let mut spare = PIECE_ROWS.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    let (done_tx, done_rx) = mpsc::channel::<Checked>();
+    let mut ranges = Vec::with_capacity(n);
+    // The first piece is this thread's (after `beside`): the helpers get a copy of the others.
+    let skip = pieces.first().map_or(0, |p| p.len());
+    let mut at: usize = 0;
+    for (p, &first) in pieces.iter().zip(firsts) {
+        ranges.push((at.saturating_sub(skip)..(at + p.len()).saturating_sub(skip), first));
+        at += p.len();
+    }
+    let mut input = PIECES_INPUT.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    let work = helpers().map(|h| {
+        input.clear();
+        input.extend_from_slice(&complete[skip.min(complete.len())..]);
+        let work = Arc::new(Pieces {
+            schema: schema.clone(),
+            input,
+            ranges,
+            defer,
+            next: std::sync::atomic::AtomicUsize::new(1),
+            spare: Mutex::new(spare.split_off(spare.len().min(n) / 2)),
+        });
+        let jobs = h.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        for _ in 0..h.count {
+            // A helper that is gone leaves its pieces to this thread.
+            let _ = jobs.send((Arc::clone(&work), done_tx.clone()));
+        }
+        work
+    });
+    drop(done_tx);
+    if let Some(f) = beside.take() {
+        f();
+    }
+    let mut results: Vec<Option<(Vec<u8>, PieceResult)>> = (0..n).map(|_| None).collect();
+    let mut mine = 0;
+    let mut local_next = 0;
+    loop {
+        let i = match &work {
+            Some(_) if mine == 0 => Some(0),
+            Some(w) => w.take(),
+            None => {
+                local_next += 1;
+                (local_next <= n).then_some(local_next - 1)
+            }
+        };
+        let Some(i) = i else { break };
+        let mut rows = spare.pop().unwrap_or_default();
+        let r = check_piece(schema, pieces[i], firsts[i], defer, &mut rows);
+        results[i] = Some((rows, r));
+        mine += 1;
+    }
+    // Wait for the pieces the helpers took (a helper that stopped drops its sender: the
+    // piece is reported unchecked, never taken as good).
+    for _ in mine..n {
+        match done_rx.recv() {
+            Ok((i, rows, r)) => results[i] = Some((rows, r)),
+            Err(_) => break,
+        }
+    }
+    if let Some(w) = work.and_then(|w| Arc::try_unwrap(w).ok()) {
+        spare.extend(w.spare.into_inner().unwrap_or_else(|p| p.into_inner()));
+        if w.input.capacity() <= MAX_PIECES_INPUT {
+            PIECES_INPUT.with(|b| *b.borrow_mut() = w.input);
+        }
+    }
+    PIECE_ROWS.with(|b| *b.borrow_mut() = spare);
+    results
+        .into_iter()
+        .zip(firsts)
+        .map(|(r, &first)| {
+            r.unwrap_or_else(|| {
+                (
+                    Vec::new(),
+                    Err((first, "1".into(), "was not checked (a checking thread stopped)".into())),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The largest copy of a write [`check_pieces`] keeps between writes (a write of the mount is at
+/// most 1 MiB).
+const MAX_PIECES_INPUT: usize = 4 << 20;
+
+/// The most pieces one [`LineCheck`] write is cut into (and the most threads checking them).
+const MAX_PIECES: usize = 4;
+
+/// `complete` (whole lines) cut at line ends into at most [`MAX_PIECES`] pieces, each of at
+/// least `min` bytes; one piece when it is small or there is one core. More pieces than cores
+/// let the threads balance them with the work the feeding thread does beside (the mount
+/// writes the same bytes into the page cache while they are checked).
 fn split_lines(complete: &[u8], min: usize) -> Vec<&[u8]> {
-    let cores = cores().min(4);
-    let n = cores.min(complete.len() / min.max(1)).max(1);
+    let most = if cores() == 1 { 1 } else { MAX_PIECES };
+    let n = most.min(complete.len() / min.max(1)).max(1);
     let mut pieces = Vec::with_capacity(n);
     let mut start = 0;
     for k in 1..n {

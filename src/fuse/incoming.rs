@@ -1046,51 +1046,89 @@ impl TableView {
             return Err(FsError::AlreadyCommitted);
         }
         let at = offset - base;
-        if let Err(err) = file.write_all_at(data, at) {
+        // The stream this write continues, taken out before the write (the batch's I/O lock is
+        // held: nothing else feeds it meanwhile). Renamed to a scratch name while open: never
+        // committed, so never checked; and a write elsewhere than the end ends the stream (the
+        // close checks everything).
+        let mut stream = {
+            let mut inc = lock(&self.incoming);
+            let e = inc.get(seq)?;
+            match e.bytes_mut() {
+                Some(b) if !staging::is_scratch(&name) && b.check.as_ref().is_some_and(|s| s.check.offset() == at) => {
+                    b.check.take().map(|s| (s, b.id.clone()))
+                }
+                _ => None,
+            }
+        };
+        // The canonical rows of one write (up to 1 MiB) go through this thread's buffer: a fresh
+        // one per write cost a page fault per 4 KiB (a fifth of the daemon's time per `cp`).
+        let mut rows = ROWS.with(|r| std::mem::take(&mut *r.borrow_mut()));
+        rows.clear();
+        // The bytes go into the page cache on this thread while helper threads check the rows
+        // (both cost about as much per byte, issue 10); the answer waits for both.
+        let mut written = None;
+        let mut write = || written = Some(file.write_all_at(data, at));
+        let fed = match stream.as_mut() {
+            Some((s, _)) => {
+                let fed = s
+                    .check
+                    .feed_kept_beside(&format!("incoming/{name}"), data, &mut rows, &mut write);
+                if fed.is_ok() {
+                    s.hash.write(data);
+                }
+                Some(fed)
+            }
+            None => {
+                write();
+                None
+            }
+        };
+        let keep_rows = |rows: Vec<u8>| {
+            if rows.capacity() <= MAX_KEPT_ROWS {
+                ROWS.with(|r| *r.borrow_mut() = rows);
+            }
+        };
+        if let Err(err) = written.unwrap_or_else(|| Err(std::io::Error::other("the write was not made"))) {
             let msg = format!(
                 "a write of {} bytes at offset {offset} failed: {err}; the file is not committed until rewritten from offset 0",
                 data.len()
             );
             warn!("incoming/{name:?}: {}", msg.escape_debug());
+            keep_rows(rows);
+            if let Some((_, id)) = &stream {
+                // The stream went past bytes the file does not hold: it ends (the close checks
+                // the file itself).
+                let _ = self.staging.remove_canon(id);
+            }
             if let Some(b) = lock(&self.incoming).get(seq)?.bytes_mut() {
                 b.blocked = Some(msg.clone());
             }
             self.note(seq, &msg);
             return Err(err.into());
         }
-        let (stream, id) = {
+        {
             let mut inc = lock(&self.incoming);
             let e = inc.get(seq)?;
             e.mtime = SystemTime::now();
-            let Some(b) = e.bytes_mut() else { return Ok(data.len()) };
-            b.len = b.len.max(at + data.len() as u64);
-            b.verdict = None;
-            if at == 0 && b.blocked.is_some() {
-                b.blocked = None;
+            if let Some(b) = e.bytes_mut() {
+                b.len = b.len.max(at + data.len() as u64);
+                b.verdict = None;
+                if at == 0 && b.blocked.is_some() {
+                    b.blocked = None;
+                }
+                if stream.is_none() {
+                    self.end_stream(b);
+                }
             }
-            // Renamed to a scratch name while open: never committed, so never checked; and a
-            // write elsewhere than the end ends the stream (the close checks everything).
-            let sequential = b.check.as_ref().is_some_and(|s| s.check.offset() == at) && !staging::is_scratch(&name);
-            if !sequential {
-                self.end_stream(b);
-            }
-            (b.check.take(), b.id.clone())
-        };
-        let Some(mut stream) = stream else {
+        }
+        let (Some((mut stream, id)), Some(fed)) = (stream, fed) else {
+            keep_rows(rows);
             return Ok(data.len());
         };
-        // The canonical rows of one write (up to 1 MiB) go through this thread's buffer: a fresh
-        // one per write cost a page fault per 4 KiB (a fifth of the daemon's time per `cp`).
-        let mut rows = ROWS.with(|r| std::mem::take(&mut *r.borrow_mut()));
-        rows.clear();
-        let fed = stream.check.feed_kept(&format!("incoming/{name}"), data, &mut rows);
         if let Ok(kept) = fed {
-            stream.hash.write(data);
             stream.keep(&self.staging, &id, &file, kept, &rows);
         }
-        if rows.capacity() <= MAX_KEPT_ROWS {
-            ROWS.with(|r| *r.borrow_mut() = rows);
-        }
+        keep_rows(rows);
         match fed {
             Ok(_) => {
                 if let Some(b) = lock(&self.incoming).get(seq)?.bytes_mut() {
