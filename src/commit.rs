@@ -80,8 +80,7 @@ pub fn publish(root: &Dir, log: &Dir, version: u64, bytes: &[u8]) -> Result<Publ
 /// is fsynced: the version checksum (`.crc`) written after the commit is optional to readers and
 /// a missing or torn one is a warning in `tinydelta check` (docs/FORMAT.md, "Version
 /// checksums"), and the tmp's removal needs no durability (a leftover tmp is never read as a
-/// version). The commit itself lists nothing: the link of `version` is the no-clobber arbiter
-/// (what proves no stray commit lies past it: docs/FORMAT.md, "The log segment").
+/// version). The commit itself lists nothing: the link of `version` is the no-clobber arbiter.
 ///
 /// Errors: as [`publish`]; a failed fsync of a data file is an [`Error::Io`] naming it (nothing
 /// published).
@@ -414,20 +413,12 @@ fn commit_loop_with(
         });
     }
     let mut version = read_version + 1;
-    let mut prev_ts = table.commit_time(read_version)?;
-    // The segment this commit builds on, when this handle can advance it past the commit
-    // without listing the log again (Table::chain_start; docs/FORMAT.md, "The log segment").
-    let mut chain = table.chain_start(read_version);
+    let mut prev_ts = table.commit_info(read_version)?.timestamp;
     for _ in 0..MAX_REBASES {
         let ts = next_timestamp(Some(prev_ts));
         let bytes = encode(&build(version, ts));
         match publish_after(table.dir(), table.log_dir_handle(), version, &bytes, data)? {
-            Publish::Won => {
-                if let Some(c) = chain.take() {
-                    table.chain_extend(c, version);
-                }
-                return Ok(version);
-            }
+            Publish::Won => return Ok(version),
             Publish::Lost => {
                 let conflict = Error::ConcurrentWrite {
                     table: root.to_path_buf(),
@@ -440,7 +431,6 @@ fn commit_loop_with(
                 if conflicts(version)? {
                     return Err(conflict);
                 }
-                chain = None;
                 prev_ts = table.commit_info(version)?.timestamp;
                 version += 1;
             }

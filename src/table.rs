@@ -8,9 +8,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::io::{BufRead, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::actions::{Action, Add, CommitInfo, Format, Metadata, Protocol, Remove};
 use crate::beneath::Dir;
@@ -47,74 +46,6 @@ struct CachedSegment {
     segment: LogSegment,
 }
 
-/// How long a [`Chain`] may go without a real listing of `_delta_log/` (docs/FORMAT.md, "The
-/// log segment": a writer's own commits). Bounds how long damage that appears while this handle
-/// is in the middle of one of its own commits can go unseen.
-const CHAIN_TRUST: Duration = Duration::from_millis(100);
-
-/// The segment as of `_delta_log/`'s stamp `stamp`, proven by a listing at `listed` and then
-/// advanced only by this handle's own commits (docs/FORMAT.md, "The log segment"). Used only
-/// where the folder's ctime is fine-grained once observed (multigrain timestamps, Linux 6.13+
-/// on ext4, xfs, btrfs, tmpfs; [`probe_fine_ctime`]), so that any change after the `fstat`
-/// that gave `stamp` gives another stamp.
-#[derive(Debug, Clone)]
-struct Chain {
-    stamp: Stamp,
-    segment: LogSegment,
-    listed: Instant,
-}
-
-/// What [`Table::chain_start`] proved before a publish: the segment the commit builds on.
-#[derive(Debug)]
-pub(crate) struct ChainStart {
-    segment: LogSegment,
-    listed: Instant,
-}
-
-/// `_delta_log/`'s stamp through its handle.
-fn stamp_of(log: &Dir) -> Result<Stamp> {
-    let st = rustix::fs::fstat(log.fd())
-        .map_err(|e| Error::io("stat", log.path(), std::io::Error::from_raw_os_error(e.raw_os_error())))?;
-    Ok((
-        st.st_ino as u64,
-        st.st_mtime as i64,
-        st.st_mtime_nsec as i64,
-        st.st_ctime as i64,
-        st.st_ctime_nsec as i64,
-    ))
-}
-
-/// Whether `_delta_log/`'s ctime changes with every change made after it was observed
-/// (multigrain timestamps): four changes in a row (create and remove a commit temporary,
-/// twice), each right after an `fstat`, must each give a later ctime. With coarse timestamps
-/// (one clock tick, 1-10 ms) changes microseconds apart share one. Any error: `false`.
-fn probe_fine_ctime(log: &Dir) -> bool {
-    let name = format!(".{:020}.{}.tmp", 0, uuid::Uuid::new_v4().simple());
-    let ctime = |s: &Stamp| (s.3, s.4);
-    let Ok(mut last) = stamp_of(log) else { return false };
-    let mut fine = true;
-    for i in 0..4 {
-        let changed = if i % 2 == 0 {
-            log.create_new(&name, 0o600).map(drop)
-        } else {
-            log.unlink(&name)
-        };
-        match (changed, stamp_of(log)) {
-            (Ok(()), Ok(now)) if ctime(&now) > ctime(&last) => last = now,
-            _ => {
-                fine = false;
-                break;
-            }
-        }
-    }
-    let _ = log.try_unlink(&name);
-    fine
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// A table folder: data files plus `_delta_log/`.
 #[derive(Debug, Clone)]
 pub struct Table {
@@ -134,14 +65,6 @@ pub struct Table {
     verified: Arc<AtomicU64>,
     /// The newest snapshot this table (or a clone) built, to replay later versions from.
     tip: Arc<Mutex<Option<Arc<Snapshot>>>>,
-    /// The segment as proven by the last listing and advanced by this handle's own commits
-    /// since ([`Chain`]); `None` when the folder's ctime is not known to be fine-grained.
-    chain: Arc<Mutex<Option<Chain>>>,
-    /// Whether `_delta_log/`'s ctime is fine-grained ([`probe_fine_ctime`]), probed at this
-    /// handle's second commit (a CLI command commits once: it never probes).
-    fine_ctime: Arc<OnceLock<bool>>,
-    /// This handle published a commit before.
-    published: Arc<AtomicBool>,
 }
 
 /// What an append did ([`Table::append_txn`]).
@@ -222,9 +145,6 @@ impl Table {
             newest_ok: Arc::new(AtomicU64::new(u64::MAX)),
             verified: Arc::new(AtomicU64::new(u64::MAX)),
             tip: Arc::new(Mutex::new(None)),
-            chain: Arc::new(Mutex::new(None)),
-            fine_ctime: Arc::new(OnceLock::new()),
-            published: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -314,7 +234,20 @@ impl Table {
     }
 
     fn stamp(&self) -> Result<Stamp> {
-        stamp_of(&self.log)
+        let st = rustix::fs::fstat(self.log.fd()).map_err(|e| {
+            Error::io(
+                "stat",
+                &self.log_dir,
+                std::io::Error::from_raw_os_error(e.raw_os_error()),
+            )
+        })?;
+        Ok((
+            st.st_ino as u64,
+            st.st_mtime as i64,
+            st.st_mtime_nsec as i64,
+            st.st_ctime as i64,
+            st.st_ctime_nsec as i64,
+        ))
     }
 
     /// The log segment: which versions exist and where the first damage is, proven from one
@@ -325,20 +258,7 @@ impl Table {
     /// then costs one fstat(2). Errors: [`Error::Io`] naming the folder;
     /// [`Error::TableNotFound`]; [`Error::Corrupt`] (see [`LogSegment::new`]).
     pub fn segment(&self) -> Result<LogSegment> {
-        let stamp = {
-            // The chain's lock is taken before the fstat: a change this handle is making
-            // (a version checksum after its commit) finishes, with the chain's stamp updated,
-            // before the folder is looked at.
-            let chain = lock(&self.chain);
-            let stamp = self.stamp()?;
-            if let Some(c) = chain.as_ref()
-                && c.stamp == stamp
-                && c.listed.elapsed() < CHAIN_TRUST
-            {
-                return Ok(c.segment.clone());
-            }
-            stamp
-        };
+        let stamp = self.stamp()?;
         if let Ok(c) = self.segment.lock()
             && let Some(c) = c.as_ref()
             && c.stamp == stamp
@@ -352,23 +272,9 @@ impl Table {
             return Ok(seg);
         }
         let now = commit::now_ms();
-        let listed = Instant::now();
         let listing = Listing::read(&self.log)?;
         let seg = LogSegment::new(&self.root, &listing, || checkpoint::versions(&self.dir))?;
         crate::request::remember_listing(key, stamp, &seg);
-        if self.fine_ctime.get() == Some(&true) {
-            // The fstat that gave `stamp` came before the listing: with a fine-grained ctime,
-            // any change after it gives another stamp, so the listing is exact while the
-            // stamp is `stamp`.
-            let mut chain = lock(&self.chain);
-            if chain.as_ref().is_none_or(|c| c.listed <= listed) {
-                *chain = Some(Chain {
-                    stamp,
-                    segment: seg.clone(),
-                    listed,
-                });
-            }
-        }
         let ctime_ms = stamp.3.saturating_mul(1000).saturating_add(stamp.4 / 1_000_000);
         // A ctime with nanoseconds comes from a file system with fine timestamps (a clock tick,
         // at most 10 ms); without, it may have whole seconds (ext3 with small inodes).
@@ -861,7 +767,7 @@ impl Table {
     /// `version` (no copy of its file list), else a new one. Errors: as [`Table::snapshot`].
     pub fn snapshot_arc(&self, version: u64) -> Result<Arc<Snapshot>> {
         self.check_version(version)?;
-        let tip = lock(&self.tip).clone().filter(|t| t.version == version);
+        let tip = self.tip.lock().ok().and_then(|t| t.clone()).filter(|t| t.version == version);
         match tip {
             Some(t) => Ok(t),
             None => Ok(Arc::new(self.snapshot(version)?)),
@@ -1535,93 +1441,11 @@ impl Table {
         // Advisory (docs/FORMAT.md, "Version checksums"): in the mount, written after the
         // reply to the commit's close.
         let log = self.log.clone();
-        let chain = self.chain.clone();
         crate::request::after_reply(move || {
-            // A chain ending at this version stays proven across the checksum's create (the
-            // lock keeps readers of the chain waiting; see Table::chain_extend for the window).
-            let mut chain = lock(&chain);
-            let before = stamp_of(&log).ok();
             if let Err(e) = crate::crc::write(&log, &snap) {
                 ::log::warn!("no version checksum written for version {version}: {e}");
             }
-            if let Some(c) = chain.as_mut()
-                && c.segment.end == version
-                && before == Some(c.stamp)
-                && let (Ok(now), Ok(None)) = (stamp_of(&log), log.stat(&log::commit_file_name(version + 1)))
-            {
-                c.stamp = now;
-            } else if chain.as_ref().is_some_and(|c| c.segment.end == version) {
-                *chain = None;
-            }
         });
-    }
-
-    /// Before publishing on top of `read_version`: the segment this handle proved at the
-    /// folder's current stamp (by a listing, or advanced by its own commits), when it ends at
-    /// `read_version` with no damage, the folder's ctime is fine-grained, and the handle
-    /// published before (so a one-commit CLI command never probes). [`Table::chain_extend`]
-    /// then advances it past the commit without a listing (docs/FORMAT.md, "The log segment").
-    pub(crate) fn chain_start(&self, read_version: u64) -> Option<ChainStart> {
-        if !self.published.swap(true, Ordering::AcqRel) {
-            return None;
-        }
-        if !*self.fine_ctime.get_or_init(|| probe_fine_ctime(&self.log)) {
-            return None;
-        }
-        let chain = lock(&self.chain);
-        let c = chain.as_ref()?;
-        let now = self.stamp().ok()?;
-        let proven = c.stamp == now
-            && c.listed.elapsed() < CHAIN_TRUST
-            && c.segment.end == read_version
-            && c.segment.newest_present == read_version
-            && c.segment.damage.is_none();
-        proven.then(|| ChainStart {
-            segment: c.segment.clone(),
-            listed: c.listed,
-        })
-    }
-
-    /// After this handle published `version` (= the end of `start` + 1, durable): the segment
-    /// of `start` advanced to `version`, at the folder's stamp now. Between `start`'s fstat and
-    /// now only this commit's own changes are assumed (its temporary, its link): another
-    /// writer's commit in that window would be `version + 1` (every writer publishes only the
-    /// next version, and `version` is taken), so its absence is checked; anything else (a
-    /// hole or stray commit made by hand in that window) is seen by the next listing, at most
-    /// [`CHAIN_TRUST`] later.
-    pub(crate) fn chain_extend(&self, start: ChainStart, version: u64) {
-        if start.segment.end.checked_add(1) != Some(version) {
-            return;
-        }
-        let mut chain = lock(&self.chain);
-        let next = log::commit_file_name(version + 1);
-        let extended = match (self.stamp(), self.log.stat(&next)) {
-            (Ok(stamp), Ok(None)) => Some(Chain {
-                stamp,
-                segment: LogSegment {
-                    end: version,
-                    newest_present: version,
-                    ..start.segment
-                },
-                listed: start.listed,
-            }),
-            _ => None,
-        };
-        if extended.is_some() {
-            // This handle wrote the commit: it is complete.
-            self.newest_ok.store(version, Ordering::Release);
-        }
-        *chain = extended;
-    }
-
-    /// The commit time of `read_version` (ms since epoch), from the newest snapshot when it is
-    /// that version's, else read from the log ([`Table::commit_info`]).
-    pub(crate) fn commit_time(&self, version: u64) -> Result<i64> {
-        let tip = lock(&self.tip).clone().filter(|t| t.version == version);
-        match tip {
-            Some(t) => Ok(t.timestamp),
-            None => Ok(self.commit_info(version)?.timestamp),
-        }
     }
 
     /// Refuse writes of JSONL data files into a table whose `metaData.format.provider` is not
