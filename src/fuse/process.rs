@@ -195,3 +195,25 @@ fn read_killed(pid: u32) -> bool {
     let code = stat.exit_code.unwrap_or(0);
     exiting && code & 0x7f != 0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::fdinfo_writes;
+
+    /// `flags:` is octal: only a descriptor opened for writing, of the inode and mount asked
+    /// for, counts.
+    #[test]
+    fn fdinfo_names_a_writer_of_the_inode_on_the_mount() {
+        let info = |flags: &str, mnt: u64, ino: u64| format!("pos:\t0\nflags:\t{flags}\nmnt_id:\t{mnt}\nino:\t{ino}\n");
+        assert!(
+            fdinfo_writes(&info("0102001", 24, 7), 7, 24),
+            "O_WRONLY|O_APPEND|O_LARGEFILE"
+        );
+        assert!(fdinfo_writes(&info("02", 24, 7), 7, 24), "O_RDWR");
+        assert!(fdinfo_writes(&info("02", 24, 7), 7, 0), "any mount");
+        assert!(!fdinfo_writes(&info("0100000", 24, 7), 7, 24), "read-only");
+        assert!(!fdinfo_writes(&info("01", 24, 8), 7, 24), "another inode");
+        assert!(!fdinfo_writes(&info("01", 25, 7), 7, 24), "another mount");
+        assert!(!fdinfo_writes("pos:\t0\n", 7, 24), "no fields");
+    }
+}
