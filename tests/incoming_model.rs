@@ -491,6 +491,7 @@ fn caller(p: u32) -> Caller {
         tgid: Some(p),
         killed: false,
         still_open: false,
+        ino: None,
     }
 }
 

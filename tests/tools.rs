@@ -189,6 +189,42 @@ fn shell_redirections() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("Read-only file system"));
 }
 
+/// The kernel sends `release` asynchronously: queued before close() returns, it may still be
+/// served after the closing process's next request (rsync's rename of its temporary) or after
+/// the open of the next command. The `staged-release` failpoint holds every release of an
+/// `incoming/` file for 300 ms, as a preempted serving thread would (how `rsync` and `>>` once
+/// exited 0 with nothing committed on a loaded machine): each tool that exits 0 has committed
+/// its rows exactly once by then.
+#[test]
+fn commit_points_never_depend_on_a_release_in_flight() {
+    let f = Fixture::flights(&["flights-jan.jsonl", "flights-feb.jsonl"]);
+    let m = f.mount_with_env(&[], &[("TINYDELTA_FAILPOINT", "staged-release=sleep:300")]);
+    let e = Env { f, _m: m };
+    require_tool("rsync");
+    let mar = fixture("flights-mar.jsonl");
+    let row = String::from_utf8(lines(&fixture_bytes("flights-mar.jsonl"))[0].to_vec()).unwrap();
+    // The rename right after the close of the temporary is the commit point.
+    e.ok(&format!("rsync '{}' \"$M/incoming/\"", mar.display()));
+    assert_eq!(e.f.latest(), 3, "rsync exited 0: its rename committed");
+    e.ok(&format!(
+        "cp '{}' \"$M/incoming/.m.tmp\" && mv \"$M/incoming/.m.tmp\" \"$M/incoming/m.jsonl\"",
+        mar.display()
+    ));
+    assert_eq!(e.f.latest(), 4, "mv of a closed scratch file committed");
+    // `>>` onto a name just committed by another process: the new rows follow the old ones.
+    e.ok(&format!("printf '%s\\n' '{row}' > \"$M/incoming/one.jsonl\""));
+    assert_eq!(e.f.latest_link(), "v/5");
+    e.ok(&format!("printf '%s\\n' '{row}' >> \"$M/incoming/one.jsonl\""));
+    assert_eq!(e.f.latest_link(), "v/6", "`>>` exited 0: committed");
+    // `>>` onto an empty file another process has just closed.
+    e.ok(&format!(
+        ": > \"$M/incoming/e.jsonl\"; printf '%s\\n' '{row}' >> \"$M/incoming/e.jsonl\""
+    ));
+    assert_eq!(e.f.latest_link(), "v/7", "`>>` onto an empty file exited 0: committed");
+    assert_eq!(lines(&e.f.read_v(7)).len(), 2800 + 2 * 600 + 3);
+    assert!(fs::read_dir(e.f.m("incoming")).unwrap().next().is_none());
+}
+
 #[test]
 fn jq() {
     let e = setup();

@@ -639,6 +639,12 @@ impl Filesystem for TableFs {
         reply: ReplyEmpty,
     ) {
         self.passthrough.release(ino.0, fh.0);
+        if staged(ino.0) {
+            // `sleep:MS` stands for this thread being preempted after reading the request: the
+            // kernel sent it before the closing process's close() returned, so later requests
+            // of that process (its rename, another process's open) may overtake it.
+            let _ = crate::failpoint::hit("staged-release");
+        }
         // Answered here, also for `incoming/` files: a release is never a commit point (the
         // kernel sends it after the last close's flush was answered), and it only updates the
         // file's counts (or removes an empty staged file): a hand-off to a commit thread cost

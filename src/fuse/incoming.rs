@@ -46,6 +46,11 @@ use super::view::{Attr, Caller, Handle, Kind, Opened, SetAttrs, TableView, lock}
 /// name) after its commit, unless created again sooner.
 pub const GHOST_TTL: Duration = Duration::from_secs(5);
 
+/// How long a commit point waits for the release of writer handles that no process holds any
+/// more ([`TableView::await_released`]); a release in flight is normally served within
+/// milliseconds, this bounds the wait for a writable mapping kept without a descriptor.
+pub const RELEASE_WAIT: Duration = Duration::from_secs(10);
+
 /// The bytes of a staged file that has not been committed.
 #[derive(Debug)]
 pub(super) struct Bytes {
@@ -778,7 +783,12 @@ impl TableView {
                 let bytes = self.new_bytes(&name, id, file)?;
                 let e = inc.get(seq)?;
                 e.state = State::Listed(bytes);
-                e.base = 0;
+                if trunc {
+                    e.base = 0;
+                }
+                // Without O_TRUNC (`>>` onto a committed name whose writer's release is still
+                // on its way) the new batch starts after the committed bytes, as below: the
+                // kernel writes at the size it was shown.
                 e.mtime = SystemTime::now();
                 if !inc.names.contains_key(&name) {
                     inc.names.insert(name.clone(), seq);
@@ -1218,6 +1228,8 @@ impl TableView {
             debug!("flush of staged file #{seq}: the process still has it open on another descriptor");
             return Ok(());
         }
+        let ino = caller.ino.unwrap_or_else(|| Node::Staged(seq).ino());
+        self.await_released(seq, 1, ino);
         self.locked(fh, |seq| {
             {
                 let mut inc = lock(&self.incoming);
@@ -1283,6 +1295,46 @@ impl TableView {
         }
         self.drop_if_empty(&mut inc, seq);
         inc.maybe_drop(seq);
+        self.released.notify_all();
+    }
+
+    /// Wait until `seq` has at most `keep` writer handles, while no process holds a descriptor
+    /// of inode `ino` open for writing: the daemon still counts handles whose last descriptor
+    /// is closed, because the kernel sends `release` asynchronously (queued before that
+    /// close() returned, but served on any thread, so the closing process's next request, a
+    /// rename, or another process's open, can overtake it). A commit point that went by those
+    /// counts would commit nothing and still answer 0 (rsync's rename, `: > f; cmd >> f`).
+    /// Returns at once when a process writes the file (a real other writer), and after
+    /// [`RELEASE_WAIT`] in any case (a mapping without a descriptor); the caller then checks the
+    /// counts as before.
+    fn await_released(&self, seq: u64, keep: u32, ino: u64) {
+        let deadline = Instant::now() + RELEASE_WAIT;
+        let mut inc = lock(&self.incoming);
+        let mut checked = false;
+        loop {
+            if inc.get(seq).map_or(true, |e| e.writers <= keep) {
+                return;
+            }
+            if !checked {
+                drop(inc);
+                if self.procs.written_by_anyone(ino) {
+                    return;
+                }
+                checked = true;
+                debug!("staged file #{seq}: waiting for the release of a closed writer handle");
+                inc = lock(&self.incoming);
+                continue;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                warn!("staged file #{seq}: a writer handle no process holds was not released in {RELEASE_WAIT:?}");
+                return;
+            }
+            inc = match self.released.wait_timeout(inc, left) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
     }
 
     /// An empty, plain-named, unblocked file that nobody has open leaves `incoming/` (`touch`, a
@@ -1723,12 +1775,26 @@ impl TableView {
             let e = inc.get(seq)?;
             e.name = new.to_string();
             debug!("incoming/{old:?} renamed to {new:?}");
-            if e.bytes().is_none() || e.writers > 0 || staging::is_scratch(new) {
+            if e.bytes().is_none() || staging::is_scratch(new) {
+                return Ok(());
+            }
+            if e.writers == 0 {
+                e.in_place = false;
+            }
+            (seq, e.writers > 0)
+        };
+        let (seq, counted) = seq;
+        if counted {
+            // Writer handles are still counted: open, or closed with their release on its way
+            // (rsync closes its temporary, then renames it at once).
+            self.await_released(seq, 0, Node::Staged(seq).ino());
+            let mut inc = lock(&self.incoming);
+            let e = inc.get(seq)?;
+            if e.writers > 0 || e.name != new || e.bytes().is_none() {
                 return Ok(());
             }
             e.in_place = false;
-            seq
-        };
+        }
         self.commit(seq, caller.tgid)?;
         let mut inc = lock(&self.incoming);
         self.drop_if_empty(&mut inc, seq);

@@ -18,6 +18,13 @@ pub trait Processes: std::fmt::Debug + Send + Sync {
     fn killed_by_signal(&self, pid: u32) -> bool;
     /// Whether process `tgid` holds a descriptor of inode `ino` of this mount.
     fn holds_open(&self, tgid: u32, ino: u64) -> bool;
+    /// Whether any process (other than the daemon) holds a descriptor of inode `ino` of this
+    /// mount opened for writing. Asked only when the daemon still counts writer handles that
+    /// may be closed already, their `release` on its way (README, "incoming/"). The default,
+    /// `true`, never waits for a release.
+    fn written_by_anyone(&self, _ino: u64) -> bool {
+        true
+    }
 }
 
 /// [`Processes`] from `/proc`.
@@ -152,6 +159,42 @@ impl Processes for ProcFs {
             field("ino:") == Some(ino) && (mnt_id == 0 || field("mnt_id:") == Some(mnt_id))
         })
     }
+
+    /// Every process's `/proc/PID/fdinfo` (a few ms per hundred processes; only asked in the
+    /// rare wait for a release). A process whose descriptors cannot be read (another user's,
+    /// or gone) counts as not writing.
+    fn written_by_anyone(&self, ino: u64) -> bool {
+        let mnt_id = self.mnt_id.load(Ordering::Relaxed);
+        let me = std::process::id().to_string();
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            return true;
+        };
+        procs.filter_map(|p| p.ok()).any(|p| {
+            let name = p.file_name();
+            let Some(pid) = name
+                .to_str()
+                .filter(|n| n.bytes().all(|b| b.is_ascii_digit()) && *n != me)
+            else {
+                return false;
+            };
+            let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+                return false;
+            };
+            fds.filter_map(|e| e.ok())
+                .any(|e| std::fs::read_to_string(e.path()).is_ok_and(|info| fdinfo_writes(&info, ino, mnt_id)))
+        })
+    }
+}
+
+/// Whether the text of one `/proc/PID/fdinfo/FD` names inode `ino` of mount `mnt_id` (0: any)
+/// opened for writing (`flags:`, octal, access mode not `O_RDONLY`).
+fn fdinfo_writes(info: &str, ino: u64, mnt_id: u64) -> bool {
+    let field = |name: &str| info.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
+    let num = |name: &str| field(name).and_then(|v| v.parse::<u64>().ok());
+    let writes = field("flags:")
+        .and_then(|f| u32::from_str_radix(f, 8).ok())
+        .is_some_and(|f| f & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32);
+    writes && num("ino:") == Some(ino) && (mnt_id == 0 || num("mnt_id:") == Some(mnt_id))
 }
 
 /// Per `/proc/PID/stat` (the `procfs` crate): PF_EXITING in flags, a killing signal in the low 7
@@ -168,4 +211,26 @@ fn read_killed(pid: u32) -> bool {
     let exiting = stat.flags & PF_EXITING != 0;
     let code = stat.exit_code.unwrap_or(0);
     exiting && code & 0x7f != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fdinfo_writes;
+
+    /// `flags:` is octal: only a descriptor opened for writing, of the inode and mount asked
+    /// for, counts.
+    #[test]
+    fn fdinfo_names_a_writer_of_the_inode_on_the_mount() {
+        let info = |flags: &str, mnt: u64, ino: u64| format!("pos:\t0\nflags:\t{flags}\nmnt_id:\t{mnt}\nino:\t{ino}\n");
+        assert!(
+            fdinfo_writes(&info("0102001", 24, 7), 7, 24),
+            "O_WRONLY|O_APPEND|O_LARGEFILE"
+        );
+        assert!(fdinfo_writes(&info("02", 24, 7), 7, 24), "O_RDWR");
+        assert!(fdinfo_writes(&info("02", 24, 7), 7, 0), "any mount");
+        assert!(!fdinfo_writes(&info("0100000", 24, 7), 7, 24), "read-only");
+        assert!(!fdinfo_writes(&info("01", 24, 8), 7, 24), "another inode");
+        assert!(!fdinfo_writes(&info("01", 25, 7), 7, 24), "another mount");
+        assert!(!fdinfo_writes("pos:\t0\n", 7, 24), "no fields");
+    }
 }

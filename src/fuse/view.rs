@@ -125,6 +125,8 @@ pub struct Caller {
     /// After this close the caller still has another descriptor of the same file (a shell
     /// restoring a redirected fd with dup2): not its last close, so not a commit point.
     pub still_open: bool,
+    /// The inode a closing request names (`None`: not a close).
+    pub ino: Option<u64>,
 }
 
 /// Attribute changes of `setattr`.
@@ -187,7 +189,9 @@ pub struct TableView {
     pub(super) incoming: Mutex<Incoming>,
     pub(super) handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_fh: AtomicU64,
-    procs: Box<dyn Processes>,
+    pub(super) procs: Box<dyn Processes>,
+    /// Signalled when a handle of a staged file is released (its counts dropped).
+    pub(super) released: std::sync::Condvar,
     /// The newest listing of `incoming/`, shared by the handles that opened it.
     last_listing: Mutex<Option<Arc<[DirEntry]>>>,
     /// `changes.jsonl` and `at/`.
@@ -253,6 +257,7 @@ impl TableView {
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             procs: Box::new(ProcFs::default()),
+            released: std::sync::Condvar::new(),
             last_listing: Mutex::new(None),
             changes: ChangesNode::default(),
         };
@@ -916,6 +921,7 @@ impl TableView {
             tgid: self.procs.tgid(pid),
             killed: false,
             still_open: false,
+            ino: closing.map(|(_, ino)| ino),
         };
         if let (Some(tgid), Some((fh, ino))) = (who.tgid, closing)
             && self.opened_by(fh, tgid)

@@ -10,6 +10,7 @@ const ME: Caller = Caller {
     tgid: Some(100),
     killed: false,
     still_open: false,
+    ino: None,
 };
 
 fn table(dir: &Path) -> Table {
