@@ -63,8 +63,25 @@ pub struct Table {
     newest_ok: Arc<AtomicU64>,
     /// Every version up to this one was checked complete ([`Table::verify_through`]).
     verified: Arc<AtomicU64>,
-    /// The newest snapshot this table (or a clone) built, to replay later versions from.
-    tip: Arc<Mutex<Option<Arc<Snapshot>>>>,
+    /// The newest snapshot this table (or a clone) built, to replay later versions from, with
+    /// the stamp of its version's commit file when it was built ([`CommitStamp`]): a tip whose
+    /// commit file changed since (moved aside by `check --repair` and written again by another
+    /// commit, or cut in place) is never used.
+    tip: Arc<Mutex<Option<(Arc<Snapshot>, CommitStamp)>>>,
+}
+
+/// Which commit file a version's `_delta_log/{version:020}.json` is on disk: inode, size, and
+/// modification and change times (`fstatat`), or `None` when there is none (a version reached
+/// through a checkpoint whose commits were deleted). A commit is never written again in place,
+/// so a different stamp means the version's commit was replaced or damaged after a snapshot
+/// was built from it: caches keyed by version number check it before use (README, "Trust").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitStamp(Option<(u64, i64, i64, i64, i64, i64)>);
+
+impl CommitStamp {
+    /// A stamp no commit file has (for a value built when the stamp could not be taken, which
+    /// is then never cached).
+    pub const UNKNOWN: CommitStamp = CommitStamp(Some((u64::MAX, -1, -1, -1, -1, -1)));
 }
 
 /// What an append did ([`Table::append_txn`]).
@@ -511,12 +528,10 @@ impl Table {
     pub fn snapshot(&self, version: u64) -> Result<Snapshot> {
         let seg = self.check_version(version)?;
         let cp = checkpoint::newest_at_or_before(&self.dir, version);
-        let mut base = self
-            .tip
-            .lock()
-            .ok()
-            .and_then(|t| t.clone())
-            .filter(|t| t.version <= version);
+        // Stamped before the replay reads the commit, so a commit replaced meanwhile leaves a
+        // tip that no later call uses.
+        let stamp = self.commit_stamp(version);
+        let mut base = self.tip_if(|v| v <= version);
         if let Some(c) = cp
             && base.as_ref().is_none_or(|b| b.version < c)
         {
@@ -568,10 +583,8 @@ impl Table {
         {
             ::log::debug!("no checkpoint written for version {version}: {e}");
         }
-        if let Ok(mut tip) = self.tip.lock()
-            && tip.as_ref().is_none_or(|t| t.version < snap.version)
-        {
-            *tip = Some(Arc::new(snap.clone()));
+        if let Some(stamp) = stamp {
+            self.set_tip(Arc::new(snap.clone()), stamp);
         }
         Ok(snap)
     }
@@ -763,12 +776,61 @@ impl Table {
         replay.snapshot(&self.root, version, last.unwrap_or_default())
     }
 
+    /// The stamp of `version`'s commit file ([`CommitStamp`]); `None` when it cannot be
+    /// taken (then nothing is cached on it).
+    pub fn commit_stamp(&self, version: u64) -> Option<CommitStamp> {
+        match self.log.stat(&crate::log::commit_file_name(version)) {
+            Ok(Some(st)) => Some(CommitStamp(Some((
+                st.st_ino,
+                st.st_size,
+                st.st_mtime,
+                st.st_mtime_nsec as i64,
+                st.st_ctime,
+                st.st_ctime_nsec as i64,
+            )))),
+            Ok(None) => Some(CommitStamp(None)),
+            Err(e) => {
+                ::log::debug!("no stamp of version {version}'s commit: {e}");
+                None
+            }
+        }
+    }
+
+    /// The cached newest snapshot when `keep(its version)` and its commit file is still the
+    /// one it was built from ([`CommitStamp`]).
+    fn tip_if(&self, keep: impl Fn(u64) -> bool) -> Option<Arc<Snapshot>> {
+        let (snap, stamp) = self.tip.lock().ok().and_then(|t| t.clone())?;
+        if !keep(snap.version) {
+            return None;
+        }
+        if self.commit_stamp(snap.version) != Some(stamp) {
+            ::log::debug!(
+                "version {}'s commit changed since it was replayed: replaying again",
+                snap.version
+            );
+            if let Ok(mut tip) = self.tip.lock() {
+                *tip = None;
+            }
+            return None;
+        }
+        Some(snap)
+    }
+
+    /// Keep `snap` (stamped `stamp` before it was read) as the newest snapshot unless a newer
+    /// one is kept.
+    fn set_tip(&self, snap: Arc<Snapshot>, stamp: CommitStamp) {
+        if let Ok(mut tip) = self.tip.lock()
+            && tip.as_ref().is_none_or(|(t, _)| t.version <= snap.version)
+        {
+            *tip = Some((snap, stamp));
+        }
+    }
+
     /// [`Table::snapshot`] shared: the newest snapshot this handle built when it is of
     /// `version` (no copy of its file list), else a new one. Errors: as [`Table::snapshot`].
     pub fn snapshot_arc(&self, version: u64) -> Result<Arc<Snapshot>> {
         self.check_version(version)?;
-        let tip = self.tip.lock().ok().and_then(|t| t.clone()).filter(|t| t.version == version);
-        match tip {
+        match self.tip_if(|v| v == version) {
             Some(t) => Ok(t),
             None => Ok(Arc::new(self.snapshot(version)?)),
         }
@@ -1433,10 +1495,8 @@ impl Table {
             }
         };
         let snap = Arc::new(snap);
-        if let Ok(mut tip) = self.tip.lock()
-            && tip.as_ref().is_none_or(|t| t.version < snap.version)
-        {
-            *tip = Some(snap.clone());
+        if let Some(stamp) = self.commit_stamp(version) {
+            self.set_tip(snap.clone(), stamp);
         }
         // Advisory (docs/FORMAT.md, "Version checksums"): in the mount, written after the
         // reply to the commit's close.
@@ -1462,8 +1522,7 @@ impl Table {
     /// [`Table::snapshot`].
     pub fn check_accepts_writes(&self, operation: &str) -> Result<()> {
         let v = self.latest_version()?;
-        let tip = self.tip.lock().ok().and_then(|t| t.clone()).filter(|t| t.version == v);
-        match tip {
+        match self.tip_if(|tv| tv == v) {
             Some(t) => self.check_writable_as(&t, operation),
             None => self.check_writable_as(&self.snapshot(v)?, operation),
         }

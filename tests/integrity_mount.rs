@@ -262,3 +262,52 @@ fn an_oversized_newest_commit_is_eio_without_reading_it() {
         .unwrap();
     assert!(kb < 512 << 10, "the daemon's peak memory is {kb} kB");
 }
+
+/// The newest commit moved aside by `check --repair` and its version committed again through
+/// the mount: the mount must not keep the snapshot (or the `v/N` files) it built from the old
+/// commit. Before, `latest` kept the repaired-away rows and missed a row whose close returned 0.
+#[test]
+fn a_newest_commit_repaired_away_and_committed_again_is_not_served_from_cache() {
+    let f = Fixture::flights(&["flights-jan.jsonl"]);
+    let rows = lines(&fixture_bytes("flights-mar.jsonl"))
+        .iter()
+        .take(4)
+        .map(|l| l.to_vec())
+        .collect::<Vec<_>>();
+    let _m = f.mount();
+    let put = |name: &str, row: &[u8]| {
+        let mut b = row.to_vec();
+        b.push(b'\n');
+        fs::write(f.m(&format!("incoming/{name}.jsonl")), b).unwrap();
+    };
+    put("a", &rows[0]);
+    assert_eq!(f.latest(), 2);
+    // Read version 2 through the mount so its snapshot and files are cached.
+    let v2 = fs::read(f.m("v/2/data.jsonl")).unwrap();
+    assert!(v2.ends_with(&[rows[0].as_slice(), b"\n"].concat()));
+    // Damage version 2 and let check --repair move it aside: the table is at version 1 again.
+    let p = commit(&f, 2);
+    let bytes = fs::read(&p).unwrap();
+    fs::write(&p, &bytes[..bytes.len() / 2]).unwrap();
+    ok(TD_BIN, &["check", &f.t(), "--repair"]);
+    assert_eq!(f.latest(), 1);
+    // Two new commits through the mount: versions 2 and 3.
+    put("b", &rows[1]);
+    put("c", &rows[2]);
+    assert_eq!(f.latest(), 3);
+    for v in [2u64, 3] {
+        let cli = f.read_v(v);
+        assert!(
+            !cli.windows(rows[0].len()).any(|w| w == rows[0].as_slice()),
+            "v{v}: the repaired-away row is gone in the CLI"
+        );
+        assert_eq!(
+            fs::read(f.m(&format!("v/{v}/data.jsonl"))).unwrap(),
+            cli,
+            "v/{v} through the mount equals the CLI"
+        );
+    }
+    assert_eq!(fs::read(f.m("latest/data.jsonl")).unwrap(), f.read_v(3));
+    // `ok` asserts exit 0: the table is whole.
+    ok(TD_BIN, &["check", &f.t()]);
+}

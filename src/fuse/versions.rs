@@ -11,6 +11,7 @@ use crate::beneath::Dir;
 use crate::error::Error;
 use crate::lru::Lru;
 use crate::snapshot::Snapshot;
+use crate::table::CommitStamp;
 
 use super::errno::{FsError, FsResult};
 
@@ -23,6 +24,9 @@ pub struct VersionHead {
     pub commit_path: PathBuf,
     /// Its size in bytes.
     pub commit_size: u64,
+    /// The commit file's stamp when this head was read: a cached head is used only while the
+    /// commit file still has it.
+    stamp: CommitStamp,
 }
 
 /// The facts of a version that need a log replay: its data files and its schema.
@@ -39,6 +43,8 @@ pub struct VersionBody {
     /// table at every open and getattr ([`VersionSet::check_parquet`]) before their converted
     /// rows are served.
     pub parquet: Arc<[(String, u64)]>,
+    /// The stamp of the version's commit file when the body was replayed (as for heads).
+    stamp: CommitStamp,
 }
 
 /// One file of a concatenation.
@@ -392,7 +398,7 @@ pub struct Versions {
     files: Arc<FilePool>,
     /// The newest snapshot built so far: a newer version is replayed from it, one commit per
     /// version, instead of from version 0 (readers of `latest` after each commit).
-    tip: Mutex<Option<Arc<Snapshot>>>,
+    tip: Mutex<Option<(Arc<Snapshot>, CommitStamp)>>,
 }
 
 impl Versions {
@@ -463,7 +469,12 @@ impl Versions {
 
     /// The head of `version` (which must exist).
     pub fn head(&self, version: u64) -> FsResult<Arc<VersionHead>> {
-        if let Some(h) = lock(&self.heads).get(&version) {
+        // A version's commit is never rewritten; one that was (moved aside by `check --repair`
+        // and committed again, or damaged in place) is read again, never answered from cache.
+        let stamp = self.table.commit_stamp(version);
+        if let Some(h) = lock(&self.heads).get(&version)
+            && Some(h.stamp) == stamp
+        {
             return Ok(h);
         }
         let commit = self.table.read_commit(version)?;
@@ -474,8 +485,11 @@ impl Versions {
             timestamp_ms: info.timestamp,
             commit_path,
             commit_size,
+            stamp: stamp.unwrap_or(CommitStamp::UNKNOWN),
         });
-        lock(&self.heads).put(version, head.clone());
+        if stamp.is_some() {
+            lock(&self.heads).put(version, head.clone());
+        }
         Ok(head)
     }
 
@@ -509,7 +523,10 @@ impl Versions {
 
     /// The body of `version` (log replay on a cache miss).
     pub fn body(&self, version: u64) -> FsResult<Arc<VersionBody>> {
-        if let Some(b) = lock(&self.bodies).get(&version) {
+        let stamp = self.table.commit_stamp(version);
+        if let Some(b) = lock(&self.bodies).get(&version)
+            && Some(b.stamp) == stamp
+        {
             return Ok(b);
         }
         let snap = self.snapshot(version)?;
@@ -539,8 +556,11 @@ impl Versions {
                 .filter(|f| crate::parquet::is_parquet_name(&f.path))
                 .map(|f| (f.path.clone(), f.size))
                 .collect(),
+            stamp: stamp.unwrap_or(CommitStamp::UNKNOWN),
         });
-        lock(&self.bodies).put(version, body.clone());
+        if stamp.is_some() {
+            lock(&self.bodies).put(version, body.clone());
+        }
         Ok(body)
     }
 }
@@ -548,14 +568,23 @@ impl Versions {
 impl Versions {
     /// The snapshot of `version`: from the cached tip when it is older, else a full replay.
     fn snapshot(&self, version: u64) -> FsResult<Snapshot> {
-        let tip = lock(&self.tip).clone();
+        // Stamped before the replay reads it (see `Table::commit_stamp`).
+        let stamp = self.table.commit_stamp(version);
+        let tip = lock(&self.tip)
+            .clone()
+            .filter(|(t, st)| t.version < version && self.table.commit_stamp(t.version) == Some(*st));
         let snap = match tip {
-            Some(t) if t.version < version => self.table.snapshot_after(&t, version)?,
-            _ => self.table.snapshot(version)?,
+            Some((t, _)) => self.table.snapshot_after(&t, version)?,
+            None => self.table.snapshot(version)?,
         };
-        let mut tip = lock(&self.tip);
-        if tip.as_ref().is_none_or(|t| t.version < snap.version) {
-            *tip = Some(Arc::new(snap.clone()));
+        if let Some(stamp) = stamp {
+            let mut tip = lock(&self.tip);
+            let stale = tip
+                .as_ref()
+                .is_some_and(|(t, st)| self.table.commit_stamp(t.version) != Some(*st));
+            if stale || tip.as_ref().is_none_or(|(t, _)| t.version <= snap.version) {
+                *tip = Some((Arc::new(snap.clone()), stamp));
+            }
         }
         Ok(snap)
     }
