@@ -67,6 +67,21 @@ pub const SOURCE_PARAM: &str = "source";
 /// Mode of every file tinydelta creates in `_staging/`.
 pub const FILE_MODE: u32 = 0o600;
 
+/// Mode bits of a staged file once it is linked into the table as a data file: those of the
+/// data files `tinydelta append` creates, 0644 less the daemon's umask (`Umask:` in
+/// /proc/self/status, read once; 022 when it cannot be read).
+pub fn data_file_mode() -> u32 {
+    static MODE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *MODE.get_or_init(|| {
+        let umask = procfs::process::Process::myself()
+            .ok()
+            .and_then(|p| p.status().ok())
+            .and_then(|s| s.umask)
+            .unwrap_or(0o022);
+        0o644 & !umask
+    })
+}
+
 /// How many staged files' descriptors (`<id>.data`, `<id>.canon`) a [`Staging`] keeps open by
 /// default (README, "Limits").
 pub const DEFAULT_MAX_OPEN_STAGED: usize = 256;
@@ -650,6 +665,13 @@ impl Staging {
             return refuse(format!(
                 "holds {size} bytes, but the mount wrote {len} bytes of canonical rows to it: it was changed behind the mount's back; nothing committed"
             ));
+        }
+        // Staged files are private to the mounting user (FILE_MODE); in the table it is a data
+        // file like those `tinydelta append` writes (`data_file_mode`), so every reader of the table can
+        // read it. A failure leaves it private: readable through the mount, which serves it,
+        // and by its owner, so it is a warning.
+        if let Err(e) = rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(data_file_mode())) {
+            ::log::warn!("{} stays mode 0600: chmod: {e}", path.display());
         }
         Ok(())
     }

@@ -67,8 +67,11 @@ pub struct Table {
     /// the stamp of its version's commit file when it was built ([`CommitStamp`]): a tip whose
     /// commit file changed since (moved aside by `check --repair` and written again by another
     /// commit, or cut in place) is never used.
-    tip: Arc<Mutex<Option<(Arc<Snapshot>, CommitStamp)>>>,
+    tip: Arc<Mutex<Option<StampedSnapshot>>>,
 }
+
+/// A snapshot and the stamp of its version's commit file taken before it was read.
+type StampedSnapshot = (Arc<Snapshot>, CommitStamp);
 
 /// Which commit file a version's `_delta_log/{version:020}.json` is on disk: inode, size, and
 /// modification and change times (`fstatat`), or `None` when there is none (a version reached

@@ -907,3 +907,31 @@ fn writes_after_a_commit_leave_its_data_file_alone() {
     assert_eq!(lines(&e.f.read_v(7)).len(), 2800 + 600 + 5 + 7 + 3 + 3);
     e.f.td(&["check", &e.f.t(), "--deep"]);
 }
+
+/// A data file the mount commits is readable like one `tinydelta append` writes (mode 0644),
+/// whether the staged file itself was linked (canonical rows) or a canonical copy of it was:
+/// another user reading the table with the CLI must not get EACCES.
+#[test]
+fn committed_data_files_have_the_cli_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let e = setup();
+    let src = fixture("flights-mar.jsonl");
+    e.ok(&format!("cp '{}' \"$M/incoming/canonical.jsonl\"", src.display()));
+    // Spaces after the colons: not canonical, so a canonical copy is linked instead.
+    e.ok(&format!(
+        "sed 's/\":/\": /g' '{}' > \"$M/incoming/spaced.jsonl\"",
+        src.display()
+    ));
+    assert_eq!(e.f.latest(), 4);
+    let mut modes = Vec::new();
+    for entry in fs::read_dir(&e.f.table).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("part-") && name.ends_with(".jsonl") {
+            modes.push((entry.metadata().unwrap().permissions().mode() & 0o777, name));
+        }
+    }
+    assert_eq!(modes.len(), 4, "two CLI appends and two commits through the mount");
+    // The CLI's files and the mount's have one mode (0644 less the umask).
+    assert!(modes.iter().all(|(m, _)| *m == modes[0].0), "modes differ: {modes:?}");
+}
