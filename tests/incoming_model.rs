@@ -799,3 +799,18 @@ fn a_race_then_a_rename_carries_the_last_save() {
     ])
     .unwrap();
 }
+
+/// Found by CI's run of the model (a clean clone, 2,000 cases).
+#[test]
+fn a_rename_onto_itself_then_a_second_writer_and_an_fsync() {
+    run(vec![
+        Op::Create(1, 0),
+        Op::Rename(1, 0, 0),
+        Op::Create(2, 0),
+        Op::Write(1, true),
+        Op::Create(1, 1),
+        Op::Fsync(1),
+        Op::Open(3, 0),
+    ])
+    .unwrap();
+}

@@ -399,6 +399,10 @@ pub struct Versions {
     /// The newest snapshot built so far: a newer version is replayed from it, one commit per
     /// version, instead of from version 0 (readers of `latest` after each commit).
     tip: Mutex<Option<(Arc<Snapshot>, CommitStamp)>>,
+    /// Versions whose commit file was found replaced after they were served (a cached head or
+    /// body with another stamp): their files are opened without keep-cache from then on, so the
+    /// kernel drops pages it cached from the old commit's rows (same size, same inode number).
+    replaced: Mutex<std::collections::HashSet<u64>>,
 }
 
 impl Versions {
@@ -412,6 +416,7 @@ impl Versions {
             heads: Mutex::new(Lru::new(1024)),
             bodies: Mutex::new(Lru::new(32)),
             tip: Mutex::new(None),
+            replaced: Mutex::new(Default::default()),
         })
     }
 
@@ -467,15 +472,22 @@ impl Versions {
         }
     }
 
+    /// Whether `version`'s commit file was found replaced after the mount served it (then its
+    /// files are opened without keep-cache).
+    pub fn replaced(&self, version: u64) -> bool {
+        lock(&self.replaced).contains(&version)
+    }
+
     /// The head of `version` (which must exist).
     pub fn head(&self, version: u64) -> FsResult<Arc<VersionHead>> {
         // A version's commit is never rewritten; one that was (moved aside by `check --repair`
         // and committed again, or damaged in place) is read again, never answered from cache.
         let stamp = self.table.commit_stamp(version);
-        if let Some(h) = lock(&self.heads).get(&version)
-            && Some(h.stamp) == stamp
-        {
-            return Ok(h);
+        if let Some(h) = lock(&self.heads).get(&version) {
+            if Some(h.stamp) == stamp {
+                return Ok(h);
+            }
+            lock(&self.replaced).insert(version);
         }
         let commit = self.table.read_commit(version)?;
         let info = self.table.commit_info(version)?;
@@ -524,10 +536,11 @@ impl Versions {
     /// The body of `version` (log replay on a cache miss).
     pub fn body(&self, version: u64) -> FsResult<Arc<VersionBody>> {
         let stamp = self.table.commit_stamp(version);
-        if let Some(b) = lock(&self.bodies).get(&version)
-            && Some(b.stamp) == stamp
-        {
-            return Ok(b);
+        if let Some(b) = lock(&self.bodies).get(&version) {
+            if Some(b.stamp) == stamp {
+                return Ok(b);
+            }
+            lock(&self.replaced).insert(version);
         }
         let snap = self.snapshot(version)?;
         let root = self.table.root();

@@ -664,7 +664,9 @@ impl TableView {
                 };
                 Ok(Opened {
                     fh: self.new_handle(handle),
-                    keep_cache: true,
+                    // Immutable, unless its commit was replaced (damage repaired and committed
+                    // again): then the kernel's pages of the old rows must go.
+                    keep_cache: !self.versions.replaced(v),
                     no_flush: true,
                 })
             }
@@ -703,7 +705,7 @@ impl TableView {
                         Arc::new(one),
                         self.versions.files().clone(),
                     ))),
-                    keep_cache: true,
+                    keep_cache: !self.versions.replaced(v),
                     no_flush: true,
                 })
             }
