@@ -19,6 +19,7 @@ pub mod export;
 pub mod failpoint;
 pub mod fuse;
 pub mod log;
+pub mod logwatch;
 pub mod lru;
 pub mod mount_cli;
 pub mod optimize;

@@ -68,6 +68,9 @@ pub struct Table {
     /// commit file changed since (moved aside by `check --repair` and written again by another
     /// commit, or cut in place) is never used.
     tip: Arc<Mutex<Option<StampedSnapshot>>>,
+    /// The inotify watch keeping a listing of `_delta_log/` current ([`Table::watch_log`]; the
+    /// mount's), shared by clones.
+    watch: Option<Arc<crate::logwatch::LogWatch>>,
 }
 
 /// A snapshot and the stamp of its version's commit file taken before it was read.
@@ -165,6 +168,23 @@ impl Table {
             newest_ok: Arc::new(AtomicU64::new(u64::MAX)),
             verified: Arc::new(AtomicU64::new(u64::MAX)),
             tip: Arc::new(Mutex::new(None)),
+            watch: None,
+        }
+    }
+
+    /// Keep the listing of `_delta_log/` current with an inotify watch from now on
+    /// ([`crate::logwatch`]), for a long-running process that asks for the segment on every
+    /// request and commit (the mount): [`Table::segment`] then lists the folder only when an
+    /// event cannot be applied to the listing it keeps. Clones made after this share the watch.
+    /// Returns the table and, when the folder cannot be watched, why (the table then lists as
+    /// without a watch).
+    pub fn watch_log(mut self) -> (Table, Option<String>) {
+        match crate::logwatch::LogWatch::start(&self.log) {
+            crate::logwatch::Started::Watching(w) => {
+                self.watch = Some(Arc::from(w));
+                (self, None)
+            }
+            crate::logwatch::Started::Unwatched(why) => (self, Some(why)),
         }
     }
 
@@ -274,10 +294,18 @@ impl Table {
     /// listing of `_delta_log/`. A listing is reused while the folder's inode, mtime and ctime
     /// are unchanged and its ctime was older than the listing by more than the file system's
     /// timestamp granularity (50 ms when ctime has nanoseconds, else 2 s, for file systems with
-    /// 1 s timestamps), so a change in the same clock tick cannot hide: in the mount, `latest`
-    /// then costs one fstat(2). Errors: [`Error::Io`] naming the folder;
+    /// 1 s timestamps), so a change in the same clock tick cannot hide. With a watch
+    /// ([`Table::watch_log`], the mount's), the listing is kept current by inotify instead and
+    /// the folder is listed only when an event cannot be applied. Errors: [`Error::Io`] naming the folder;
     /// [`Error::TableNotFound`]; [`Error::Corrupt`] (see [`LogSegment::new`]).
     pub fn segment(&self) -> Result<LogSegment> {
+        if let Some(w) = &self.watch
+            && let Some(seg) = w.segment(&self.log, |l| {
+                LogSegment::new(&self.root, l, || checkpoint::versions(&self.dir))
+            })
+        {
+            return seg;
+        }
         let stamp = self.stamp()?;
         if let Ok(c) = self.segment.lock()
             && let Some(c) = c.as_ref()

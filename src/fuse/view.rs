@@ -240,7 +240,11 @@ impl TableView {
     /// Open the table at `root` for mounting: take the staging lock and bring back the files
     /// staged by an earlier mount, minus those the log shows were already committed.
     pub fn load(root: &Path, cfg: ViewConfig) -> FsResult<TableView> {
-        let table = Table::open(root)?;
+        let (table, unwatched) = Table::open(root)?.watch_log();
+        match unwatched {
+            None => log::info!("_delta_log/ is watched with inotify: its listing is kept current"),
+            Some(why) => log::info!("_delta_log/ is listed again after each change: {why}"),
+        }
         let staging = Staging::open(root)?;
         let found = staging.scan()?;
         let committed = if found.is_empty() {
