@@ -13,7 +13,7 @@
 //! system unmounted) ends its use for good.
 //!
 //! Only file systems whose every change passes through this kernel are watched (ext2/3/4, xfs,
-//! btrfs, f2fs, tmpfs, overlayfs through its mount): on a network or FUSE file system another machine's changes queue no
+//! btrfs, f2fs, tmpfs): on a network or FUSE file system another machine's changes queue no
 //! event, and [`crate::table::Table::segment`] keeps its stamp-checked listing there.
 
 use std::mem::MaybeUninit;
@@ -29,8 +29,9 @@ use crate::log::LogFile;
 use crate::segment::{Listing, LogSegment};
 
 /// `statfs(2)` `f_type` of the file systems watched ([`LogWatch::start`]): ext2/3/4, xfs,
-/// btrfs, f2fs, tmpfs, overlayfs (linux/magic.h).
-const LOCAL_FILE_SYSTEMS: [u64; 6] = [0xEF53, 0x5846_5342, 0x9123_683E, 0xF2F5_2010, 0x0102_1994, 0x794C_7630];
+/// btrfs, f2fs, tmpfs (linux/magic.h). Not overlayfs: a change made in its upper layer directly
+/// queues no event on the overlay's folder.
+const LOCAL_FILE_SYSTEMS: [u64; 5] = [0xEF53, 0x5846_5342, 0x9123_683E, 0xF2F5_2010, 0x0102_1994];
 
 /// An inotify watch on one `_delta_log/` folder and the listing it keeps current.
 #[derive(Debug)]
@@ -130,11 +131,10 @@ impl LogWatch {
         };
         // List without holding the lock (readers of other versions go on). The drain above
         // came before this listing, so every change the listing misses is still queued.
-        let listing = match Listing::read(log) {
+        let (listing, seg) = match crate::segment::list_segment(log, &build) {
             Ok(l) => l,
             Err(e) => return Some(Err(e)),
         };
-        let seg = build(&listing);
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.listings += 1;
         if st.generation == generation && st.listing.is_none() && !st.ended {

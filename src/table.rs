@@ -20,7 +20,7 @@ use crate::failpoint;
 use crate::log::{self, Commit, LOG_DIR};
 use crate::rows;
 use crate::schema::Schema;
-use crate::segment::{Listing, LogSegment};
+use crate::segment::LogSegment;
 use crate::snapshot::{Replay, Snapshot, WRITER_VERSION};
 
 /// `commitInfo.engineInfo`.
@@ -320,8 +320,10 @@ impl Table {
             return Ok(seg);
         }
         let now = commit::now_ms();
-        let listing = Listing::read(&self.log)?;
-        let seg = LogSegment::new(&self.root, &listing, || checkpoint::versions(&self.dir))?;
+        let (_, seg) = crate::segment::list_segment(&self.log, |l| {
+            LogSegment::new(&self.root, l, || checkpoint::versions(&self.dir))
+        })?;
+        let seg = seg?;
         crate::request::remember_listing(key, stamp, &seg);
         let ctime_ms = stamp.3.saturating_mul(1000).saturating_add(stamp.4 / 1_000_000);
         // A ctime with nanoseconds comes from a file system with fine timestamps (a clock tick,

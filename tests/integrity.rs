@@ -633,6 +633,25 @@ fn a_hole_after_a_checkpoint_is_damage_not_the_end_and_is_never_filled() {
         .stderr_has(&["version 3 is damaged"]);
 }
 
+/// `check` asks only for the commits the listing shows: a stray name at the last version a u64
+/// holds is one hole, reported at once (it used to ask for every version up to it, forever).
+#[test]
+fn check_of_a_stray_commit_at_the_last_version_finishes_and_names_the_hole() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(0, 1));
+    fs::copy(
+        t.log_dir().join(format!("{:020}.json", 1)),
+        t.log_dir().join(format!("{}.json", u64::MAX)),
+    )
+    .unwrap();
+    let out = t.td("check", &[]).code(1);
+    assert!(
+        out.text().contains("version 2 is damaged") && out.text().contains(&format!("version {} exists", u64::MAX)),
+        "check names the hole: {}",
+        out.text()
+    );
+}
+
 /// The paths of the live data files of the newest version, in order.
 fn live_paths(t: &TempTable) -> Vec<String> {
     t.describe()["files"]
