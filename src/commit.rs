@@ -417,6 +417,7 @@ fn commit_loop_with(
     for _ in 0..MAX_REBASES {
         let ts = next_timestamp(Some(prev_ts));
         let bytes = encode(&build(version, ts));
+        table.check_log_in_place()?;
         match publish_after(table.dir(), table.log_dir_handle(), version, &bytes, data)? {
             Publish::Won => return Ok(version),
             Publish::Lost => {

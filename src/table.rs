@@ -268,6 +268,31 @@ impl Table {
         &self.log
     }
 
+    /// Check that `_delta_log` in the table folder is still the folder this table opened (same
+    /// device and inode), so a commit is never published into a log that was moved aside or
+    /// replaced after a long-running process (the mount) opened the table: the writer would be
+    /// told it committed while the table at its path shows nothing. Called before each publish
+    /// attempt ([`commit::commit_loop`]); a move between this check and the link is not seen.
+    ///
+    /// Errors: [`Error::Corrupt`] naming `_delta_log` when it is gone, moved or replaced;
+    /// [`Error::Io`].
+    pub fn check_log_in_place(&self) -> Result<()> {
+        let held = rustix::fs::fstat(self.log.fd()).map_err(|e| {
+            Error::io(
+                "stat",
+                self.log_dir.clone(),
+                std::io::Error::from_raw_os_error(e.raw_os_error()),
+            )
+        })?;
+        match self.dir.stat(LOG_DIR)? {
+            Some(st) if st.st_ino == held.st_ino && st.st_dev == held.st_dev => Ok(()),
+            _ => Err(Error::Corrupt {
+                path: self.log_dir.clone(),
+                reason: "the folder was moved, removed or replaced after this process opened the table; nothing was committed (remount, or run the command again)".into(),
+            }),
+        }
+    }
+
     /// `_delta_log/{version:020}.json` (for messages).
     pub fn commit_path(&self, version: u64) -> PathBuf {
         self.log_dir.join(log::commit_file_name(version))

@@ -318,3 +318,36 @@ fn a_newest_commit_repaired_away_and_committed_again_is_not_served_from_cache() 
     // `ok` asserts exit 0: the table is whole.
     ok(TD_BIN, &["check", &f.t()]);
 }
+
+/// `_delta_log/` moved aside and replaced by another log while mounted: a write through
+/// `incoming/` fails (EIO at close) and commits nothing, neither into the folder the daemon
+/// opened nor into the one now at the path (docs/FORMAT.md, "Listings the mount keeps").
+#[test]
+fn a_log_replaced_while_mounted_takes_no_commit() {
+    let f = Fixture::flights(FILES);
+    let _m = f.mount();
+    assert_eq!(f.latest(), 3);
+    let log = f.table.join("_delta_log");
+    let aside = f.table.join("_log_aside");
+    fs::rename(&log, &aside).unwrap();
+    // Another log at the path: a copy of versions 0 and 1.
+    fs::create_dir(&log).unwrap();
+    for v in 0..=1u64 {
+        let name = format!("{v:020}.json");
+        fs::copy(aside.join(&name), log.join(&name)).unwrap();
+    }
+    let out = run("cp", &[fixture("flights-mar.jsonl"), f.m("incoming/x.jsonl")]);
+    assert!(
+        !out.status.success(),
+        "cp into incoming/ of a replaced log succeeded: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !aside.join(format!("{:020}.json", 4)).exists(),
+        "committed into the log moved aside"
+    );
+    assert!(
+        !log.join(format!("{:020}.json", 2)).exists(),
+        "committed into the replacing log"
+    );
+}
