@@ -241,11 +241,12 @@ impl TableView {
     /// staged by an earlier mount, minus those the log shows were already committed.
     pub fn load(root: &Path, cfg: ViewConfig) -> FsResult<TableView> {
         let (table, unwatched) = Table::open(root)?.watch_log();
+        let staging = Staging::open(root)?;
+        // (Said once the staging lock is held: a second mount of the table says only that.)
         match unwatched {
             None => log::info!("_delta_log/ is watched with inotify: its listing is kept current"),
             Some(why) => log::info!("_delta_log/ is listed again after each change: {why}"),
         }
-        let staging = Staging::open(root)?;
         let found = staging.scan()?;
         let committed = if found.is_empty() {
             Default::default()
