@@ -373,8 +373,13 @@ impl Model {
         let mut b = *self.names.get(name)?;
         if self.batches[b].st == St::Ghost {
             if self.others_write(b, p) {
-                // The committed name's other writers keep their batch; the caller's starts at 0.
+                // The committed name's other writers keep their batch; the caller's starts after
+                // the committed bytes, where the kernel writes without O_TRUNC (a `>>` whose open
+                // overtakes the release of the name's last writer), and commits on its own.
+                let size = self.batches[b].size;
                 b = self.split(b, p);
+                self.batches[b].based = true;
+                self.batches[b].size = size;
             } else {
                 // A new batch after the committed bytes.
                 let e = &mut self.batches[b];
@@ -813,4 +818,20 @@ fn a_rename_onto_itself_then_a_second_writer_and_an_fsync() {
         Op::Open(3, 0),
     ])
     .unwrap();
+}
+
+/// `>>` onto a name just committed while its writer's release is still on its way (the model
+/// keeps the writer's handle open): the new batch continues after the committed bytes, its
+/// good rows commit as their own APPEND, a bad row is refused with a note, and an `>>` that
+/// writes nothing commits nothing.
+#[test]
+fn an_append_open_of_a_committed_name_another_process_still_holds() {
+    for (write, good) in [(true, true), (true, false), (false, true)] {
+        let mut ops = vec![Op::Create(1, 0), Op::Write(0, true), Op::Fsync(0), Op::Open(2, 0)];
+        if write {
+            ops.push(Op::Write(1, good));
+        }
+        ops.extend([Op::Close(1), Op::Close(0)]);
+        run(ops).unwrap();
+    }
 }

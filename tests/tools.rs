@@ -40,6 +40,19 @@ impl Env {
         out.stdout
     }
 
+    /// Run a script under `shell` (`dash`, `bash`).
+    fn in_shell(&self, shell: &str, script: &str) -> Output {
+        std::process::Command::new(shell)
+            .arg("-c")
+            .arg(script)
+            .current_dir(self.f.dir.path())
+            .env("M", &self.f.mnt)
+            .env("T", &self.f.table)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("{shell}: {e}"))
+    }
+
     fn text(&self, script: &str) -> String {
         String::from_utf8(self.ok(script)).expect("utf-8 output")
     }
@@ -211,16 +224,76 @@ fn commit_points_never_depend_on_a_release_in_flight() {
         mar.display()
     ));
     assert_eq!(e.f.latest(), 4, "mv of a closed scratch file committed");
-    // (`>` then `>>` onto the name just committed while the first writer's release is on its
-    // way is a known gap: README "Limits".)
+    // `>` then `>>` onto the name just committed, by two shells one after the other: the
+    // `>>` opens while the first writer's release is on its way, and the kernel appends at the
+    // committed size; its rows are one more APPEND.
     e.ok(&format!("printf '%s\\n' '{row}' > \"$M/incoming/one.jsonl\""));
     assert_eq!(e.f.latest_link(), "v/5");
-    // `>>` onto an empty file another process has just closed.
-    e.ok(&format!(
-        ": > \"$M/incoming/e.jsonl\"; printf '%s\\n' '{row}' >> \"$M/incoming/e.jsonl\""
-    ));
-    assert_eq!(e.f.latest_link(), "v/6", "`>>` onto an empty file exited 0: committed");
-    assert_eq!(lines(&e.f.read_v(6)).len(), 2800 + 2 * 600 + 2);
+    e.ok(&format!("printf '%s\\n' '{row}' >> \"$M/incoming/one.jsonl\""));
+    assert_eq!(e.f.latest_link(), "v/6", "`>>` exited 0: committed");
+    let mut version = 6;
+    let mut rows = 2800 + 2 * 600 + 2;
+    assert_eq!(lines(&e.f.read_v(version)).len(), rows);
+    // The same within one script, under dash and under bash: a builtin after a builtin (one
+    // process), an external command's `>` then a builtin's `>>` and the other way round (the
+    // `>>` opens the name while another process's release is on its way), and `>>` onto an
+    // empty file just closed (`: >`).
+    let mar_path = mar.display().to_string();
+    for shell in ["dash", "bash"] {
+        require_tool(shell);
+        let cases = [
+            (
+                format!(
+                    "printf '%s\\n' '{row}' > \"$M/incoming/{shell}-a.jsonl\"; printf '%s\\n' '{row}' >> \"$M/incoming/{shell}-a.jsonl\""
+                ),
+                2,
+                2,
+            ),
+            (
+                format!(
+                    "cat '{mar_path}' > \"$M/incoming/{shell}-b.jsonl\"; printf '%s\\n' '{row}' >> \"$M/incoming/{shell}-b.jsonl\""
+                ),
+                2,
+                601,
+            ),
+            (
+                format!(
+                    "printf '%s\\n' '{row}' > \"$M/incoming/{shell}-c.jsonl\"; cat '{mar_path}' >> \"$M/incoming/{shell}-c.jsonl\""
+                ),
+                2,
+                601,
+            ),
+            (
+                format!(
+                    ": > \"$M/incoming/{shell}-d.jsonl\"; printf '%s\\n' '{row}' >> \"$M/incoming/{shell}-d.jsonl\""
+                ),
+                1,
+                1,
+            ),
+            (
+                format!(": > \"$M/incoming/{shell}-e.jsonl\"; cat '{mar_path}' >> \"$M/incoming/{shell}-e.jsonl\""),
+                1,
+                600,
+            ),
+        ];
+        for (script, commits, added) in cases {
+            let out = e.in_shell(shell, &script);
+            assert!(
+                out.status.success(),
+                "{shell}: `{script}` failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            version += commits;
+            rows += added;
+            assert_eq!(
+                e.f.latest(),
+                version,
+                "{shell}: `{script}` exited 0: one commit per close"
+            );
+            assert_eq!(lines(&e.f.read_v(version)).len(), rows, "{shell}: `{script}`");
+        }
+    }
     assert!(fs::read_dir(e.f.m("incoming")).unwrap().next().is_none());
 }
 

@@ -783,11 +783,13 @@ impl TableView {
                 let bytes = self.new_bytes(&name, id, file)?;
                 let e = inc.get(seq)?;
                 e.state = State::Listed(bytes);
-                // From offset 0, as the model (tests/incoming_model.rs) has it. Known gap: a `>>`
-                // that overtakes the release of the name's previous writer writes at the
-                // committed size, so its batch starts with a hole and is refused (README,
-                // "Limits").
-                e.base = 0;
+                // With O_TRUNC from offset 0. Without it (`>>` onto a name just committed by
+                // another process whose release is still on its way) after the committed bytes,
+                // as when nobody else had it open: the kernel writes at the size it was shown,
+                // and the new rows commit as their own APPEND (README "incoming/").
+                if trunc {
+                    e.base = 0;
+                }
                 e.mtime = SystemTime::now();
                 if !inc.names.contains_key(&name) {
                     inc.names.insert(name.clone(), seq);
