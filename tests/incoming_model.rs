@@ -233,19 +233,18 @@ impl Model {
         self.readers.iter().any(|(q, c)| *q == p && Some(*c) != now)
     }
 
-    /// Whether a listed, plain-named batch is empty and unreferenced: it leaves `incoming/`.
+    /// A listed batch that is empty and unreferenced: a plain-named one leaves `incoming/`; one
+    /// that continues a committed name (`touch`, `: >>` after a commit) makes the name committed
+    /// again, whatever its name, as right after the commit.
     fn drop_if_empty(&mut self, b: usize) {
         let read = self.readers.iter().any(|(_, c)| *c == b);
         let e = &mut self.batches[b];
-        if e.st == St::Listed
-            && e.writers.is_empty()
-            && !read
-            && e.rows.is_empty()
-            && !e.based
-            && !e.note
-            && !e.in_place
-            && !scratch(&e.name)
-        {
+        if e.st != St::Listed || !e.writers.is_empty() || read || !e.rows.is_empty() || e.note || e.in_place {
+            return;
+        }
+        if e.based {
+            e.st = St::Ghost;
+        } else if !scratch(&e.name) {
             e.st = St::Removed;
             self.unname(b);
         }
@@ -316,7 +315,14 @@ impl Model {
     /// Commit batch `b` for process `p`; Ok or Err (refused).
     fn commit(&mut self, b: usize, p: u32) -> bool {
         let e = &self.batches[b];
-        if !matches!(e.st, St::Listed | St::Detached) || scratch(&e.name) || e.rows.is_empty() {
+        if !matches!(e.st, St::Listed | St::Detached) || scratch(&e.name) {
+            return true;
+        }
+        if e.rows.is_empty() {
+            // Nothing since the name's last commit (`touch`, `: >>`): committed again.
+            if e.based {
+                self.batches[b].st = St::Ghost;
+            }
             return true;
         }
         if e.rows.iter().any(|(_, g)| !g) {

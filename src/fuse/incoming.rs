@@ -16,6 +16,9 @@
 //!   +------------------------------------------------------------+
 //! ```
 //!
+//! A batch opened on a committed name starts after the committed bytes; if it gets no byte
+//! (`touch`, `: >>`), its close (or release) makes it Committed again, as right after the commit.
+//!
 //! Commit points: the last close by the process that opened the file for writing (not a forked
 //! child, not a process killed by a signal, not while it still holds another descriptor of it),
 //! an fsync through a descriptor opened for writing, and a rename onto a plain name while nobody
@@ -1339,11 +1342,21 @@ impl TableView {
     }
 
     /// An empty, plain-named, unblocked file that nobody has open leaves `incoming/` (`touch`, a
-    /// `cp` of an empty file): nothing to commit, nothing to keep.
+    /// `cp` of an empty file): nothing to commit, nothing to keep. A batch that continues a
+    /// committed name (it starts after committed bytes) and got nothing since (`touch`, `: >>`,
+    /// an open whose truncate below the committed bytes failed) makes the name committed again,
+    /// as right after its commit: not listed, reachable for [`GHOST_TTL`], read as no bytes
+    /// (README "incoming/"), whatever its name.
     fn drop_if_empty(&self, inc: &mut Incoming, seq: u64) {
         let Some(e) = inc.files.get_mut(&seq) else { return };
         let Some(b) = e.bytes() else { return };
-        if e.handles > 0 || e.base > 0 || b.len > 0 || b.note.is_some() || e.in_place || staging::is_scratch(&e.name) {
+        let continues = e.base > 0;
+        if e.handles > 0 || b.len > 0 || b.note.is_some() || e.in_place || (!continues && staging::is_scratch(&e.name))
+        {
+            return;
+        }
+        if continues {
+            self.committed_again(inc, seq);
             return;
         }
         if let Err(err) = self.staging.remove(&b.id) {
@@ -1353,6 +1366,26 @@ impl TableView {
         debug!("incoming/{:?}: empty, nothing committed", e.name);
         e.state = State::Removed(None);
         inc.unname(seq);
+    }
+
+    /// `seq` continues a committed name and holds no byte (`touch`, `: >>`): the name is
+    /// committed again, as right after its commit (not listed, reachable for [`GHOST_TTL`]); its
+    /// empty staged file is removed.
+    fn committed_again(&self, inc: &mut Incoming, seq: u64) {
+        let Some(e) = inc.files.get_mut(&seq) else { return };
+        let Some(b) = e.bytes() else { return };
+        if let Err(err) = self.staging.remove(&b.id) {
+            warn!("incoming/{:?}: cannot remove the empty staged file: {err}", e.name);
+        }
+        debug!(
+            "incoming/{:?}: nothing written since its commit; committed again",
+            e.name
+        );
+        e.state = State::Committed {
+            until: Instant::now() + GHOST_TTL,
+            note: None,
+        };
+        inc.mtime = Some(SystemTime::now());
     }
 
     /// Validate `seq` and commit it; on success its name stops being listed (it stays reachable
@@ -1379,7 +1412,12 @@ impl TableView {
         };
         if len == 0 {
             // Nothing to commit (a shell redirection closes a duplicate of the new, still empty
-            // file before anything is written). An empty file leaves at its last close.
+            // file before anything is written). An empty file leaves at its last close; one that
+            // continues a committed name (`touch`, `: >>`) is that committed name again at once,
+            // as a commit's close leaves it (the release may come much later).
+            if base > 0 {
+                self.committed_again(&mut lock(&self.incoming), seq);
+            }
             return Ok(());
         }
         let recent = {
