@@ -1038,6 +1038,11 @@ fn a_commit_of_unknown_durability_fails_the_close_and_says_so() {
             && note.contains("do not send it again"),
         "{note}"
     );
+    // Touching the name (nothing written) keeps the note, and commits nothing.
+    e.ok("touch \"$M/incoming/n.jsonl\" && : >> \"$M/incoming/n.jsonl\"");
+    assert_eq!(e.f.latest(), v);
+    assert_eq!(e.text("ls -A \"$M/incoming\"").trim(), "n.jsonl.error");
+    assert_eq!(e.text("cat \"$M/incoming/n.jsonl.error\""), note);
     // rm of the note clears it; touching the name afterwards commits nothing more.
     e.ok("rm \"$M/incoming/n.jsonl.error\"");
     assert_eq!(e.text("ls -A \"$M/incoming\"").trim(), "");

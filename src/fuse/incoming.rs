@@ -776,6 +776,12 @@ impl TableView {
             let mut inc = lock(&self.incoming);
             let e = inc.get(seq)?;
             let committed = matches!(e.state, State::Committed { .. });
+            // A committed name's note (its durability is unknown) stays while nothing is
+            // written (`touch`): the batch shows it, and gives it back if it stays empty.
+            let kept_note = match &e.state {
+                State::Committed { note, .. } if !trunc => note.clone(),
+                _ => None,
+            };
             let name = e.name.clone();
             if (trunc || committed) && inc.written_by_other(seq, caller.tgid) {
                 // Another process still writes this file: its batch moves to a new number (its
@@ -783,7 +789,8 @@ impl TableView {
                 // leads to, starts a fresh batch for the caller.
                 let moved = self.split_off_writers(&mut inc, seq, caller.tgid)?;
                 let (id, file) = self.staging.create(&name)?;
-                let bytes = self.new_bytes(&name, id, file)?;
+                let mut bytes = self.new_bytes(&name, id, file)?;
+                bytes.note = kept_note.clone();
                 let e = inc.get(seq)?;
                 e.state = State::Listed(bytes);
                 // With O_TRUNC from offset 0. Without it (`>>` onto a name just committed by
@@ -807,7 +814,8 @@ impl TableView {
                 State::Committed { .. } => {
                     let name = e.name.clone();
                     let (id, file) = self.staging.create(&name)?;
-                    let bytes = self.new_bytes(&name, id, file)?;
+                    let mut bytes = self.new_bytes(&name, id, file)?;
+                    bytes.note = kept_note;
                     let e = inc.get(seq)?;
                     if trunc {
                         e.base = 0;
@@ -1351,8 +1359,10 @@ impl TableView {
         let Some(e) = inc.files.get_mut(&seq) else { return };
         let Some(b) = e.bytes() else { return };
         let continues = e.base > 0;
-        if e.handles > 0 || b.len > 0 || b.note.is_some() || e.in_place || (!continues && staging::is_scratch(&e.name))
-        {
+        if e.handles > 0 || b.len > 0 || e.in_place || b.blocked.is_some() {
+            return;
+        }
+        if !continues && (b.note.is_some() || staging::is_scratch(&e.name)) {
             return;
         }
         if continues {
@@ -1369,8 +1379,8 @@ impl TableView {
     }
 
     /// `seq` continues a committed name and holds no byte (`touch`, `: >>`): the name is
-    /// committed again, as right after its commit (not listed, reachable for [`GHOST_TTL`]); its
-    /// empty staged file is removed.
+    /// committed again, as right after its commit (not listed, reachable for [`GHOST_TTL`], its
+    /// durability note kept); its empty staged file is removed.
     fn committed_again(&self, inc: &mut Incoming, seq: u64) {
         let Some(e) = inc.files.get_mut(&seq) else { return };
         let Some(b) = e.bytes() else { return };
@@ -1381,9 +1391,10 @@ impl TableView {
             "incoming/{:?}: nothing written since its commit; committed again",
             e.name
         );
+        let note = b.note.clone();
         e.state = State::Committed {
             until: Instant::now() + GHOST_TTL,
-            note: None,
+            note,
         };
         inc.mtime = Some(SystemTime::now());
     }
