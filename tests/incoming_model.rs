@@ -233,19 +233,18 @@ impl Model {
         self.readers.iter().any(|(q, c)| *q == p && Some(*c) != now)
     }
 
-    /// Whether a listed, plain-named batch is empty and unreferenced: it leaves `incoming/`.
+    /// A listed batch that is empty and unreferenced: a plain-named one leaves `incoming/`; one
+    /// that continues a committed name (`touch`, `: >>` after a commit) makes the name committed
+    /// again, whatever its name, as right after the commit.
     fn drop_if_empty(&mut self, b: usize) {
         let read = self.readers.iter().any(|(_, c)| *c == b);
         let e = &mut self.batches[b];
-        if e.st == St::Listed
-            && e.writers.is_empty()
-            && !read
-            && e.rows.is_empty()
-            && !e.based
-            && !e.note
-            && !e.in_place
-            && !scratch(&e.name)
-        {
+        if e.st != St::Listed || !e.writers.is_empty() || read || !e.rows.is_empty() || e.note || e.in_place {
+            return;
+        }
+        if e.based {
+            e.st = St::Ghost;
+        } else if !scratch(&e.name) {
             e.st = St::Removed;
             self.unname(b);
         }
@@ -316,7 +315,14 @@ impl Model {
     /// Commit batch `b` for process `p`; Ok or Err (refused).
     fn commit(&mut self, b: usize, p: u32) -> bool {
         let e = &self.batches[b];
-        if !matches!(e.st, St::Listed | St::Detached) || scratch(&e.name) || e.rows.is_empty() {
+        if !matches!(e.st, St::Listed | St::Detached) || scratch(&e.name) {
+            return true;
+        }
+        if e.rows.is_empty() {
+            // Nothing since the name's last commit (`touch`, `: >>`): committed again.
+            if e.based {
+                self.batches[b].st = St::Ghost;
+            }
             return true;
         }
         if e.rows.iter().any(|(_, g)| !g) {
@@ -373,8 +379,13 @@ impl Model {
         let mut b = *self.names.get(name)?;
         if self.batches[b].st == St::Ghost {
             if self.others_write(b, p) {
-                // The committed name's other writers keep their batch; the caller's starts at 0.
+                // The committed name's other writers keep their batch; the caller's starts after
+                // the committed bytes, where the kernel writes without O_TRUNC (a `>>` whose open
+                // overtakes the release of the name's last writer), and commits on its own.
+                let size = self.batches[b].size;
                 b = self.split(b, p);
+                self.batches[b].based = true;
+                self.batches[b].size = size;
             } else {
                 // A new batch after the committed bytes.
                 let e = &mut self.batches[b];
@@ -813,4 +824,20 @@ fn a_rename_onto_itself_then_a_second_writer_and_an_fsync() {
         Op::Open(3, 0),
     ])
     .unwrap();
+}
+
+/// `>>` onto a name just committed while its writer's release is still on its way (the model
+/// keeps the writer's handle open): the new batch continues after the committed bytes, its
+/// good rows commit as their own APPEND, a bad row is refused with a note, and an `>>` that
+/// writes nothing commits nothing.
+#[test]
+fn an_append_open_of_a_committed_name_another_process_still_holds() {
+    for (write, good) in [(true, true), (true, false), (false, true)] {
+        let mut ops = vec![Op::Create(1, 0), Op::Write(0, true), Op::Fsync(0), Op::Open(2, 0)];
+        if write {
+            ops.push(Op::Write(1, good));
+        }
+        ops.extend([Op::Close(1), Op::Close(0)]);
+        run(ops).unwrap();
+    }
 }

@@ -40,6 +40,19 @@ impl Env {
         out.stdout
     }
 
+    /// Run a script under `shell` (`dash`, `bash`).
+    fn in_shell(&self, shell: &str, script: &str) -> Output {
+        std::process::Command::new(shell)
+            .arg("-c")
+            .arg(script)
+            .current_dir(self.f.dir.path())
+            .env("M", &self.f.mnt)
+            .env("T", &self.f.table)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("{shell}: {e}"))
+    }
+
     fn text(&self, script: &str) -> String {
         String::from_utf8(self.ok(script)).expect("utf-8 output")
     }
@@ -211,16 +224,84 @@ fn commit_points_never_depend_on_a_release_in_flight() {
         mar.display()
     ));
     assert_eq!(e.f.latest(), 4, "mv of a closed scratch file committed");
-    // (`>` then `>>` onto the name just committed while the first writer's release is on its
-    // way is a known gap: README "Limits".)
+    // `>` then `>>` onto the name just committed, by two shells one after the other: the
+    // `>>` opens while the first writer's release is on its way, and the kernel appends at the
+    // committed size; its rows are one more APPEND.
     e.ok(&format!("printf '%s\\n' '{row}' > \"$M/incoming/one.jsonl\""));
     assert_eq!(e.f.latest_link(), "v/5");
-    // `>>` onto an empty file another process has just closed.
-    e.ok(&format!(
-        ": > \"$M/incoming/e.jsonl\"; printf '%s\\n' '{row}' >> \"$M/incoming/e.jsonl\""
-    ));
-    assert_eq!(e.f.latest_link(), "v/6", "`>>` onto an empty file exited 0: committed");
-    assert_eq!(lines(&e.f.read_v(6)).len(), 2800 + 2 * 600 + 2);
+    e.ok(&format!("printf '%s\\n' '{row}' >> \"$M/incoming/one.jsonl\""));
+    assert_eq!(e.f.latest_link(), "v/6", "`>>` exited 0: committed");
+    let mut version = 6;
+    let mut rows = 2800 + 2 * 600 + 2;
+    assert_eq!(lines(&e.f.read_v(version)).len(), rows);
+    // The same within one script, under dash and under bash: a builtin after a builtin (one
+    // process), an external command's `>` then a builtin's `>>` and the other way round (the
+    // `>>` opens the name while another process's release is on its way), `>>` onto an empty
+    // file just closed (`: >`), and `touch` of the name just committed.
+    let mar_path = mar.display().to_string();
+    for shell in ["dash", "bash"] {
+        require_tool(shell);
+        let cases = [
+            (
+                format!(
+                    "printf '%s\\n' '{row}' > \"$M/incoming/{shell}-a.jsonl\"; printf '%s\\n' '{row}' >> \"$M/incoming/{shell}-a.jsonl\""
+                ),
+                2,
+                2,
+            ),
+            (
+                format!(
+                    "cat '{mar_path}' > \"$M/incoming/{shell}-b.jsonl\"; printf '%s\\n' '{row}' >> \"$M/incoming/{shell}-b.jsonl\""
+                ),
+                2,
+                601,
+            ),
+            (
+                format!(
+                    "printf '%s\\n' '{row}' > \"$M/incoming/{shell}-c.jsonl\"; cat '{mar_path}' >> \"$M/incoming/{shell}-c.jsonl\""
+                ),
+                2,
+                601,
+            ),
+            (
+                format!(
+                    ": > \"$M/incoming/{shell}-d.jsonl\"; printf '%s\\n' '{row}' >> \"$M/incoming/{shell}-d.jsonl\""
+                ),
+                1,
+                1,
+            ),
+            (
+                format!(": > \"$M/incoming/{shell}-e.jsonl\"; cat '{mar_path}' >> \"$M/incoming/{shell}-e.jsonl\""),
+                1,
+                600,
+            ),
+            // `touch` of the name just committed: nothing more, nothing left listed.
+            (
+                format!(
+                    "printf '%s\\n' '{row}' > \"$M/incoming/{shell}-f.jsonl\"; touch \"$M/incoming/{shell}-f.jsonl\""
+                ),
+                1,
+                1,
+            ),
+        ];
+        for (script, commits, added) in cases {
+            let out = e.in_shell(shell, &script);
+            assert!(
+                out.status.success(),
+                "{shell}: `{script}` failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            version += commits;
+            rows += added;
+            assert_eq!(
+                e.f.latest(),
+                version,
+                "{shell}: `{script}` exited 0: one commit per close"
+            );
+            assert_eq!(lines(&e.f.read_v(version)).len(), rows, "{shell}: `{script}`");
+        }
+    }
     assert!(fs::read_dir(e.f.m("incoming")).unwrap().next().is_none());
 }
 
@@ -278,6 +359,66 @@ print(hashlib.sha256(whole).hexdigest(), a.hex(), b.hex(), c.hex(), n, size)
         ],
     );
     assert_eq!(e.f.latest_link(), "v/3");
+}
+
+/// A shared writable mapping of an `incoming/` file after an fsync commit (README "incoming/",
+/// the fsync commit point): the committed bytes are in the table, not in the file, so a page
+/// of them touched after the commit kills the process with SIGBUS (the mapping form of the
+/// EPERM a read or write gets), and a page mapped before the commit keeps its bytes while
+/// `msync` of a later write to it fails with EPERM; the table has each row once.
+#[test]
+fn a_shared_mapping_after_an_fsync_commit() {
+    use std::os::unix::process::ExitStatusExt;
+    let py = python(&[]);
+    let e = setup();
+    // Mapped after the commit: touching the committed page is SIGBUS.
+    let after = r#"
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+os.write(fd, b'{"year":2013,"month":1,"day":1}\n')
+os.fsync(fd)
+m = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+print(len(m), flush=True)
+m[0:1] = b"{"
+print("wrote", flush=True)
+"#;
+    let out = std::process::Command::new(&py)
+        .args(["-c", after, e.f.m("incoming/after.jsonl").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.signal(), Some(libc::SIGBUS), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "32\n");
+    assert_eq!(e.f.latest(), 3, "the fsync committed");
+    // Mapped before the commit: the cached page reads as before; msync of a write is EPERM.
+    let before = r#"
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+os.write(fd, b'{"year":2013,"month":1,"day":1}\n')
+m = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+m[0:1] = b"{"
+m.flush()
+os.fsync(fd)
+print(m[0:32].decode().strip(), flush=True)
+m[7:11] = b"2014"
+try:
+    m.flush()
+    print("msync ok")
+except OSError as err:
+    print("msync", err.errno)
+m.close()
+os.close(fd)
+"#;
+    let out = ok(&py, &["-c", before, e.f.m("incoming/before.jsonl").to_str().unwrap()]);
+    let out = String::from_utf8(out).unwrap();
+    assert_eq!(
+        out,
+        format!("{{\"year\":2013,\"month\":1,\"day\":1}}\nmsync {}\n", libc::EPERM)
+    );
+    assert_eq!(e.f.latest(), 4, "the fsync committed, nothing after it");
+    let v4 = e.f.read_v(4);
+    let new = &lines(&v4)[2800..];
+    assert_eq!(new.len(), 2, "each row once");
+    assert!(new.iter().all(|l| String::from_utf8_lossy(l).contains("\"year\":2013")));
 }
 
 #[test]
@@ -830,6 +971,46 @@ fn max_line_bytes_and_share_incoming_options() {
     assert_eq!(modes.lines().collect::<Vec<_>>(), ["755", "644", "444"]);
 }
 
+/// A committed name that a tool opens for writing and leaves without a byte (`touch`, `: >>`,
+/// `truncate` below the committed bytes, which fails) is committed again as right after its
+/// commit: not listed, `stat` and `cat` work (no bytes: they are in the table), the mode and
+/// times set by path are kept, and a later `>>` appends one more APPEND.
+#[test]
+fn a_committed_name_touched_again_behaves_as_right_after_its_commit() {
+    let e = setup();
+    let row = String::from_utf8(lines(&fixture_bytes("flights-mar.jsonl"))[0].to_vec()).unwrap();
+    let put = |name: &str| e.ok(&format!("printf '%s\\n' '{row}' > \"$M/incoming/{name}\""));
+    let listing = || e.text("ls -A \"$M/incoming\"");
+    put("t.jsonl");
+    assert_eq!(e.f.latest(), 3);
+    e.ok("touch \"$M/incoming/t.jsonl\" && touch -d @1000000000 \"$M/incoming/t.jsonl\"");
+    assert_eq!(listing(), "", "a touched committed name is listed again");
+    assert_eq!(e.text("stat -c %Y \"$M/incoming/t.jsonl\"").trim(), "1000000000");
+    assert_eq!(e.ok("cat \"$M/incoming/t.jsonl\""), b"", "cat of a committed name");
+    put("a.jsonl");
+    e.ok(": >> \"$M/incoming/a.jsonl\"");
+    assert_eq!(listing(), "", "`: >>` onto a committed name left it listed");
+    assert_eq!(e.ok("cat \"$M/incoming/a.jsonl\""), b"");
+    put("c.jsonl");
+    let out = e.sh("truncate -s 2 \"$M/incoming/c.jsonl\"");
+    assert!(!out.status.success(), "truncate below committed bytes must fail");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Operation not permitted"),
+        "{out:?}"
+    );
+    assert_eq!(listing(), "", "a failed truncate left the committed name listed");
+    e.ok("chmod 640 \"$M/incoming/c.jsonl\"");
+    assert_eq!(e.text("stat -c %a \"$M/incoming/c.jsonl\"").trim(), "640");
+    assert_eq!(e.f.latest(), 5, "nothing more was committed");
+    // A `>>` onto each afterwards: one more APPEND each, after the committed rows.
+    for name in ["t.jsonl", "a.jsonl", "c.jsonl"] {
+        e.ok(&format!("printf '%s\\n' '{row}' >> \"$M/incoming/{name}\""));
+    }
+    assert_eq!(e.f.latest(), 8);
+    assert_eq!(lines(&e.f.read_v(8)).len(), 2800 + 6);
+    assert_eq!(listing(), "");
+}
+
 /// A commit whose durability is unknown (the fsync of `_delta_log/` after the publish failed,
 /// `Error::NotDurable`; injected with the `after-link=error` failpoint): the close fails with
 /// EIO, the rows are in the table once, `NAME.error` names the version and says not to send it
@@ -857,6 +1038,11 @@ fn a_commit_of_unknown_durability_fails_the_close_and_says_so() {
             && note.contains("do not send it again"),
         "{note}"
     );
+    // Touching the name (nothing written) keeps the note, and commits nothing.
+    e.ok("touch \"$M/incoming/n.jsonl\" && : >> \"$M/incoming/n.jsonl\"");
+    assert_eq!(e.f.latest(), v);
+    assert_eq!(e.text("ls -A \"$M/incoming\"").trim(), "n.jsonl.error");
+    assert_eq!(e.text("cat \"$M/incoming/n.jsonl.error\""), note);
     // rm of the note clears it; touching the name afterwards commits nothing more.
     e.ok("rm \"$M/incoming/n.jsonl.error\"");
     assert_eq!(e.text("ls -A \"$M/incoming\"").trim(), "");

@@ -16,6 +16,9 @@
 //!   +------------------------------------------------------------+
 //! ```
 //!
+//! A batch opened on a committed name starts after the committed bytes; if it gets no byte
+//! (`touch`, `: >>`), its close (or release) makes it Committed again, as right after the commit.
+//!
 //! Commit points: the last close by the process that opened the file for writing (not a forked
 //! child, not a process killed by a signal, not while it still holds another descriptor of it),
 //! an fsync through a descriptor opened for writing, and a rename onto a plain name while nobody
@@ -773,6 +776,12 @@ impl TableView {
             let mut inc = lock(&self.incoming);
             let e = inc.get(seq)?;
             let committed = matches!(e.state, State::Committed { .. });
+            // A committed name's note (its durability is unknown) stays while nothing is
+            // written (`touch`): the batch shows it, and gives it back if it stays empty.
+            let kept_note = match &e.state {
+                State::Committed { note, .. } if !trunc => note.clone(),
+                _ => None,
+            };
             let name = e.name.clone();
             if (trunc || committed) && inc.written_by_other(seq, caller.tgid) {
                 // Another process still writes this file: its batch moves to a new number (its
@@ -780,14 +789,17 @@ impl TableView {
                 // leads to, starts a fresh batch for the caller.
                 let moved = self.split_off_writers(&mut inc, seq, caller.tgid)?;
                 let (id, file) = self.staging.create(&name)?;
-                let bytes = self.new_bytes(&name, id, file)?;
+                let mut bytes = self.new_bytes(&name, id, file)?;
+                bytes.note = kept_note.clone();
                 let e = inc.get(seq)?;
                 e.state = State::Listed(bytes);
-                // From offset 0, as the model (tests/incoming_model.rs) has it. Known gap: a `>>`
-                // that overtakes the release of the name's previous writer writes at the
-                // committed size, so its batch starts with a hole and is refused (README,
-                // "Limits").
-                e.base = 0;
+                // With O_TRUNC from offset 0. Without it (`>>` onto a name just committed by
+                // another process whose release is still on its way) after the committed bytes,
+                // as when nobody else had it open: the kernel writes at the size it was shown,
+                // and the new rows commit as their own APPEND (README "incoming/").
+                if trunc {
+                    e.base = 0;
+                }
                 e.mtime = SystemTime::now();
                 if !inc.names.contains_key(&name) {
                     inc.names.insert(name.clone(), seq);
@@ -802,7 +814,8 @@ impl TableView {
                 State::Committed { .. } => {
                     let name = e.name.clone();
                     let (id, file) = self.staging.create(&name)?;
-                    let bytes = self.new_bytes(&name, id, file)?;
+                    let mut bytes = self.new_bytes(&name, id, file)?;
+                    bytes.note = kept_note;
                     let e = inc.get(seq)?;
                     if trunc {
                         e.base = 0;
@@ -1337,11 +1350,23 @@ impl TableView {
     }
 
     /// An empty, plain-named, unblocked file that nobody has open leaves `incoming/` (`touch`, a
-    /// `cp` of an empty file): nothing to commit, nothing to keep.
+    /// `cp` of an empty file): nothing to commit, nothing to keep. A batch that continues a
+    /// committed name (it starts after committed bytes) and got nothing since (`touch`, `: >>`,
+    /// an open whose truncate below the committed bytes failed) makes the name committed again,
+    /// as right after its commit: not listed, reachable for [`GHOST_TTL`], read as no bytes
+    /// (README "incoming/"), whatever its name.
     fn drop_if_empty(&self, inc: &mut Incoming, seq: u64) {
         let Some(e) = inc.files.get_mut(&seq) else { return };
         let Some(b) = e.bytes() else { return };
-        if e.handles > 0 || e.base > 0 || b.len > 0 || b.note.is_some() || e.in_place || staging::is_scratch(&e.name) {
+        let continues = e.base > 0;
+        if e.handles > 0 || b.len > 0 || e.in_place || b.blocked.is_some() {
+            return;
+        }
+        if !continues && (b.note.is_some() || staging::is_scratch(&e.name)) {
+            return;
+        }
+        if continues {
+            self.committed_again(inc, seq);
             return;
         }
         if let Err(err) = self.staging.remove(&b.id) {
@@ -1351,6 +1376,27 @@ impl TableView {
         debug!("incoming/{:?}: empty, nothing committed", e.name);
         e.state = State::Removed(None);
         inc.unname(seq);
+    }
+
+    /// `seq` continues a committed name and holds no byte (`touch`, `: >>`): the name is
+    /// committed again, as right after its commit (not listed, reachable for [`GHOST_TTL`], its
+    /// durability note kept); its empty staged file is removed.
+    fn committed_again(&self, inc: &mut Incoming, seq: u64) {
+        let Some(e) = inc.files.get_mut(&seq) else { return };
+        let Some(b) = e.bytes() else { return };
+        if let Err(err) = self.staging.remove(&b.id) {
+            warn!("incoming/{:?}: cannot remove the empty staged file: {err}", e.name);
+        }
+        debug!(
+            "incoming/{:?}: nothing written since its commit; committed again",
+            e.name
+        );
+        let note = b.note.clone();
+        e.state = State::Committed {
+            until: Instant::now() + GHOST_TTL,
+            note,
+        };
+        inc.mtime = Some(SystemTime::now());
     }
 
     /// Validate `seq` and commit it; on success its name stops being listed (it stays reachable
@@ -1377,7 +1423,12 @@ impl TableView {
         };
         if len == 0 {
             // Nothing to commit (a shell redirection closes a duplicate of the new, still empty
-            // file before anything is written). An empty file leaves at its last close.
+            // file before anything is written). An empty file leaves at its last close; one that
+            // continues a committed name (`touch`, `: >>`) is that committed name again at once,
+            // as a commit's close leaves it (the release may come much later).
+            if base > 0 {
+                self.committed_again(&mut lock(&self.incoming), seq);
+            }
             return Ok(());
         }
         let recent = {
