@@ -158,6 +158,8 @@ struct Canonicalizer<'s> {
     /// The null columns of the row [`Canonicalizer::canonical`] is checking.
     row_nulls: Vec<usize>,
     stats: FileStats,
+    /// Line ends (`\n`) the last [`Canonicalizer::chunk_into`] went through.
+    lines: u64,
 }
 
 /// One column as [`Canonicalizer::canonical`] checks it.
@@ -256,6 +258,7 @@ impl<'s> Canonicalizer<'s> {
                 columns: vec![ColumnStats::default(); n],
                 ..FileStats::default()
             },
+            lines: 0,
         }
     }
 
@@ -717,6 +720,8 @@ impl<'s> Canonicalizer<'s> {
             line_no += 1;
         }
         self.fold_fast();
+        // (A last line without `\n` was counted as a line above.)
+        self.lines = line_no - first_line - u64::from(!chunk.is_empty() && !chunk.ends_with(b"\n"));
         Ok(deferred)
     }
 }
@@ -862,26 +867,32 @@ impl LineCheck {
                 .map_err(|e| Self::bad(source, e))?;
             c.stats.bytes = if same { complete.len() } else { out.len() - before } as u64;
             self.stats.merge(&c.stats);
-            self.line += count_lines(complete);
+            self.line += c.lines;
             return Ok(same);
         }
         // A large write (the mount takes up to 1 MiB per request): its pieces are checked by
         // this thread and the helper threads at the same time, so a request costs about the
-        // time of its share of the pieces.
-        let mut firsts = Vec::with_capacity(pieces.len());
-        let mut line = self.line;
-        for p in &pieces {
-            firsts.push(line);
-            line += count_lines(p);
-        }
-        let results = check_pieces(&self.schema, complete, &pieces, &firsts, defer, beside);
+        // time of its share of the pieces. Each piece counts its lines from 1: their numbers in
+        // the input are known once the pieces before it are counted (no pass over the write
+        // to count them first).
+        let results = check_pieces(&self.schema, complete, &pieces, defer, beside);
         // The first bad line in input order wins, as in one pass.
         // A failed write counts none of its rows (as in one pass): the caller may feed the
         // good lines before the bad one again (crate::diagnose does).
-        let failed = results.iter().find_map(|(_, r)| r.as_ref().err().cloned());
+        let mut line = self.line;
+        let mut failed = None;
+        for (_, r) in &results {
+            match r {
+                Ok((_, _, lines)) => line += lines,
+                Err((at, column, reason)) => {
+                    failed = Some((line + at - 1, column.clone(), reason.clone()));
+                    break;
+                }
+            }
+        }
         let mut all_same = true;
         if failed.is_none() {
-            for (st, same) in results.iter().filter_map(|(_, r)| r.as_ref().ok()) {
+            for (st, same, _) in results.iter().filter_map(|(_, r)| r.as_ref().ok()) {
                 self.stats.merge(st);
                 all_same &= *same;
             }
@@ -890,7 +901,7 @@ impl LineCheck {
         for (i, (rows, r)) in results.into_iter().enumerate() {
             if failed.is_none() && !all_same {
                 match r {
-                    Ok((_, true)) => out.extend_from_slice(pieces[i]),
+                    Ok((_, true, _)) => out.extend_from_slice(pieces[i]),
                     _ => out.extend_from_slice(&rows),
                 }
             }
@@ -1552,7 +1563,7 @@ pub fn canonicalize<R: BufRead, W: Write>(
         while have {
             out.clear();
             let same = c.chunk_into(&chunk, line, &mut out, true).map_err(bad)?;
-            line += count_lines(&chunk);
+            line += c.lines;
             let rows: &[u8] = if same { &chunk } else { &out };
             output.write_all(rows).ctx("write", out_path)?;
             c.stats.bytes += rows.len() as u64;
@@ -1593,18 +1604,20 @@ const LINE_CHECK_PIECE: usize = 256 << 10;
 /// the pieces of a large write (at most once per feed).
 pub type Beside<'a> = Option<&'a mut dyn FnMut()>;
 
-/// One piece's statistics and whether it is its own canonical rows, or its first bad line.
-type PieceResult = std::result::Result<(FileStats, bool), LineError>;
+/// One piece's statistics, whether it is its own canonical rows and its number of lines, or
+/// its first bad line (numbered from 1 in the piece).
+type PieceResult = std::result::Result<(FileStats, bool, u64), LineError>;
 
 /// The pieces of one large write, shared by the feeding thread and the helpers: each takes the
 /// next unchecked piece until none is left, so a helper that is late (the machine is busy)
 /// leaves its share to the others instead of holding the write up.
 struct Pieces {
     schema: Schema,
-    /// A copy of the write's complete lines (the helpers cannot borrow the caller's buffer).
+    /// A copy of the write's complete lines (the helpers cannot borrow the caller's buffer),
+    /// given back to [`INPUTS`] when the last holder drops it.
     input: Vec<u8>,
-    /// Each piece's bytes in `input` and its first line number.
-    ranges: Vec<(std::ops::Range<usize>, u64)>,
+    /// Each piece's bytes in `input`.
+    ranges: Vec<std::ops::Range<usize>>,
     defer: bool,
     next: std::sync::atomic::AtomicUsize,
     /// Row buffers for the helpers (non-canonical rows only).
@@ -1618,13 +1631,30 @@ impl Pieces {
     }
 }
 
-/// Check the whole lines `piece` (the first is line `first`) into `rows` (cleared first).
-fn check_piece(schema: &Schema, piece: &[u8], first: u64, defer: bool, rows: &mut Vec<u8>) -> PieceResult {
+/// Buffers for the copies of large writes [`check_pieces`] hands to the helpers, reused (a
+/// fresh 1 MiB buffer costs a page fault per 4 KiB, issue 10). A copy comes back when the last
+/// thread holding its [`Pieces`] drops them, whichever thread that is.
+static INPUTS: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+
+impl Drop for Pieces {
+    fn drop(&mut self) {
+        let input = std::mem::take(&mut self.input);
+        if input.capacity() <= MAX_PIECES_INPUT {
+            let mut pool = INPUTS.lock().unwrap_or_else(|p| p.into_inner());
+            if pool.len() < 2 {
+                pool.push(input);
+            }
+        }
+    }
+}
+
+/// Check the whole lines `piece` (numbered from 1) into `rows` (cleared first).
+fn check_piece(schema: &Schema, piece: &[u8], defer: bool, rows: &mut Vec<u8>) -> PieceResult {
     let mut c = Canonicalizer::new(schema);
     rows.clear();
-    c.chunk_into(piece, first, rows, defer).map(|same| {
+    c.chunk_into(piece, 1, rows, defer).map(|same| {
         c.stats.bytes = if same { piece.len() } else { rows.len() } as u64;
-        (std::mem::take(&mut c.stats), same)
+        (std::mem::take(&mut c.stats), same, c.lines)
     })
 }
 
@@ -1656,20 +1686,21 @@ fn helpers() -> Option<&'static Helpers> {
                             let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
                             let Ok((work, done)) = job else { return };
                             while let Some(i) = work.take() {
+                                let _ = crate::failpoint::hit("check-helper");
                                 let mut rows = work
                                     .spare
                                     .lock()
                                     .unwrap_or_else(|p| p.into_inner())
                                     .pop()
                                     .unwrap_or_default();
-                                let (range, first) = &work.ranges[i];
                                 let r = check_piece(
                                     &work.schema,
-                                    &work.input[range.clone()],
-                                    *first,
+                                    &work.input[work.ranges[i].clone()],
                                     work.defer,
                                     &mut rows,
                                 );
+                                // The feeding thread stopped waiting (it checked the rest
+                                // itself): nothing more to do for this write.
                                 if done.send((i, rows, r)).is_err() {
                                     break;
                                 }
@@ -1689,36 +1720,40 @@ fn helpers() -> Option<&'static Helpers> {
         .as_ref()
 }
 
-thread_local! {
-    /// The feeding thread's buffer for the copy of a large write the helpers read.
-    static PIECES_INPUT: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// `complete` cut into `pieces` (contiguous, from its start; `firsts`: their first line
-/// numbers) checked by this thread and the helpers; `beside` runs on this thread first. The
-/// results in piece order, each with its rows buffer (from this thread's spare buffers).
+/// `complete` cut into `pieces` (contiguous, from its start) checked by this thread and the
+/// helpers; `beside` runs on this thread first. The results in piece order, each with its rows
+/// buffer (from this thread's spare buffers).
+///
+/// This thread never waits long for a helper: once it has checked every piece nobody took, it
+/// waits for each piece a helper still has for about as long as this thread took per piece,
+/// then checks that piece itself (a helper the scheduler has put aside on a busy machine must
+/// not hold the write up; the first result of a piece is used, and both are the same).
 fn check_pieces(
     schema: &Schema,
     complete: &[u8],
     pieces: &[&[u8]],
-    firsts: &[u64],
     defer: bool,
     beside: &mut Beside,
 ) -> Vec<(Vec<u8>, PieceResult)> {
-    use std::sync::{Arc, Mutex, mpsc};
+    use std::sync::mpsc::{self, RecvTimeoutError};
+    use std::sync::{Arc, Mutex};
     let n = pieces.len();
     let mut spare = PIECE_ROWS.with(|b| std::mem::take(&mut *b.borrow_mut()));
     let (done_tx, done_rx) = mpsc::channel::<Checked>();
-    let mut ranges = Vec::with_capacity(n);
     // The first piece is this thread's (after `beside`): the helpers get a copy of the others.
     let skip = pieces.first().map_or(0, |p| p.len());
+    let mut ranges = Vec::with_capacity(n);
     let mut at: usize = 0;
-    for (p, &first) in pieces.iter().zip(firsts) {
-        ranges.push((at.saturating_sub(skip)..(at + p.len()).saturating_sub(skip), first));
+    for p in pieces {
+        ranges.push(at.saturating_sub(skip)..(at + p.len()).saturating_sub(skip));
         at += p.len();
     }
-    let mut input = PIECES_INPUT.with(|b| std::mem::take(&mut *b.borrow_mut()));
     let work = helpers().map(|h| {
+        let mut input = INPUTS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+            .unwrap_or_default();
         input.clear();
         input.extend_from_slice(&complete[skip.min(complete.len())..]);
         let work = Arc::new(Pieces {
@@ -1741,8 +1776,14 @@ fn check_pieces(
         f();
     }
     let mut results: Vec<Option<(Vec<u8>, PieceResult)>> = (0..n).map(|_| None).collect();
-    let mut mine = 0;
+    let started = std::time::Instant::now();
+    let mut mine: u32 = 0;
     let mut local_next = 0;
+    let check_here = |i: usize, spare: &mut Vec<Vec<u8>>| {
+        let mut rows = spare.pop().unwrap_or_default();
+        let r = check_piece(schema, pieces[i], defer, &mut rows);
+        (rows, r)
+    };
     loop {
         let i = match &work {
             Some(_) if mine == 0 => Some(0),
@@ -1753,38 +1794,33 @@ fn check_pieces(
             }
         };
         let Some(i) = i else { break };
-        let mut rows = spare.pop().unwrap_or_default();
-        let r = check_piece(schema, pieces[i], firsts[i], defer, &mut rows);
-        results[i] = Some((rows, r));
+        results[i] = Some(check_here(i, &mut spare));
         mine += 1;
     }
-    // Wait for the pieces the helpers took (a helper that stopped drops its sender: the
-    // piece is reported unchecked, never taken as good).
-    for _ in mine..n {
-        match done_rx.recv() {
-            Ok((i, rows, r)) => results[i] = Some((rows, r)),
-            Err(_) => break,
+    // The pieces the helpers took (a helper that stopped drops its sender: this thread checks
+    // its pieces).
+    let patience = started.elapsed() / mine.max(1) + std::time::Duration::from_micros(50);
+    for i in 0..n {
+        while results[i].is_none() {
+            match done_rx.recv_timeout(patience) {
+                Ok((j, rows, r)) => {
+                    if results[j].is_none() {
+                        results[j] = Some((rows, r));
+                    }
+                }
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
+                    results[i] = Some(check_here(i, &mut spare));
+                }
+            }
         }
     }
-    if let Some(w) = work.and_then(|w| Arc::try_unwrap(w).ok()) {
-        spare.extend(w.spare.into_inner().unwrap_or_else(|p| p.into_inner()));
-        if w.input.capacity() <= MAX_PIECES_INPUT {
-            PIECES_INPUT.with(|b| *b.borrow_mut() = w.input);
-        }
+    if let Some(w) = &work {
+        // A helper that comes to this write late finds nothing left to take.
+        w.next.store(n, std::sync::atomic::Ordering::Relaxed);
+        spare.extend(w.spare.lock().unwrap_or_else(|p| p.into_inner()).drain(..));
     }
     PIECE_ROWS.with(|b| *b.borrow_mut() = spare);
-    results
-        .into_iter()
-        .zip(firsts)
-        .map(|(r, &first)| {
-            r.unwrap_or_else(|| {
-                (
-                    Vec::new(),
-                    Err((first, "1".into(), "was not checked (a checking thread stopped)".into())),
-                )
-            })
-        })
-        .collect()
+    results.into_iter().flatten().collect()
 }
 
 /// The largest copy of a write [`check_pieces`] keeps between writes (a write of the mount is at

@@ -254,3 +254,53 @@ fn direct_staged_writes_keep_mappings_and_read_back() {
     assert_eq!(f.latest(), 4);
     assert_eq!(f.read_v(4), [&before[..], &batch, &batch, &big].concat());
 }
+
+/// A helper thread that checks pieces of large writes and is late (here it sleeps 3 s before
+/// each piece it takes: the `check-helper` failpoint, as when the scheduler puts it aside on a
+/// busy machine) does not hold writes up: the thread answering a write checks the helper's
+/// pieces itself. The rows commit as usual, and a bad line in such a piece still fails the write
+/// that holds it, named by its line number.
+#[test]
+fn a_late_checking_thread_does_not_hold_writes_up() {
+    let f = Fixture::flights(&["flights-jan.jsonl"]);
+    let _m = f.mount_with_env(&[], &[("TINYDELTA_FAILPOINT", "check-helper=sleep:3000")]);
+    let before = f.read_v(1);
+    let big = rows(12_000);
+    assert!(big.len() > 3 << 20);
+    let started = std::time::Instant::now();
+    let mut w = fs::File::create(f.m("incoming/a.jsonl")).unwrap();
+    for part in big.chunks(1 << 20) {
+        w.write_all(part).unwrap();
+    }
+    drop(w);
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_millis(2500),
+        "4 writes of 1 MiB took {took:?}: they waited for the sleeping helper"
+    );
+    assert_eq!(f.latest(), 2);
+    assert_eq!(f.read_v(2), [&before[..], &big].concat());
+
+    // A bad line in the last quarter of the second 1 MiB write (a piece a helper would check).
+    let at = (1 << 20) + 900_000;
+    let start = big[..at].iter().rposition(|&c| c == b'\n').unwrap() + 1;
+    let end = start + big[start..].iter().position(|&c| c == b'\n').unwrap();
+    let line = big[..start].iter().filter(|&&c| c == b'\n').count() + 1;
+    let mut bad = big[..start].to_vec();
+    bad.extend_from_slice(b"{\"year\":1.5}");
+    bad.extend(std::iter::repeat_n(b' ', end - start - 12));
+    bad.extend_from_slice(&big[end..]);
+    assert_eq!(bad.len(), big.len());
+    let mut w = fs::File::create(f.m("incoming/b.jsonl")).unwrap();
+    let mut chunks = bad.chunks(1 << 20);
+    w.write_all(chunks.next().unwrap()).unwrap();
+    let e = w.write_all(chunks.next().unwrap()).unwrap_err();
+    assert_eq!(errno(&e), libc::EINVAL, "{e}");
+    drop(w);
+    let note = fs::read_to_string(f.m("incoming/b.jsonl.error")).unwrap();
+    assert!(
+        note.contains(&format!("line {line}")) && note.contains("\"year\""),
+        "{note}"
+    );
+    assert_eq!(f.latest(), 2);
+}
