@@ -1663,7 +1663,8 @@ type Checked = (usize, Vec<u8>, PieceResult);
 
 /// The helper threads that check pieces of large writes: `cores - 1` of them (at most 3),
 /// started once per process (a thread start per write of the mount cost ~6% of its time per
-/// `cp`, issue 10). They wait on a queue (no spinning: the machine's other work keeps its CPU).
+/// `cp`, issue 10), at the lowest priority. They wait on a queue (no spinning: the machine's
+/// other work keeps its CPU).
 struct Helpers {
     jobs: std::sync::Mutex<std::sync::mpsc::Sender<(std::sync::Arc<Pieces>, std::sync::mpsc::Sender<Checked>)>>,
     count: usize,
@@ -1682,6 +1683,13 @@ fn helpers() -> Option<&'static Helpers> {
                 let started = std::thread::Builder::new()
                     .name(format!("tinydelta-check-{k}"))
                     .spawn(move || {
+                        // The lowest priority (nice 19; on Linux the nice value is the calling
+                        // thread's, setpriority(2)): a helper uses a core nothing else wants.
+                        // Woken at normal priority on a busy machine, it took the core of the
+                        // thread that woke it, which then waited for it (issue 10's profile);
+                        // that thread checks whatever the helper does not get to. If the call
+                        // fails the helper runs at normal priority, which is only slower.
+                        let _ = rustix::process::setpriority_process(None, 19);
                         loop {
                             let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
                             let Ok((work, done)) = job else { return };
