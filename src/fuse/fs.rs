@@ -240,6 +240,22 @@ impl Direct {
             )
     }
 
+    /// `FOPEN_DIRECT_IO` for a handle that writes a staged file of `incoming/` (when direct
+    /// opens are on): each write reaches the daemon straight from the writer's buffer, so the
+    /// kernel neither allocates nor fills pages of the mount's page cache for bytes the daemon
+    /// writes to the staged file anyway (issue 10, `cp` into `incoming/`: one copy of each byte
+    /// less). Reads and shared mappings of the file still work (the kernel keeps them
+    /// coherent, `FUSE_DIRECT_IO_ALLOW_MMAP`).
+    fn staged_write(&self, ino: u64, write: bool) -> FopenFlags {
+        match write
+            && self.enabled.load(Ordering::Relaxed)
+            && matches!(super::inode::Node::from_ino(ino), Some(super::inode::Node::Staged(_)))
+        {
+            true => FopenFlags::FOPEN_DIRECT_IO,
+            false => FopenFlags::empty(),
+        }
+    }
+
     /// A read of `ino` came back short: the reader reached the end.
     fn reached_end(&self, ino: u64) {
         if self.applies(ino) {
@@ -532,7 +548,7 @@ impl Filesystem for TableFs {
                 FopenFlags::FOPEN_DIRECT_IO | (fopen(&o) & FopenFlags::FOPEN_NOFLUSH),
             );
         }
-        reply.opened(FileHandle(o.fh), fopen(&o))
+        reply.opened(FileHandle(o.fh), fopen(&o) | self.direct.staged_write(ino.0, write))
     }
 
     fn read(
@@ -787,7 +803,10 @@ impl Filesystem for TableFs {
         let write = is_write(flags);
         let who = self.view.caller(req.pid(), None);
         match request(|| self.view.create(parent.0, name, write, flags, who)) {
-            Ok((a, o)) => reply.created(&a.ttl, &file_attr(&a), Generation(0), FileHandle(o.fh), fopen(&o)),
+            Ok((a, o)) => {
+                let flags = fopen(&o) | self.direct.staged_write(a.ino, write);
+                reply.created(&a.ttl, &file_attr(&a), Generation(0), FileHandle(o.fh), flags)
+            }
             Err(e) => reply.error(log_err("create", &e)),
         }
     }
