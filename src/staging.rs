@@ -240,6 +240,10 @@ pub fn xattr_name(f: &File) -> Option<String> {
     String::from_utf8(buf.get(..n)?.to_vec()).ok()
 }
 
+/// How long [`Staging::open`] waits for the lock of a table no visible mount serves: the
+/// holder is a daemon exiting after its unmount, or one in another mount namespace.
+const RELOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn flock_nb(f: &File) -> io::Result<bool> {
     match rustix::fs::flock(f.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Ok(true),
@@ -299,7 +303,16 @@ impl Staging {
             Err(e) => return Err(e),
         };
         let lock_path = dir.join(".lock");
-        if !flock_nb(&lock).map_err(|e| Error::io("lock", &lock_path, e))? {
+        // A daemon whose mount was just unmounted still holds the lock while it exits (it
+        // finishes its commits and releases first): while no mount of this table is visible,
+        // wait for it, up to RELOCK_WAIT, so `fusermount3 -u M; tinydelta-mount T M` works.
+        let deadline = std::time::Instant::now() + RELOCK_WAIT;
+        let mut locked = flock_nb(&lock).map_err(|e| Error::io("lock", &lock_path, e))?;
+        while !locked && std::time::Instant::now() < deadline && crate::mount_cli::mounted_at(table_root).is_empty() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            locked = flock_nb(&lock).map_err(|e| Error::io("lock", &lock_path, e))?;
+        }
+        if !locked {
             let mut holder = String::new();
             let _ = lock.read_to_string(&mut holder);
             return Err(Error::io(

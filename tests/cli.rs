@@ -568,3 +568,42 @@ fn messages_read_as_sentences() {
         "{err:?}"
     );
 }
+
+/// A mount right after an unmount of the same table, while the old daemon is still exiting
+/// (here held alive by a descriptor open across a lazy unmount), waits for it instead of
+/// failing with "already mounted" (src/staging.rs, `RELOCK_WAIT`).
+#[test]
+fn a_mount_right_after_an_unmount_waits_for_the_exiting_daemon() {
+    let f = Fixture::flights(&["flights-jan.jsonl"]);
+    let m = f.mount();
+    let held = fs::File::open(f.m("v/1/commit.json")).unwrap();
+    let out = mount::run("fusermount3", &["-u", "-z", f.mnt.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "lazy unmount: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(mount::alive(m.pid), "the old daemon serves the held descriptor");
+    let table = fs::canonicalize(&f.table).unwrap();
+    let second = Command::new(mount::MOUNT_BIN)
+        .arg(&table)
+        .arg(&f.mnt)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    drop(held);
+    let out = second.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "second mount: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(mount::is_mounted(&f.mnt));
+    assert!(fs::read_link(f.m("latest")).unwrap().ends_with("1"));
+    let pid = mount::daemon_pid(&table).unwrap();
+    assert_ne!(pid, m.pid, "the lock is the second daemon's");
+    let out = mount::run("fusermount3", &["-u", f.mnt.to_str().unwrap()]);
+    assert!(out.status.success());
+    assert!(mount::wait_for(20, || !mount::alive(pid)));
+}
