@@ -584,12 +584,27 @@ impl Table {
     /// Errors: [`Error::VersionNotFound`], [`Error::Corrupt`] (naming the first damaged version
     /// when `version` is at or past it), [`Error::UnsupportedProtocol`].
     pub fn snapshot(&self, version: u64) -> Result<Snapshot> {
+        Ok(Arc::unwrap_or_clone(self.snapshot_arc(version)?))
+    }
+
+    /// [`Table::snapshot`], shared: the newest snapshot this table built is returned as is when
+    /// it is of `version` (and its commit file unchanged), without copying its file list (the
+    /// mount asks for the latest one on every create in `incoming/`).
+    ///
+    /// Errors: as [`Table::snapshot`].
+    pub fn snapshot_arc(&self, version: u64) -> Result<Arc<Snapshot>> {
         let seg = self.check_version(version)?;
         let cp = checkpoint::newest_at_or_before(&self.dir, version);
         // Stamped before the replay reads the commit, so a commit replaced meanwhile leaves a
         // tip that no later call uses.
         let stamp = self.commit_stamp(version);
         let mut base = self.tip_if(|v| v <= version);
+        if let Some(b) = &base
+            && b.version == version
+            && cp.is_none_or(|c| c <= version)
+        {
+            return Ok(b.clone());
+        }
         if let Some(c) = cp
             && base.as_ref().is_none_or(|b| b.version < c)
         {
@@ -641,8 +656,9 @@ impl Table {
         {
             ::log::debug!("no checkpoint written for version {version}: {e}");
         }
+        let snap = Arc::new(snap);
         if let Some(stamp) = stamp {
-            self.set_tip(Arc::new(snap.clone()), stamp);
+            self.set_tip(snap.clone(), stamp);
         }
         Ok(snap)
     }
@@ -884,19 +900,15 @@ impl Table {
         }
     }
 
-    /// [`Table::snapshot`] shared: the newest snapshot this handle built when it is of
-    /// `version` (no copy of its file list), else a new one. Errors: as [`Table::snapshot`].
-    pub fn snapshot_arc(&self, version: u64) -> Result<Arc<Snapshot>> {
-        self.check_version(version)?;
-        match self.tip_if(|v| v == version) {
-            Some(t) => Ok(t),
-            None => Ok(Arc::new(self.snapshot(version)?)),
-        }
-    }
-
     /// The snapshot of the newest version.
     pub fn latest_snapshot(&self) -> Result<Snapshot> {
         self.snapshot(self.latest_version()?)
+    }
+
+    /// [`Table::latest_snapshot`], shared ([`Table::snapshot_arc`]). Errors: as
+    /// [`Table::snapshot`].
+    pub fn latest_snapshot_arc(&self) -> Result<Arc<Snapshot>> {
+        self.snapshot_arc(self.latest_version()?)
     }
 
     /// One entry per version, oldest first, with the table's rows and files after each commit.

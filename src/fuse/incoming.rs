@@ -571,7 +571,7 @@ impl TableView {
             return Ok(None);
         }
         Ok(Some(Stream::new(
-            self.versions.table().latest_snapshot()?.schema.clone(),
+            self.versions.table().latest_snapshot_arc()?.schema.clone(),
         )))
     }
 
@@ -1598,7 +1598,7 @@ impl TableView {
     /// [`staging::max_validate_bytes`], `EFBIG` ([`FsError::TooBig`]) and a note saying why.
     /// Returns the schema the validation will use, to key the verdict it may give.
     fn validation_budget(&self, seq: u64, source: &str, from: u64, len: u64) -> FsResult<crate::Schema> {
-        let schema = self.versions.table().latest_snapshot()?.schema.clone();
+        let schema = self.versions.table().latest_snapshot_arc()?.schema.clone();
         let kept = lock(&self.incoming).get(seq)?.bytes().and_then(|b| b.verdict.clone());
         if let Some(v) = kept
             && v.from == from
