@@ -213,7 +213,7 @@ pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
         if !is_safe_relative_path(&e.path) || e.added_in > version {
             return Err(corrupt(format!("line {}: bad entry for {:?}", i + 2, e.path)));
         }
-        files.push(FileEntry {
+        files.push(std::sync::Arc::new(FileEntry {
             path: e.path,
             size: e.size,
             num_records: e.rows,
@@ -221,7 +221,7 @@ pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
             modification_time: e.mtime,
             partition_values: e.pv,
             added_in: e.added_in,
-        });
+        }));
     }
     if files.len() as u64 != header.num_files {
         return Err(corrupt(format!(

@@ -385,7 +385,7 @@ fn export_snapshot(
         files.removes += 1;
         body.push(Action::remove(r));
     }
-    let adds = source.add_actions(&snap.files.iter().collect::<Vec<_>>())?;
+    let adds = source.add_actions(&snap.files.iter().map(|f| &**f).collect::<Vec<_>>())?;
     for (f, add) in snap.files.iter().zip(&adds) {
         if d.live.contains_key(&dest_path(&f.path)) {
             continue;

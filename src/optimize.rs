@@ -48,7 +48,7 @@ enum Step<'a> {
 
 /// Plan the bins of `files` (snapshot order) for `target` bytes: the index of the first file
 /// that moves, and the steps from it on. `None` when no bin would hold two files.
-fn plan(files: &[FileEntry], target: u64) -> Option<(usize, Vec<Step<'_>>)> {
+fn plan(files: &[std::sync::Arc<FileEntry>], target: u64) -> Option<(usize, Vec<Step<'_>>)> {
     let start = files.iter().position(|f| f.size < target)?;
     let mut steps = Vec::new();
     let mut bin: Vec<&FileEntry> = Vec::new();
@@ -275,8 +275,8 @@ pub fn parse_size(s: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
-    fn f(path: &str, size: u64) -> FileEntry {
-        FileEntry {
+    fn f(path: &str, size: u64) -> std::sync::Arc<FileEntry> {
+        std::sync::Arc::new(FileEntry {
             path: path.into(),
             size,
             num_records: 1,
@@ -284,7 +284,7 @@ mod tests {
             modification_time: 0,
             partition_values: Default::default(),
             added_in: 1,
-        }
+        })
     }
 
     #[test]

@@ -92,7 +92,7 @@ pub struct Snapshot {
     /// The `protocol` action in force.
     pub protocol: Protocol,
     /// Live files; their concatenation is the version's rows.
-    pub files: Vec<FileEntry>,
+    pub files: Vec<std::sync::Arc<FileEntry>>,
     /// The newest `txn` version of each application id (Delta PROTOCOL "Transaction
     /// Identifiers"): never rolled back by a restore.
     pub txns: BTreeMap<String, i64>,
@@ -186,7 +186,7 @@ impl Replay {
     pub fn from_snapshot(snap: &Snapshot) -> Self {
         Replay {
             seq: snap.files.len() as u64,
-            live: snap.files.iter().map(|f| (f.path.clone(), f.clone())).collect(),
+            live: snap.files.iter().map(|f| (f.path.clone(), (**f).clone())).collect(),
             order: snap
                 .files
                 .iter()
@@ -246,7 +246,7 @@ impl Replay {
             schema,
             metadata,
             protocol,
-            files,
+            files: files.into_iter().map(std::sync::Arc::new).collect(),
             txns: self.txns.clone(),
             vacuums: self.vacuums,
         })

@@ -1652,7 +1652,7 @@ impl Table {
         }
         let (params, mut metrics) = write_params("Overwrite", add.as_ref(), opts);
         metrics.insert("numRemovedFiles".into(), snap.files.len().to_string());
-        let live: Vec<_> = snap.files.iter().collect();
+        let live: Vec<_> = snap.files.iter().map(|f| &**f).collect();
         let read_files: HashSet<String> = snap.files.iter().map(|f| f.path.clone()).collect();
         let res = commit::commit_loop_serializable(self, read_version, &read_files, opts.expect_version, |_, ts| {
             let mut actions = vec![serializable_info("WRITE", &params, &metrics, read_version, ts)];
@@ -1684,7 +1684,7 @@ impl Table {
         // the rest so that replay yields exactly the target's order.
         let prefix = kept.iter().zip(&old.files).take_while(|(a, b)| **a == b.path).count();
         let kept_prefix: HashSet<&str> = kept[..prefix].iter().copied().collect();
-        let to_add: Vec<Add> = self.add_actions(&old.files[prefix..].iter().collect::<Vec<_>>())?;
+        let to_add: Vec<Add> = self.add_actions(&old.files[prefix..].iter().map(|f| &**f).collect::<Vec<_>>())?;
         self.check_restorable(target, &cur, &to_add)?;
         // A live file the restore re-adds is not also removed: re-adding a live path is how
         // Delta updates it (PROTOCOL "Add File and Remove File"; one path in both an add and a
@@ -1694,6 +1694,7 @@ impl Table {
             .files
             .iter()
             .filter(|f| !kept_prefix.contains(f.path.as_str()) && !readded.contains(f.path.as_str()))
+            .map(|f| &**f)
             .collect();
         let schema_changed = cur.metadata != old.metadata;
         let metrics = BTreeMap::from([
@@ -1805,7 +1806,7 @@ fn advance(base: &Snapshot, commit: &crate::log::Commit) -> Option<Snapshot> {
     if snap.commit_info.operation == crate::vacuum::VACUUM_START {
         snap.vacuums = snap.vacuums.saturating_add(1);
     }
-    let mut added: Vec<crate::snapshot::FileEntry> = Vec::new();
+    let mut added: Vec<Arc<crate::snapshot::FileEntry>> = Vec::new();
     for a in &commit.actions {
         if a.remove.is_some() {
             return None;
@@ -1829,7 +1830,7 @@ fn advance(base: &Snapshot, commit: &crate::log::Commit) -> Option<Snapshot> {
                 return None;
             }
             let rows = add.num_records();
-            added.push(crate::snapshot::FileEntry {
+            added.push(Arc::new(crate::snapshot::FileEntry {
                 path: add.path.clone(),
                 size: add.size,
                 num_records: rows.unwrap_or(0),
@@ -1837,9 +1838,10 @@ fn advance(base: &Snapshot, commit: &crate::log::Commit) -> Option<Snapshot> {
                 modification_time: add.modification_time,
                 partition_values: add.partition_values.clone(),
                 added_in: commit.version,
-            });
+            }));
         }
     }
+    // (Shared entries: a commit costs one pointer copy per live file, not a copy of each.)
     snap.files.extend(base.files.iter().cloned());
     snap.files.extend(added);
     Some(snap)
