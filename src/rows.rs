@@ -1447,9 +1447,16 @@ fn lone_surrogate(text: &str) -> Option<(usize, String)> {
 /// `YYYY-MM-DD`, exactly ten characters, a real calendar day in the years 0001-9999 (Delta's
 /// date range, PROTOCOL "Primitive Types"; Parquet readers refuse year 0).
 fn valid_date(s: &str) -> bool {
+    // Digits where `YYYY-MM-DD` has them: chrono's parser also takes a sign or padding spaces
+    // ("+020-01-01", "2020- 1-01"), which are not this form (review finding).
     s.len() == 10
-        && s.as_bytes()[4] == b'-'
-        && s.as_bytes()[7] == b'-'
+        && s.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        })
         && !s.starts_with("0000")
         && chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok()
 }
@@ -2279,6 +2286,9 @@ mod tests {
             ("{\"x\":1.0}", "id", "missing value for a NOT NULL column"),
             ("{\"id\":1,\"d\":\"2021-02-29\"}", "d", "not a date"),
             ("{\"id\":1,\"d\":\"2021-2-1\"}", "d", "not a date"),
+            ("{\"id\":1,\"d\":\"+020-01-01\"}", "d", "not a date"),
+            ("{\"id\":1,\"d\":\"2020-01- 1\"}", "d", "not a date"),
+            ("{\"id\":1,\"d\":\"2020- 1-01\"}", "d", "not a date"),
             ("{\"id\":1,\"t\":\"yesterday\"}", "t", "not an RFC 3339 timestamp"),
             (
                 "{\"id\":1,\"s\":\"\\ud800\"}",
