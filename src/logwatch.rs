@@ -363,6 +363,17 @@ mod tests {
         };
     }
 
+    /// A new `_delta_log/` folder in `root`, its handle and its watch.
+    fn watched(root: &tempfile::TempDir) -> (std::path::PathBuf, Dir, Box<LogWatch>) {
+        let dir = root.path().join("_delta_log");
+        std::fs::create_dir(&dir).expect("mkdir");
+        let log = Dir::open(&dir).expect("open");
+        let Started::Watching(w) = LogWatch::start(&log) else {
+            panic!("not watched")
+        };
+        (dir, log, w)
+    }
+
     /// Folders to watch in: the build's own file system and tmpfs, whichever can be watched.
     fn watchable_roots() -> Vec<tempfile::TempDir> {
         let mut out = Vec::new();
@@ -390,10 +401,7 @@ mod tests {
         #[test]
         fn the_kept_listing_is_what_a_listing_says(ops in proptest::collection::vec(op(), 1..60)) {
             for root in watchable_roots() {
-                let dir = root.path().join("_delta_log");
-                std::fs::create_dir(&dir).expect("mkdir");
-                let log = Dir::open(&dir).expect("open");
-                let Started::Watching(w) = LogWatch::start(&log) else { panic!("not watched") };
+                let (dir, log, w) = watched(&root);
                 let mut temps = 0;
                 for op in ops.iter().chain([Op::Ask].iter()) {
                     run(&dir, op, &mut temps);
@@ -411,12 +419,7 @@ mod tests {
     #[test]
     fn an_appender_is_followed_without_listing() {
         for root in watchable_roots() {
-            let dir = root.path().join("_delta_log");
-            std::fs::create_dir(&dir).expect("mkdir");
-            let log = Dir::open(&dir).expect("open");
-            let Started::Watching(w) = LogWatch::start(&log) else {
-                panic!("not watched")
-            };
+            let (dir, log, w) = watched(&root);
             std::fs::write(dir.join(name(0, "json")), b"{}").expect("write");
             assert_eq!(w.segment(&log, build).expect("watching").expect("segment").end, 0);
             for v in 1..50u64 {
@@ -465,12 +468,7 @@ mod tests {
         ];
         for ops in cases {
             for root in watchable_roots() {
-                let dir = root.path().join("_delta_log");
-                std::fs::create_dir(&dir).expect("mkdir");
-                let log = Dir::open(&dir).expect("open");
-                let Started::Watching(w) = LogWatch::start(&log) else {
-                    panic!("not watched")
-                };
+                let (dir, log, w) = watched(&root);
                 let mut temps = 0;
                 for op in ops {
                     run(&dir, op, &mut temps);
@@ -490,12 +488,7 @@ mod tests {
     #[test]
     fn racing_callers_converge_on_the_listing() {
         for root in watchable_roots() {
-            let dir = root.path().join("_delta_log");
-            std::fs::create_dir(&dir).expect("mkdir");
-            let log = Dir::open(&dir).expect("open");
-            let Started::Watching(w) = LogWatch::start(&log) else {
-                panic!("not watched")
-            };
+            let (dir, log, w) = watched(&root);
             let done = std::sync::atomic::AtomicBool::new(false);
             std::thread::scope(|s| {
                 for _ in 0..2 {
@@ -530,12 +523,7 @@ mod tests {
     #[test]
     fn a_moved_folder_ends_the_watch() {
         for root in watchable_roots() {
-            let dir = root.path().join("_delta_log");
-            std::fs::create_dir(&dir).expect("mkdir");
-            let log = Dir::open(&dir).expect("open");
-            let Started::Watching(w) = LogWatch::start(&log) else {
-                panic!("not watched")
-            };
+            let (dir, log, w) = watched(&root);
             std::fs::write(dir.join(name(0, "json")), b"{}").expect("write");
             assert!(w.segment(&log, build).is_some());
             std::fs::rename(&dir, root.path().join("moved")).expect("mv");
