@@ -594,17 +594,15 @@ impl Table {
     /// Errors: as [`Table::snapshot`].
     pub fn snapshot_arc(&self, version: u64) -> Result<Arc<Snapshot>> {
         let seg = self.check_version(version)?;
+        // The newest snapshot, when it is this version: no checkpoint listing, no copy.
+        if let Some(b) = self.tip_if(|v| v == version) {
+            return Ok(b);
+        }
         let cp = checkpoint::newest_at_or_before(&self.dir, version);
         // Stamped before the replay reads the commit, so a commit replaced meanwhile leaves a
         // tip that no later call uses.
         let stamp = self.commit_stamp(version);
         let mut base = self.tip_if(|v| v <= version);
-        if let Some(b) = &base
-            && b.version == version
-            && cp.is_none_or(|c| c <= version)
-        {
-            return Ok(b.clone());
-        }
         if let Some(c) = cp
             && base.as_ref().is_none_or(|b| b.version < c)
         {
