@@ -14,7 +14,7 @@
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -375,14 +375,14 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
     }
     let threads = args.threads.unwrap_or_else(default_threads).max(1);
     config.n_threads = Some(threads);
-    config.clone_fd = true;
+    // One device descriptor for every worker thread: a reply must be written to the
+    // descriptor its request was read from, and spliced read replies (src/fuse/splice.rs) are
+    // written to a duplicate of the session's descriptor.
+    config.clone_fd = false;
     let mnt_id = Arc::new(AtomicU64::new(0));
-    let session = Session::new(
-        TableFs::new(view, mnt_id.clone(), !args.no_passthrough),
-        &mountpoint,
-        &config,
-    )
-    .map_err(|e| {
+    let fs = TableFs::new(view, mnt_id.clone(), !args.no_passthrough);
+    let splice = fs.splice_replies();
+    let session = Session::new(fs, &mountpoint, &config).map_err(|e| {
         let hint = match e.kind() {
             io::ErrorKind::PermissionDenied if args.allow_other => {
                 " (allow_other needs root or user_allow_other in /etc/fuse.conf)"
@@ -395,6 +395,10 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
     match mount_id(&mountpoint) {
         Some(id) => mnt_id.store(id, Ordering::Relaxed),
         None => warn!("cannot find {mountpoint:?} in /proc/self/mountinfo"),
+    }
+    match session.as_fd().try_clone_to_owned() {
+        Ok(dev) => splice.set_device(dev),
+        Err(e) => info!("read replies are not spliced: cannot duplicate the FUSE device descriptor: {e}"),
     }
     raise_readahead(&mountpoint);
     Ok((session, mountpoint))

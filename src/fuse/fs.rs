@@ -37,6 +37,8 @@ pub struct TableFs {
     passthrough: Passthrough,
     direct: Direct,
     commits: Committer,
+    /// Read replies spliced from the data files, once the session's device is known.
+    splice: Arc<super::splice::Replies>,
 }
 
 /// A request's work, with its reply, handed to a [`Committer`] thread.
@@ -118,7 +120,15 @@ impl TableFs {
             },
             direct: Direct::default(),
             commits: Committer::new(COMMIT_THREADS),
+            splice: Arc::default(),
         }
+    }
+
+    /// The spliced-reply writer, to hand the session's device descriptor once the session
+    /// exists ([`super::splice::Replies::set_device`]); until then replies are written from
+    /// mappings.
+    pub fn splice_replies(&self) -> Arc<super::splice::Replies> {
+        self.splice.clone()
     }
 }
 
@@ -282,7 +292,16 @@ fn log_err(op: &str, e: &FsError) -> Errno {
     errno(e)
 }
 
-fn file_attr(a: &Attr) -> FileAttr {
+impl TableFs {
+    /// The attributes fuser sends for `a`.
+    fn file_attr(&self, a: &Attr) -> FileAttr {
+        file_attr(a, self.splice.ready())
+    }
+}
+
+/// The attributes fuser sends for `a`; `spliced`: read replies are spliced
+/// ([`super::splice::Replies::ready`]).
+fn file_attr(a: &Attr, spliced: bool) -> FileAttr {
     FileAttr {
         ino: INodeNo(a.ino),
         size: a.size,
@@ -304,9 +323,13 @@ fn file_attr(a: &Attr) -> FileAttr {
         // Staged files in incoming/ advertise the largest write the mount takes, so tools that
         // size their buffers by st_blksize (cp, cat, dd) write 1 MiB per request instead of
         // 128 KiB: 8 requests per 8 MB instead of 64 (issue 10, `cp` into incoming/).
-        // A data.jsonl of several data files does the same for reads (1 MiB per request).
+        // A data.jsonl of several data files does the same for reads: 1 MiB per request, or
+        // 512 KiB when replies are spliced, the most a pipe holds without privileges (a
+        // spliced 512 KiB costs the daemon less than a 1 MiB written from a mapping:
+        // src/fuse/splice.rs).
         blksize: match super::inode::Node::from_ino(a.ino) {
             Some(super::inode::Node::Staged(_)) => MAX_IO,
+            _ if a.large_io && spliced => super::splice::REPLY_BYTES,
             _ if a.large_io => MAX_IO,
             _ => 4096,
         },
@@ -380,14 +403,14 @@ impl Filesystem for TableFs {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match request(|| self.view.lookup(parent.0, name)) {
-            Ok(a) => reply.entry(&a.ttl, &file_attr(&a), Generation(0)),
+            Ok(a) => reply.entry(&a.ttl, &self.file_attr(&a), Generation(0)),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match request(|| self.view.getattr(ino.0)) {
-            Ok(a) => reply.attr(&a.ttl, &file_attr(&a)),
+            Ok(a) => reply.attr(&a.ttl, &self.file_attr(&a)),
             Err(e) => reply.error(log_err("getattr", &e)),
         }
     }
@@ -417,7 +440,7 @@ impl Filesystem for TableFs {
             other: uid.is_some() || gid.is_some() || atime.is_some(),
         };
         match request(|| self.view.setattr(ino.0, fh.map(|f| f.0), set)) {
-            Ok(a) => reply.attr(&a.ttl, &file_attr(&a)),
+            Ok(a) => reply.attr(&a.ttl, &self.file_attr(&a)),
             Err(e) => reply.error(log_err("setattr", &e)),
         }
     }
@@ -448,7 +471,7 @@ impl Filesystem for TableFs {
             return reply.error(errno(&e));
         }
         match request(|| self.view.mknod(parent.0, name)) {
-            Ok(a) => reply.entry(&a.ttl, &file_attr(&a), Generation(0)),
+            Ok(a) => reply.entry(&a.ttl, &self.file_attr(&a), Generation(0)),
             Err(e) => reply.error(log_err("mknod", &e)),
         }
     }
@@ -553,7 +576,7 @@ impl Filesystem for TableFs {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -562,6 +585,31 @@ impl Filesystem for TableFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        // Large reads: the reply is spliced from the data files' pages, one copy by the kernel
+        // into the reader's buffer (src/fuse/splice.rs).
+        if size as usize >= super::versions::MAP_MIN && self.splice.ready() {
+            match self.view.pieces(fh.0, offset, size) {
+                Ok(Some(pieces)) => {
+                    let len: usize = pieces.iter().map(|p| p.len).sum();
+                    match self.splice.reply(req.unique().0, &pieces) {
+                        Ok(super::splice::Sent::Yes) => {
+                            // The kernel has the reply: fuser's reply object must not send a
+                            // second one (its drop would answer EIO), so it is forgotten. It
+                            // holds no allocation of its own, only a reference to the device.
+                            std::mem::forget(reply);
+                            if len < size as usize {
+                                self.direct.reached_end(ino.0);
+                            }
+                            return;
+                        }
+                        Ok(super::splice::Sent::No) => {}
+                        Err(e) => return reply.error(log_err("read", &e)),
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => return reply.error(log_err("read", &e)),
+            }
+        }
         // Large reads of one data file: the kernel copies the reply from the file's pages.
         if size as usize >= super::versions::MAP_MIN {
             match self.view.map(fh.0, offset, size) {
@@ -805,7 +853,7 @@ impl Filesystem for TableFs {
         match request(|| self.view.create(parent.0, name, write, flags, who)) {
             Ok((a, o)) => {
                 let flags = fopen(&o) | self.direct.staged_write(a.ino, write);
-                reply.created(&a.ttl, &file_attr(&a), Generation(0), FileHandle(o.fh), flags)
+                reply.created(&a.ttl, &self.file_attr(&a), Generation(0), FileHandle(o.fh), flags)
             }
             Err(e) => reply.error(log_err("create", &e)),
         }

@@ -349,6 +349,45 @@ impl ConcatReader {
             len,
         }))
     }
+
+    /// The stretches of data files that make up the `size` bytes at `offset` (fewer at the end;
+    /// empty past it), for a reply spliced from them ([`super::splice::Replies`]). Each file is
+    /// opened and its size checked against the log first: a file cut short is
+    /// [`Error::Corrupt`] naming it, as [`ConcatReader::read_into`] says.
+    pub fn pieces(&self, offset: u64, size: usize) -> FsResult<Vec<super::splice::Piece>> {
+        let mut out = Vec::new();
+        if offset >= self.concat.len || size == 0 {
+            return Ok(out);
+        }
+        let end = self.concat.len.min(offset.saturating_add(size as u64));
+        let parts = &self.concat.parts;
+        let mut idx = parts.partition_point(|p| p.start <= offset).saturating_sub(1);
+        let mut pos = offset;
+        while pos < end && idx < parts.len() {
+            let part = &parts[idx];
+            let in_part = pos - part.start;
+            let n = (part.len - in_part).min(end - pos) as usize;
+            let file = self.pool.get(part)?;
+            let size = file.metadata().map_err(|e| Error::io("stat", &part.path, e))?.len();
+            if size < part.len {
+                return Err(FsError::Table(Error::Corrupt {
+                    path: part.path.clone(),
+                    reason: "data file is shorter than its add action says".into(),
+                }));
+            }
+            if n > 0 {
+                out.push(super::splice::Piece {
+                    file,
+                    offset: in_part,
+                    len: n,
+                    path: part.path.clone(),
+                });
+            }
+            pos += n as u64;
+            idx += 1;
+        }
+        Ok(out)
+    }
 }
 
 /// Append exactly `n` bytes of `file` at `offset` to `buf` (into its spare capacity, no

@@ -827,6 +827,16 @@ impl TableView {
         }
     }
 
+    /// The stretches of data files that make up the `size` bytes at `offset` of handle `fh`,
+    /// for a spliced reply ([`super::splice::Replies`]). `None` when the handle is not a
+    /// version file: read with [`TableView::read_into`] then.
+    pub fn pieces(&self, fh: u64, offset: u64, size: u32) -> FsResult<Option<Vec<super::splice::Piece>>> {
+        match self.handle(fh)?.as_ref() {
+            Handle::Concat(r) => r.pieces(offset, size as usize).map(Some),
+            _ => Ok(None),
+        }
+    }
+
     /// Read up to `size` bytes at `offset`.
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
         match self.handle(fh)?.as_ref() {
