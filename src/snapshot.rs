@@ -120,6 +120,10 @@ pub struct Replay {
     /// Add order of each live path.
     order: HashMap<String, u64>,
     rows: u64,
+    /// Live files whose `add` has no row count in its stats (their rows are not in `rows`).
+    unstated: usize,
+    /// The paths the last applied commit added.
+    last_adds: Vec<String>,
     metadata: Option<Metadata>,
     protocol: Option<Protocol>,
     txns: BTreeMap<String, i64>,
@@ -140,6 +144,7 @@ impl Replay {
         {
             self.vacuums = self.vacuums.saturating_add(1);
         }
+        self.last_adds.clear();
         for a in &commit.actions {
             if let Some(p) = &a.protocol {
                 check_readable(root, p, None)?;
@@ -156,6 +161,7 @@ impl Replay {
                     set.insert(add.path.clone());
                 }
                 self.seq += 1;
+                self.last_adds.push(add.path.clone());
                 let rows = add.num_records();
                 let entry = FileEntry {
                     num_records: rows.unwrap_or(0),
@@ -167,9 +173,11 @@ impl Replay {
                     path: add.path.clone(),
                 };
                 self.rows = self.rows.saturating_add(entry.num_records);
+                self.unstated += usize::from(!entry.has_stats);
                 self.order.insert(entry.path.clone(), self.seq);
                 if let Some(old) = self.live.insert(entry.path.clone(), entry) {
                     self.rows = self.rows.saturating_sub(old.num_records);
+                    self.unstated = self.unstated.saturating_sub(usize::from(!old.has_stats));
                 }
             }
             if let Some(r) = &a.remove
@@ -177,6 +185,7 @@ impl Replay {
             {
                 self.order.remove(&r.path);
                 self.rows = self.rows.saturating_sub(old.num_records);
+                self.unstated = self.unstated.saturating_sub(usize::from(!old.has_stats));
             }
         }
         Ok(())
@@ -194,6 +203,8 @@ impl Replay {
                 .map(|(i, f)| (f.path.clone(), i as u64))
                 .collect(),
             rows: snap.num_records(),
+            unstated: snap.files.iter().filter(|f| !f.has_stats).count(),
+            last_adds: Vec::new(),
             metadata: Some(snap.metadata.clone()),
             protocol: Some(snap.protocol.clone()),
             txns: snap.txns.clone(),
@@ -215,9 +226,34 @@ impl Replay {
         self.live.contains_key(path)
     }
 
-    /// (rows, files) live so far.
+    /// (rows, files) live so far. The rows are those the live files' stats count: see
+    /// [`Replay::live_without_stats`] for the files they leave out.
     pub fn live_rows(&self) -> (u64, usize) {
         (self.rows, self.live.len())
+    }
+
+    /// The live files whose `add` has no row count in its stats (another writer's, Delta
+    /// PROTOCOL "Per-file Statistics" makes stats optional); empty when there are none (the
+    /// usual case, no walk over the live files).
+    pub fn live_without_stats(&self) -> Vec<FileEntry> {
+        if self.unstated == 0 {
+            return Vec::new();
+        }
+        self.live.values().filter(|f| !f.has_stats).cloned().collect()
+    }
+
+    /// The files the last applied commit added that are still live after it.
+    pub fn last_added(&self) -> Vec<FileEntry> {
+        self.last_adds
+            .iter()
+            .filter_map(|p| self.live.get(p))
+            .cloned()
+            .collect()
+    }
+
+    /// The schema string of the newest `metaData` replayed so far.
+    pub fn schema_string(&self) -> Option<&str> {
+        self.metadata.as_ref().map(|m| m.schema_string.as_str())
     }
 
     /// Freeze the replay so far as the snapshot of `version`.

@@ -4,7 +4,7 @@
 //! listing) and [`Table::read_commit`] (one commit, checked complete); every data file through
 //! [`Table::open_data_file`]. See docs/FORMAT.md.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufRead, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -111,8 +111,15 @@ pub struct HistoryEntry {
     pub version: u64,
     /// The commit's commitInfo (timestamp resolved, see [`Table::commit_info`]).
     pub commit_info: CommitInfo,
-    /// Rows live after the commit.
-    pub table_rows: u64,
+    /// Rows the commit wrote: its `numOutputRows` (Delta) or `num_added_rows` (delta-rs)
+    /// metric, or for a commit that records neither, the rows of the files it added (stats,
+    /// else counted in the files); `None` when a file to count could not be read.
+    pub rows: Option<u64>,
+    /// Rows live after the commit: the live files' stats, plus the rows counted in the live
+    /// files whose `add` has no row count (each such file read once per `history`). `None`
+    /// when such a file could not be read (removed by a vacuum, missing, damaged): the number
+    /// is unknown, never a guess.
+    pub table_rows: Option<u64>,
     /// Live files after the commit.
     pub table_files: usize,
 }
@@ -922,17 +929,48 @@ impl Table {
             let base = self.snapshot(seg.first)?;
             (Replay::from_snapshot(&base), seg.first + 1, Some(base.timestamp))
         };
+        // Rows counted in data files without a row count in their stats, by path (`None`: the
+        // file could not be read).
+        let mut counted: HashMap<String, Option<u64>> = HashMap::new();
         self.replay_range(from, latest, &mut replay, previous, |v, r, info| {
-            let snap_rows = r.live_rows();
+            let mut count = |f: &crate::snapshot::FileEntry| match counted.get(&f.path) {
+                Some(n) => *n,
+                None => {
+                    let n = self.count_file_rows(f, r.schema_string());
+                    counted.insert(f.path.clone(), n);
+                    n
+                }
+            };
+            let (stated, files) = r.live_rows();
+            let mut table_rows = Some(stated);
+            for f in r.live_without_stats() {
+                table_rows = table_rows.zip(count(&f)).map(|(a, b)| a.saturating_add(b));
+            }
+            let rows = match info.metric("numOutputRows").or_else(|| info.metric("num_added_rows")) {
+                Some(n) => Some(n),
+                None => r.last_added().iter().try_fold(0u64, |n, f| {
+                    let c = if f.has_stats { Some(f.num_records) } else { count(f) };
+                    c.map(|c| n.saturating_add(c))
+                }),
+            };
             out.push(HistoryEntry {
                 version: v,
                 commit_info: info,
-                table_rows: snap_rows.0,
-                table_files: snap_rows.1,
+                rows,
+                table_rows,
+                table_files: files,
             });
             Ok(())
         })?;
         Ok(out)
+    }
+
+    /// The rows of data file `f` (whose `add` has no row count), read from the file under the
+    /// schema `schema_string`; `None` when it cannot be read (vacuumed, missing, damaged).
+    fn count_file_rows(&self, f: &crate::snapshot::FileEntry, schema_string: Option<&str>) -> Option<u64> {
+        let schema = Schema::from_schema_string(schema_string?).ok()?;
+        let (file, _) = self.open_rows(f, &schema).ok()?;
+        crate::check::count_rows(file, &self.root.join(&f.path)).ok()
     }
 
     /// Every data file path any `add` of any version named (for vacuum).

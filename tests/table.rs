@@ -242,6 +242,49 @@ fn describe_text_and_json() {
     assert!(text.contains(&FLIGHTS.join(" ")), "{text}");
 }
 
+/// Another writer's commit without metrics whose `add` has no stats: `history` counts the
+/// rows in the file (ROWS and TABLE_ROWS, as `describe` does), never a guessed 0; once the file
+/// is gone the numbers are unknown: `?` in the table, `null` in JSON.
+#[test]
+fn history_counts_rows_of_adds_without_stats_and_never_guesses() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(0, 2)); // 1
+    t.append(&small_rows(2, 3)); // 2: becomes another writer's commit
+    let mut actions = t.commit(2);
+    for a in actions.iter_mut() {
+        if let Some(ci) = a.get_mut("commitInfo").and_then(Value::as_object_mut) {
+            ci.remove("operationMetrics");
+            ci.insert("engineInfo".into(), json!("Apache-Spark/3.5.1 Delta-Lake/3.2.0"));
+        }
+        if let Some(add) = a.get_mut("add").and_then(Value::as_object_mut) {
+            add.remove("stats");
+        }
+    }
+    t.write_commit(2, &actions);
+    t.append(&small_rows(5, 1)); // 3
+    assert_eq!(t.describe()["numRecords"], 6);
+    let rows = |h: &Value, k: &str| -> Vec<Option<u64>> {
+        h.as_array().expect("array").iter().map(|e| e[k].as_u64()).collect()
+    };
+    let h = t.td("history", &["--json"]).ok().json();
+    assert_eq!(rows(&h, "rows"), [Some(0), Some(2), Some(3), Some(1)]);
+    assert_eq!(rows(&h, "tableRows"), [Some(0), Some(2), Some(5), Some(6)]);
+
+    // The file of version 2 goes missing: its numbers are unknown, the others stay.
+    let path = actions
+        .iter()
+        .find_map(|a| a["add"]["path"].as_str())
+        .unwrap()
+        .to_string();
+    fs::remove_file(t.path.join(&path)).unwrap();
+    let h = t.td("history", &["--json"]).ok().json();
+    assert_eq!(rows(&h, "rows"), [Some(0), Some(2), None, Some(1)]);
+    assert_eq!(rows(&h, "tableRows"), [Some(0), Some(2), None, None]);
+    let text = t.td("history", &[]).ok().text();
+    let line = text.lines().find(|l| l.starts_with("2 ")).expect("version 2 listed");
+    assert!(line.split_whitespace().filter(|w| *w == "?").count() == 2, "{text}");
+}
+
 #[test]
 fn history_shows_short_names_while_the_log_keeps_delta_names() {
     let t = TempTable::new(SMALL);
@@ -255,7 +298,7 @@ fn history_shows_short_names_while_the_log_keeps_delta_names() {
     let versions: Vec<u64> = h.iter().map(|e| e["version"].as_u64().unwrap()).collect();
     assert_eq!(versions, [0, 1, 2, 3]);
     let rows: Vec<u64> = h.iter().map(|e| e["rows"].as_u64().unwrap()).collect();
-    assert_eq!(rows[1..3], [3, 2]);
+    assert_eq!(rows, [0, 3, 2, 3]);
     let table_rows: Vec<u64> = h.iter().map(|e| e["tableRows"].as_u64().unwrap()).collect();
     assert_eq!(table_rows, [0, 3, 2, 3]);
     let delta: Vec<&str> = h.iter().map(|e| e["deltaOperation"].as_str().unwrap()).collect();

@@ -679,7 +679,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                             "operation": e.commit_info.short_operation(),
                             "deltaOperation": e.commit_info.operation,
                             "operationParameters": e.commit_info.operation_parameters,
-                            "rows": rows_of(&e.commit_info),
+                            "rows": e.rows,
                             "tableRows": e.table_rows,
                             "tableFiles": e.table_files,
                         })
@@ -704,8 +704,8 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                         e.version,
                         rfc3339_ms(e.commit_info.timestamp),
                         op,
-                        rows_of(&e.commit_info),
-                        e.table_rows,
+                        e.rows.map_or("?".to_string(), |n| n.to_string()),
+                        e.table_rows.map_or("?".to_string(), |n| n.to_string()),
                         // The mount's incoming/ name (escaped: names may hold anything).
                         e.commit_info
                             .operation_parameters
