@@ -521,7 +521,7 @@ impl Filesystem for TableFs {
         } else {
             Caller::default()
         };
-        let o = match request(|| self.view.open(ino.0, write, flags.0 & libc::O_TRUNC != 0, who)) {
+        let o = match request(|| self.view.open_flags(ino.0, write, flags.0, who)) {
             Ok(o) => o,
             Err(e) => return reply.error(log_err("open", &e)),
         };
