@@ -355,12 +355,14 @@ impl Incoming {
         self.mtime = Some(SystemTime::now());
     }
 
-    /// Whether a process other than `tgid` has `seq` open for writing (a handle its opener
-    /// closed, whose release is on its way, writes no more: it does not count).
+    /// Whether a process other than `tgid` has `seq` open for writing. A handle its opener
+    /// closed counts until its release: its close may not have committed yet (an open that
+    /// truncated the batch in place meanwhile would empty the bytes that close then reports
+    /// saved).
     fn written_by_other(&self, seq: u64, tgid: Option<u32>) -> bool {
         self.files
             .get(&seq)
-            .is_some_and(|e| e.live_writers().any(|w| w.tgid.is_none() || w.tgid != tgid))
+            .is_some_and(|e| e.writers.iter().any(|w| w.tgid.is_none() || w.tgid != tgid))
     }
 
     /// Give `seq`'s name to a newer file: a listed file becomes detached (its writer still
