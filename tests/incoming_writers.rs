@@ -54,13 +54,7 @@ const N: u32 = 40;
 
 /// A table `id:int!, s:str` with a mount point, mounted.
 fn small_table() -> (Fixture, Mount) {
-    require_fuse();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let table = dir.path().join("t");
-    let mnt = dir.path().join("mnt");
-    std::fs::create_dir(&mnt).expect("mkdir mnt");
-    ok(TD_BIN, &["create", &table.display().to_string(), "id:int!", "s:str"]);
-    let f = Fixture { dir, table, mnt };
+    let f = Fixture::empty(&["id:int!", "s:str"]);
     let m = f.mount();
     (f, m)
 }

@@ -1096,10 +1096,10 @@ impl TableView {
         }
     }
 
-    /// Write `data` at `offset` into a staged file.
-    pub(super) fn write_staged(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<usize> {
+    /// Write `data` at `offset` into a staged file (`cached`: see [`TableView::write_from`]).
+    pub(super) fn write_staged(&self, fh: u64, offset: u64, data: &[u8], cached: bool) -> FsResult<usize> {
         let (_, _, writer) = self.staged_handle(fh)?;
-        let append = matches!(self.handle(fh)?.as_ref(), Handle::Staged { append: true, .. });
+        let append = !cached && matches!(self.handle(fh)?.as_ref(), Handle::Staged { append: true, .. });
         self.locked(fh, |seq| {
             // An `O_APPEND` write goes to the end of the handle's own batch: the kernel's offset
             // is the size it last saw of the inode, which another process's batch of the same

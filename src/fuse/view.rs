@@ -871,12 +871,19 @@ impl TableView {
 
     /// Write `data` at `offset` (only staged files). Returns the bytes written.
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<usize> {
-        let (seq, writable, _) = self.staged_handle(fh)?;
+        self.write_from(fh, offset, data, false)
+    }
+
+    /// [`TableView::write`]; `cached`: the kernel writes back pages of its page cache (a
+    /// shared writable mapping, `FUSE_WRITE_CACHE`) through `fh`, which may be any writable
+    /// handle of the inode: the offset is then the page's, even through an `O_APPEND` handle
+    /// (whose own writes go to the end of its batch).
+    pub fn write_from(&self, fh: u64, offset: u64, data: &[u8], cached: bool) -> FsResult<usize> {
+        let (_, writable, _) = self.staged_handle(fh)?;
         if !writable {
             return Err(FsError::BadHandle);
         }
-        let _ = seq;
-        self.write_staged(fh, offset, data)
+        self.write_staged(fh, offset, data, cached)
     }
 
     /// Change attributes. Outside `incoming/` every change is refused with EROFS.
