@@ -17,13 +17,7 @@ use mount::*;
 
 /// A table `id:int! src:str` with a mount point, nothing committed past version 0.
 fn fixture() -> Fixture {
-    require_fuse();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let table = dir.path().join("t");
-    let mnt = dir.path().join("mnt");
-    std::fs::create_dir(&mnt).expect("mkdir mnt");
-    ok(TD_BIN, &["create", &table.display().to_string(), "id:int!", "src:str"]);
-    Fixture { dir, table, mnt }
+    Fixture::empty(&["id:int!", "src:str"])
 }
 
 fn append(f: &Fixture, rows: &str) {

@@ -45,14 +45,21 @@ enum Op {
     /// Process `p` opens `name` for writing with `O_CREAT|O_TRUNC` (as the kernel does: an
     /// existing name is opened, a missing one created).
     Create(u32, usize),
-    /// Process `p` opens an existing `name` for writing without `O_TRUNC` (`>>`, a writer that
+    /// Process `p` opens an existing `name` for writing without `O_TRUNC` (a writer that
     /// continues): writes go after what the file holds, committed bytes included.
     Open(u32, usize),
+    /// Process `p` opens an existing `name` with `O_APPEND` (`>>`): like [`Op::Open`], but a
+    /// name another process writes gives it a batch of its own, and its rows are never a
+    /// re-save.
+    Append(u32, usize),
     /// Write one row (good or bad) through open handle `h` (index modulo the open handles).
     Write(usize, bool),
     Fsync(usize),
     /// close(): flush by the opener, then release.
     Close(usize),
+    /// Two handles closed at the same time: both flushes, then both releases (the kernel
+    /// sends a release only after its close is answered).
+    CloseTogether(usize, usize),
     /// Process `p` opens `name` for reading (`sed -i`, an editor): a file it then creates or
     /// opens for writing under another name is an in-place edit, committed only by its rename.
     Read(u32, usize),
@@ -87,6 +94,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (p.clone(), n.clone()).prop_map(|(p, n)| Op::Read(p, n)),
         1 => (0usize..4).prop_map(Op::CloseRead),
         1 => (p.clone(), n.clone()).prop_map(|(p, n)| Op::Open(p, n)),
+        1 => (p.clone(), n.clone()).prop_map(|(p, n)| Op::Append(p, n)),
+        1 => (0usize..8, 0usize..8).prop_map(|(a, b)| Op::CloseTogether(a, b)),
         2 => (p, n.clone(), n.clone()).prop_map(|(p, a, b)| Op::Rename(p, a, b)),
         1 => (n.clone(), prop::sample::select(vec![0o600u16, 0o640, 0o644])).prop_map(|(n, m)| Op::Chmod(n, m)),
         1 => n.prop_map(Op::Unlink),
@@ -119,10 +128,16 @@ struct Batch {
     note: bool,
     /// Writer processes, one entry per writable handle.
     writers: Vec<u32>,
+    /// Processes whose rows are in `rows` (a batch two processes wrote is no re-save).
+    wrote: BTreeSet<u32>,
+    /// Rows in `rows` came through an `O_APPEND` handle (never a re-save).
+    appended: bool,
     perm: u16,
     /// Its size in bytes as a writer sees it (committed bytes of this batch included): writes
     /// go to the end, as with O_APPEND, so two handles never overwrite each other.
     size: u64,
+    /// `size` at the batch's last commit (0 after `O_TRUNC`): where the mount's batch starts.
+    base: u64,
     /// Not validated while written: started under a scratch name, written under one, or a bad
     /// line was already found (the close checks everything).
     unchecked: bool,
@@ -148,6 +163,8 @@ struct Model {
     recent: BTreeMap<String, Recent>,
     /// Open handles: (process, batch).
     handles: Vec<(u32, usize)>,
+    /// Whether each open handle was opened with `O_APPEND` (parallel to `handles`).
+    appends: Vec<bool>,
     /// Open read-only handles: (process, batch).
     readers: Vec<(u32, usize)>,
 }
@@ -183,8 +200,11 @@ impl Model {
             based: false,
             note: false,
             writers: Vec::new(),
+            wrote: BTreeSet::new(),
+            appended: false,
             perm: 0o600,
             size: 0,
+            base: 0,
             unchecked: scratch(name),
             in_place: false,
         });
@@ -264,9 +284,12 @@ impl Model {
                     e.st = St::Listed;
                 }
                 e.rows.clear();
+                e.wrote.clear();
+                e.appended = false;
                 e.based = false;
                 e.note = false;
                 e.size = 0;
+                e.base = 0;
                 e.unchecked = scratch(name);
                 b
             }
@@ -275,12 +298,14 @@ impl Model {
         self.batches[b].writers.push(p);
         self.batches[b].in_place = in_place;
         self.handles.push((p, b));
+        self.appends.push(false);
         b
     }
 
     /// Write one row through handle `h`: Ok, or Err (a bad row completes the write: EINVAL).
     fn write(&mut self, h: usize, id: u64, good: bool, len: u64) -> bool {
-        let (_, b) = self.handles[h];
+        let (p, b) = self.handles[h];
+        let append = self.appends[h];
         self.batches[b].size += len;
         if self.batches[b].st == St::Ghost {
             // A write after an fsync commit: a new segment, listed if the name is free.
@@ -304,6 +329,8 @@ impl Model {
             e.unchecked = true;
         }
         e.rows.push((id, good));
+        e.wrote.insert(p);
+        e.appended |= append;
         if !good && !e.unchecked {
             e.note = true;
             e.unchecked = true;
@@ -332,10 +359,24 @@ impl Model {
         let rows: Vec<u64> = e.rows.iter().map(|(r, _)| *r).collect();
         let name = e.name.clone();
         let based = e.based;
-        let recent = self.recent.get(&name).cloned().filter(|r| r.p == p && !based);
+        // Rows another process wrote too: a plain append, and nobody's later save is a
+        // re-save of them. Rows through O_APPEND: a plain append, the last save unchanged.
+        let mixed = e.wrote.iter().any(|w| *w != p);
+        let appended = e.appended;
+        let recent = self
+            .recent
+            .get(&name)
+            .cloned()
+            .filter(|r| r.p == p && !based && !mixed && !appended);
         let file = self.next_file;
         self.next_file += 1;
         match recent {
+            _ if mixed || appended => {
+                self.files.push((file, rows.clone()));
+                if mixed {
+                    self.recent.remove(&name);
+                }
+            }
             Some(r) if rows.starts_with(&r.rows) => {
                 // A re-save that only extends the previous one: append the tail.
                 let tail = rows[r.rows.len()..].to_vec();
@@ -359,7 +400,10 @@ impl Model {
         }
         let e = &mut self.batches[b];
         e.rows.clear();
+        e.wrote.clear();
+        e.appended = false;
         e.based = true;
+        e.base = e.size;
         e.note = false;
         e.st = St::Ghost;
         true
@@ -373,11 +417,20 @@ impl Model {
         self.commit(b, p)
     }
 
-    /// Open(p, name) without O_TRUNC; `None` when the name is not reachable.
-    fn open(&mut self, p: u32, name: &str) -> Option<usize> {
+    /// Open(p, name) without O_TRUNC (with O_APPEND when `append`); `None` when the name is not
+    /// reachable.
+    fn open(&mut self, p: u32, name: &str, append: bool) -> Option<usize> {
         let in_place = self.reads_other(p, name);
         let mut b = *self.names.get(name)?;
-        if self.batches[b].st == St::Ghost {
+        if append && self.batches[b].st != St::Ghost && self.others_write(b, p) {
+            // An appender joining a file another process writes gets a batch of its own,
+            // continuing after what that batch had committed before.
+            let (based, size) = (self.batches[b].based, self.batches[b].base);
+            b = self.split(b, p);
+            self.batches[b].based = based;
+            self.batches[b].size = size;
+            self.batches[b].base = size;
+        } else if self.batches[b].st == St::Ghost {
             if self.others_write(b, p) {
                 // The committed name's other writers keep their batch; the caller's starts after
                 // the committed bytes, where the kernel writes without O_TRUNC (a `>>` whose open
@@ -386,6 +439,7 @@ impl Model {
                 b = self.split(b, p);
                 self.batches[b].based = true;
                 self.batches[b].size = size;
+                self.batches[b].base = size;
             } else {
                 // A new batch after the committed bytes.
                 let e = &mut self.batches[b];
@@ -396,6 +450,7 @@ impl Model {
         self.batches[b].writers.push(p);
         self.batches[b].in_place = in_place;
         self.handles.push((p, b));
+        self.appends.push(append);
         Some(b)
     }
 
@@ -406,6 +461,7 @@ impl Model {
     /// close() by the writer, or by the kernel for a writer killed by a signal (no commit).
     fn close_as(&mut self, h: usize, killed: bool) -> bool {
         let (p, b) = self.handles.remove(h);
+        self.appends.remove(h);
         let ok = if killed || self.batches[b].writers.len() > 1 || self.batches[b].in_place {
             true
         } else {
@@ -587,7 +643,14 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
                 let h = h % sut.fhs.len();
                 let data = row(next_id, good);
-                let at = model.batches[model.handles[h].1].size;
+                // An O_APPEND handle's offset is the kernel's guess (the inode's size as it
+                // last saw it, which another batch of the name may have set): the mount ignores
+                // it, so any will do.
+                let at = if model.appends[h] {
+                    0
+                } else {
+                    model.batches[model.handles[h].1].size
+                };
                 let got = sut.view.write(sut.fhs[h], at, &data);
                 let want = model.write(h, next_id, good, data.len() as u64);
                 next_id += 1;
@@ -614,6 +677,30 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 sut.view.release(fh);
                 let want = model.close_as(h, killed);
                 prop_assert_eq!(got.is_ok(), want, "{}: {:?}", what, got);
+            }
+            Op::CloseTogether(a, b) => {
+                if sut.fhs.len() < 2 {
+                    continue;
+                }
+                let a = a % sut.fhs.len();
+                let b = b % sut.fhs.len();
+                if a == b {
+                    continue;
+                }
+                let (fa, fb) = (sut.fhs[a], sut.fhs[b]);
+                let (pa, pb) = (model.handles[a].0, model.handles[b].0);
+                let got_a = sut.view.flush(fa, caller(pa));
+                let got_b = sut.view.flush(fb, caller(pb));
+                sut.view.release(fa);
+                sut.view.release(fb);
+                sut.fhs.retain(|f| *f != fa && *f != fb);
+                // The model closes them one after the other: the first close finds the other
+                // still open.
+                let (first, second) = if a < b { (a, b - 1) } else { (a, b) };
+                let want_a = model.close(first);
+                let want_b = model.close(second);
+                prop_assert_eq!(got_a.is_ok(), want_a, "{} (first): {:?}", what, got_a);
+                prop_assert_eq!(got_b.is_ok(), want_b, "{} (second): {:?}", what, got_b);
             }
             Op::Read(p, n) => {
                 let name = NAMES[n];
@@ -642,13 +729,15 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 prop_assert!(got.is_ok(), "{}: {:?}", what, got);
                 model.drop_if_empty(b);
             }
-            Op::Open(p, n) => {
+            Op::Open(p, n) | Op::Append(p, n) => {
                 let name = NAMES[n];
+                let append = matches!(op, Op::Append(..));
+                let flags = if append { libc::O_APPEND } else { 0 };
                 let got = sut
                     .view
                     .lookup(INCOMING, OsStr::new(name))
-                    .and_then(|a| sut.view.open(a.ino, true, false, caller(p)));
-                match model.open(p, name) {
+                    .and_then(|a| sut.view.open_flags(a.ino, true, flags, caller(p)));
+                match model.open(p, name, append) {
                     Some(_) => {
                         let o = got.map_err(|e| TestCaseError::fail(format!("{what}: {e}")))?;
                         sut.fhs.push(o.fh);
@@ -739,6 +828,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                         .lookup(INCOMING, OsStr::new(name))
                         .map_err(|e| TestCaseError::fail(format!("{what}: lookup after the race: {e}")))?;
                     model.batches[b].size = a.size;
+                    model.batches[b].base = a.size;
                 }
                 // The racers' commits land in the order they happened: take that order.
                 let got = sut.rows();
@@ -840,4 +930,37 @@ fn an_append_open_of_a_committed_name_another_process_still_holds() {
         ops.extend([Op::Close(1), Op::Close(0)]);
         run(ops).unwrap();
     }
+}
+
+/// Two processes writing one batch close at the same time (both flushes come before either
+/// release): the second close commits both rows. Each close used to wait for the other's
+/// release, which the kernel sends only after that close is answered; both gave up, committed
+/// nothing and answered 0.
+#[test]
+fn two_writers_of_one_batch_closing_at_once_commit_both_rows() {
+    run(vec![
+        Op::Create(1, 0),
+        Op::Open(2, 0),
+        Op::Write(0, true),
+        Op::Write(1, true),
+        Op::CloseTogether(0, 1),
+    ])
+    .unwrap();
+}
+
+/// An appender racing a truncating writer gets a batch of its own each time, and its rows
+/// are never a re-save: its second batch from offset 0 used to replace the first one's rows.
+#[test]
+fn an_appender_beside_a_truncating_writer_never_re_saves() {
+    run(vec![
+        Op::Create(1, 0),
+        Op::Append(2, 0),
+        Op::Write(1, true),
+        Op::Close(1),
+        Op::Create(1, 0),
+        Op::Append(2, 0),
+        Op::Write(2, true),
+        Op::Close(2),
+    ])
+    .unwrap();
 }

@@ -544,7 +544,7 @@ impl Filesystem for TableFs {
         } else {
             Caller::default()
         };
-        let o = match request(|| self.view.open(ino.0, write, flags.0 & libc::O_TRUNC != 0, who)) {
+        let o = match request(|| self.view.open_flags(ino.0, write, flags.0, who)) {
             Ok(o) => o,
             Err(e) => return reply.error(log_err("open", &e)),
         };
@@ -654,12 +654,13 @@ impl Filesystem for TableFs {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match request(|| self.view.write(fh.0, offset, data)) {
+        let cached = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
+        match request(|| self.view.write_from(fh.0, offset, data, cached)) {
             Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
             Err(e) => reply.error(log_err("write", &e)),
         }

@@ -73,6 +73,14 @@ pub(super) struct Bytes {
     /// The last refusal of these bytes by validation, kept until they change: a close, fsync
     /// or rename of an unchanged refused file answers it again without reading the file.
     pub verdict: Option<Verdict>,
+    /// The processes that wrote these bytes (each once). The re-save rule (README "Re-saves")
+    /// holds only for bytes the committing process wrote alone: a batch that two processes
+    /// wrote (an appender joining a writer that truncated the name) is a plain append, so that
+    /// no process's later save replaces rows another process's close reported saved.
+    pub wrote: Vec<Option<u32>>,
+    /// Some of these bytes came through an `O_APPEND` handle: an appender adds rows, it never
+    /// saves the whole file, so its commit is never a re-save and never makes one possible.
+    pub appended: bool,
 }
 
 /// Why validation refused a staged file's bytes, and what exactly it validated.
@@ -224,6 +232,22 @@ pub(super) enum State {
     Removed(Option<Arc<File>>),
 }
 
+/// A handle with write access to a batch, from its open until its `release`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Writer {
+    /// The handle.
+    pub fh: u64,
+    /// The process that opened it.
+    pub tgid: Option<u32>,
+    /// Its opener's last close (`flush`, not killed, no other descriptor of the file left) was
+    /// seen: it writes no more, and only its `release` is still on its way. A commit point
+    /// counts it as gone at once instead of waiting for that release (README "incoming/",
+    /// "Concurrent writers on one name"): two writers of one batch closing at the same time
+    /// each waited for the other's release, which the kernel sends only after that other close
+    /// is answered, so both gave up after [`RELEASE_WAIT`], committed nothing and answered 0.
+    pub closed: bool,
+}
+
 /// One file of `incoming/`.
 #[derive(Debug)]
 pub(super) struct Staged {
@@ -235,10 +259,8 @@ pub(super) struct Staged {
     pub base: u64,
     /// Open handles.
     pub handles: u32,
-    /// Open handles with write access.
-    pub writers: u32,
-    /// The process of each handle with write access (one entry per handle).
-    pub writer_tgids: Vec<Option<u32>>,
+    /// Open handles with write access (one entry per handle, until its `release`).
+    pub writers: Vec<Writer>,
     /// Modification time shown in stat.
     pub mtime: SystemTime,
     /// Permission bits shown in stat (`chmod` by the owner is honoured).
@@ -277,6 +299,11 @@ impl Staged {
 
     fn size(&self) -> u64 {
         self.base + self.bytes().map_or(0, |b| b.len)
+    }
+
+    /// Writer handles whose opener has not closed them yet (see [`Writer::closed`]).
+    fn live_writers(&self) -> impl Iterator<Item = &Writer> {
+        self.writers.iter().filter(|w| !w.closed)
     }
 
     /// Its data file's descriptor (opened again if the pool closed it; a removed file keeps the
@@ -328,11 +355,14 @@ impl Incoming {
         self.mtime = Some(SystemTime::now());
     }
 
-    /// Whether a process other than `tgid` has `seq` open for writing.
+    /// Whether a process other than `tgid` has `seq` open for writing. A handle its opener
+    /// closed counts until its release: its close may not have committed yet (an open that
+    /// truncated the batch in place meanwhile would empty the bytes that close then reports
+    /// saved).
     fn written_by_other(&self, seq: u64, tgid: Option<u32>) -> bool {
         self.files
             .get(&seq)
-            .is_some_and(|e| e.writer_tgids.iter().any(|t| t.is_none() || *t != tgid))
+            .is_some_and(|e| e.writers.iter().any(|w| w.tgid.is_none() || w.tgid != tgid))
     }
 
     /// Give `seq`'s name to a newer file: a listed file becomes detached (its writer still
@@ -390,8 +420,7 @@ impl Incoming {
                 state,
                 base: 0,
                 handles: 0,
-                writers: 0,
-                writer_tgids: Vec::new(),
+                writers: Vec::new(),
                 mtime: SystemTime::now(),
                 perm,
                 in_place: false,
@@ -539,6 +568,17 @@ fn hash_prefix(file: &Arc<File>, len: u64) -> io::Result<u64> {
     Ok(r.hash.finish())
 }
 
+/// Who wrote the bytes a commit takes, as the re-save rule (README "Re-saves") cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Own {
+    /// The committing process alone, not through `O_APPEND`: a whole-file save.
+    Whole,
+    /// The committing process alone, some through `O_APPEND`: rows added, never a re-save.
+    Appended,
+    /// Another process too: a plain append, after which nobody's save is a re-save.
+    Mixed,
+}
+
 /// What a commit should do with the staged bytes.
 enum Plan {
     /// Append bytes `from..len` as one commit.
@@ -563,6 +603,8 @@ impl TableView {
             blocked: None,
             check: self.line_check(name)?,
             verdict: None,
+            wrote: Vec::new(),
+            appended: false,
         })
     }
 
@@ -619,6 +661,8 @@ impl TableView {
                 blocked: f.torn,
                 check: None,
                 verdict: None,
+                wrote: Vec::new(),
+                appended: false,
             };
             let seq = inc.insert(&name, State::Listed(bytes), self.file_perm());
             inc.get(seq)?.mtime = meta.modified().unwrap_or_else(|_| SystemTime::now());
@@ -698,7 +742,7 @@ impl TableView {
     fn reads_other(&self, tgid: Option<u32>, seq: u64) -> bool {
         let Some(tgid) = tgid else { return false };
         lock(&self.handles).values().any(|h| {
-            matches!(h.as_ref(), Handle::Staged { seq: s, writable: false, opener: Some(o) } if *s != seq && *o == tgid)
+            matches!(h.as_ref(), Handle::Staged { seq: s, writable: false, opener: Some(o), .. } if *s != seq && *o == tgid)
         })
     }
 
@@ -708,34 +752,35 @@ impl TableView {
     fn split_off_writers(&self, inc: &mut Incoming, seq: u64, tgid: Option<u32>) -> FsResult<u64> {
         let new = inc.next_seq;
         inc.next_seq += 1;
-        let mut movers = Vec::new();
-        for h in lock(&self.handles).values_mut() {
+        let mut moved_fhs = Vec::new();
+        for (fh, h) in lock(&self.handles).iter_mut() {
             if let Handle::Staged {
                 seq: s,
                 writable: true,
                 opener,
+                append,
             } = h.as_ref()
                 && *s == seq
                 && *opener != tgid
             {
-                let opener = *opener;
+                let (opener, append) = (*opener, *append);
                 *h = Arc::new(Handle::Staged {
                     seq: new,
                     writable: true,
                     opener,
+                    append,
                 });
-                movers.push(opener);
+                moved_fhs.push(*fh);
             }
         }
         let e = inc.get(seq)?;
-        for t in &movers {
-            if let Some(i) = e.writer_tgids.iter().position(|w| w == t) {
-                e.writer_tgids.swap_remove(i);
-            }
-        }
-        let n = u32::try_from(movers.len()).unwrap_or(u32::MAX);
+        // Each moved handle takes its writer record (and whether its opener closed it) along.
+        let (movers, stay): (Vec<Writer>, Vec<Writer>) = std::mem::take(&mut e.writers)
+            .into_iter()
+            .partition(|w| moved_fhs.contains(&w.fh));
+        e.writers = stay;
+        let n = u32::try_from(moved_fhs.len()).unwrap_or(u32::MAX);
         e.handles = e.handles.saturating_sub(n);
-        e.writers = e.writers.saturating_sub(n);
         let state = match std::mem::replace(&mut e.state, State::Removed(None)) {
             State::Listed(b) => State::Detached(b),
             other => other,
@@ -745,8 +790,7 @@ impl TableView {
             state,
             base: e.base,
             handles: n,
-            writers: n,
-            writer_tgids: movers,
+            writers: movers,
             mtime: e.mtime,
             perm: e.perm,
             in_place: e.in_place,
@@ -761,17 +805,31 @@ impl TableView {
     /// batch under it (from offset 0 with `trunc`, else after the committed bytes). `O_TRUNC` on a
     /// file another process is writing (or opening a committed name another process still
     /// writes) gives the caller a fresh batch: each racing writer its own batch.
-    pub(super) fn open_staged(&self, seq: u64, write: bool, trunc: bool, caller: Caller) -> FsResult<Opened> {
+    pub(super) fn open_staged(
+        &self,
+        seq: u64,
+        write: bool,
+        trunc: bool,
+        append: bool,
+        caller: Caller,
+    ) -> FsResult<Opened> {
         let in_place = write && self.reads_other(caller.tgid, seq);
         if write {
-            return self.with_io(seq, || self.open_for_writing(seq, trunc, in_place, caller));
+            return self.with_io(seq, || self.open_for_writing(seq, trunc, append, in_place, caller));
         }
         let mut inc = lock(&self.incoming);
-        self.register(&mut inc, seq, write, caller)
+        self.register(&mut inc, seq, false, false, caller)
     }
 
     /// [`TableView::open_staged`] for writing, with `seq`'s I/O lock held.
-    fn open_for_writing(&self, seq: u64, trunc: bool, in_place: bool, caller: Caller) -> FsResult<Opened> {
+    fn open_for_writing(
+        &self,
+        seq: u64,
+        trunc: bool,
+        append: bool,
+        in_place: bool,
+        caller: Caller,
+    ) -> FsResult<Opened> {
         {
             let mut inc = lock(&self.incoming);
             let e = inc.get(seq)?;
@@ -783,10 +841,13 @@ impl TableView {
                 _ => None,
             };
             let name = e.name.clone();
-            if (trunc || committed) && inc.written_by_other(seq, caller.tgid) {
+            if (trunc || append || committed) && inc.written_by_other(seq, caller.tgid) {
                 // Another process still writes this file: its batch moves to a new number (its
                 // handles follow; committed at its close), and this inode, which the name
-                // leads to, starts a fresh batch for the caller.
+                // leads to, starts a fresh batch for the caller. An `O_APPEND` writer gets its
+                // own batch too: sharing one, the other process's writes at its own offsets
+                // (an `O_TRUNC` writer's from 0) overwrote rows the appender's close had
+                // already reported saved.
                 let moved = self.split_off_writers(&mut inc, seq, caller.tgid)?;
                 let (id, file) = self.staging.create(&name)?;
                 let mut bytes = self.new_bytes(&name, id, file)?;
@@ -836,6 +897,8 @@ impl TableView {
                     if let State::Listed(b) = &mut e.state {
                         b.data(&self.staging)?.set_len(0)?;
                         b.len = 0;
+                        b.wrote.clear();
+                        b.appended = false;
                         b.blocked = None;
                         b.verdict = None;
                         let fresh = self.line_check(&e.name.clone())?;
@@ -854,24 +917,29 @@ impl TableView {
             e.in_place = in_place;
             // Counted and registered under both locks, so a racing open that moves this
             // file's writers sees this handle.
-            self.register(&mut inc, seq, true, caller)
+            self.register(&mut inc, seq, true, append, caller)
         }
     }
 
     /// Count a new handle of `seq` and register it (call with the incoming lock held).
-    fn register(&self, inc: &mut Incoming, seq: u64, write: bool, caller: Caller) -> FsResult<Opened> {
+    fn register(&self, inc: &mut Incoming, seq: u64, write: bool, append: bool, caller: Caller) -> FsResult<Opened> {
         let e = inc.get(seq)?;
         e.handles += 1;
+        let fh = self.new_handle(Handle::Staged {
+            seq,
+            writable: write,
+            opener: caller.tgid,
+            append,
+        });
         if write {
-            e.writers += 1;
-            e.writer_tgids.push(caller.tgid);
+            e.writers.push(Writer {
+                fh,
+                tgid: caller.tgid,
+                closed: false,
+            });
         }
         Ok(Opened {
-            fh: self.new_handle(Handle::Staged {
-                seq,
-                writable: write,
-                opener: caller.tgid,
-            }),
+            fh,
             keep_cache: false,
             no_flush: !write,
         })
@@ -884,6 +952,7 @@ impl TableView {
         name: &str,
         write: bool,
         trunc: bool,
+        append: bool,
         excl: bool,
         caller: Caller,
     ) -> FsResult<(u64, Opened)> {
@@ -903,7 +972,7 @@ impl TableView {
                 return Err(FsError::Exists);
             } else {
                 drop(inc);
-                let opened = self.open_staged(seq, write, trunc, caller)?;
+                let opened = self.open_staged(seq, write, trunc, append, caller)?;
                 return Ok((seq, opened));
             }
         }
@@ -914,7 +983,7 @@ impl TableView {
         let seq = inc.insert(name, State::Listed(bytes), perm);
         let in_place = write && self.reads_other(caller.tgid, seq);
         inc.get(seq)?.in_place = in_place;
-        let opened = self.register(&mut inc, seq, write, caller)?;
+        let opened = self.register(&mut inc, seq, write, append, caller)?;
         debug!("incoming/{name:?}: created");
         Ok((seq, opened))
     }
@@ -1027,9 +1096,21 @@ impl TableView {
         }
     }
 
-    /// Write `data` at `offset` into a staged file.
-    pub(super) fn write_staged(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<usize> {
-        self.locked(fh, |seq| self.write_locked(seq, offset, data))
+    /// Write `data` at `offset` into a staged file (`cached`: see [`TableView::write_from`]).
+    pub(super) fn write_staged(&self, fh: u64, offset: u64, data: &[u8], cached: bool) -> FsResult<usize> {
+        let (_, _, writer) = self.staged_handle(fh)?;
+        let append = !cached && matches!(self.handle(fh)?.as_ref(), Handle::Staged { append: true, .. });
+        self.locked(fh, |seq| {
+            // An `O_APPEND` write goes to the end of the handle's own batch: the kernel's offset
+            // is the size it last saw of the inode, which another process's batch of the same
+            // name may have set (README "Concurrent writers on one name").
+            let offset = if append {
+                lock(&self.incoming).get(seq)?.size()
+            } else {
+                offset
+            };
+            self.write_locked(seq, offset, data, (writer, append))
+        })
     }
 
     /// Run `f` on the batch handle `fh` writes, with that batch's I/O lock held. The handle is
@@ -1053,7 +1134,9 @@ impl TableView {
         }
     }
 
-    fn write_locked(&self, seq: u64, offset: u64, data: &[u8]) -> FsResult<usize> {
+    /// `by`: the writing handle's process, and whether it was opened with `O_APPEND`.
+    fn write_locked(&self, seq: u64, offset: u64, data: &[u8], by: (Option<u32>, bool)) -> FsResult<usize> {
+        let (writer, append) = by;
         if offset < lock(&self.incoming).get(seq)?.base {
             return Err(FsError::AlreadyCommitted);
         }
@@ -1135,6 +1218,10 @@ impl TableView {
             if let Some(b) = e.bytes_mut() {
                 b.len = b.len.max(at + data.len() as u64);
                 b.verdict = None;
+                if !b.wrote.contains(&writer) {
+                    b.wrote.push(writer);
+                }
+                b.appended |= append;
                 if at == 0 && b.blocked.is_some() {
                     b.blocked = None;
                 }
@@ -1198,6 +1285,10 @@ impl TableView {
                 if let Some(b) = e.bytes_mut() {
                     b.data(&self.staging)?.set_len(size - base)?;
                     b.len = size - base;
+                    if b.len == 0 {
+                        b.wrote.clear();
+                        b.appended = false;
+                    }
                     b.verdict = None;
                     self.end_stream(b);
                     if size == 0 {
@@ -1240,13 +1331,21 @@ impl TableView {
             debug!("flush of staged file #{seq}: the process still has it open on another descriptor");
             return Ok(());
         }
+        // The opener's last close: this handle writes no more, whatever batch it writes now
+        // (an O_TRUNC open by another process may have moved it), and its release is on its
+        // way. Marked before waiting, so that another writer of the batch closing at the same
+        // time does not wait for this handle's release, which comes only after this close is
+        // answered.
+        self.close_writer(fh);
         let ino = caller.ino.unwrap_or_else(|| Node::Staged(seq).ino());
-        self.await_released(seq, 1, ino);
+        self.await_released(Some(fh), seq, ino);
         self.locked(fh, |seq| {
             {
                 let mut inc = lock(&self.incoming);
                 let e = inc.get(seq)?;
-                if e.writers > 1 {
+                if e.live_writers().next().is_some() {
+                    // Another writer of this very batch still has it open: its bytes (and this
+                    // close's) commit at that writer's own last close.
                     debug!("flush of staged file #{seq}: other writers still have it open");
                     return Ok(());
                 }
@@ -1270,7 +1369,8 @@ impl TableView {
             let (sync_only, id, name, file, len) = {
                 let mut inc = lock(&self.incoming);
                 let e = inc.get(seq)?;
-                let sync_only = !writable || e.writers > 1 || e.in_place || staging::is_scratch(&e.name);
+                let others = e.live_writers().any(|w| w.fh != fh);
+                let sync_only = !writable || others || e.in_place || staging::is_scratch(&e.name);
                 let Some(b) = e.bytes() else { return Ok(()) };
                 (sync_only, b.id.clone(), e.name.clone(), b.data(&self.staging)?, b.len)
             };
@@ -1293,16 +1393,13 @@ impl TableView {
         let Some(h) = lock(&self.handles).remove(&fh) else {
             return;
         };
-        let Handle::Staged { seq, writable, opener } = *h else {
+        let Handle::Staged { seq, writable, .. } = *h else {
             return;
         };
         if let Some(e) = inc.files.get_mut(&seq) {
             e.handles = e.handles.saturating_sub(1);
             if writable {
-                e.writers = e.writers.saturating_sub(1);
-                if let Some(i) = e.writer_tgids.iter().position(|t| *t == opener) {
-                    e.writer_tgids.swap_remove(i);
-                }
+                e.writers.retain(|w| w.fh != fh);
             }
         }
         self.drop_if_empty(&mut inc, seq);
@@ -1310,26 +1407,47 @@ impl TableView {
         self.released.notify_all();
     }
 
-    /// Wait until `seq` has at most `keep` writer handles, while no process holds a descriptor
-    /// of inode `ino` open for writing: the daemon still counts handles whose last descriptor
-    /// is closed, because the kernel sends `release` asynchronously (queued before that
-    /// close() returned, but served on any thread, so the closing process's next request, a
-    /// rename, or another process's open, can overtake it). A commit point that went by those
-    /// counts would commit nothing and still answer 0 (rsync's rename, `: > f; cmd >> f`).
-    /// Returns at once when a process writes the file (a real other writer), and after
-    /// [`RELEASE_WAIT`] in any case (a mapping without a descriptor); the caller then checks the
-    /// counts as before.
-    fn await_released(&self, seq: u64, keep: u32, ino: u64) {
+    /// Mark writer handle `fh` closed by its opener ([`Writer::closed`]), in the batch it
+    /// writes now.
+    fn close_writer(&self, fh: u64) {
+        let mut inc = lock(&self.incoming);
+        let Ok(seq) = self.handle_seq(fh) else { return };
+        if let Ok(e) = inc.get(seq)
+            && let Some(w) = e.writers.iter_mut().find(|w| w.fh == fh)
+        {
+            w.closed = true;
+        }
+        self.released.notify_all();
+    }
+
+    /// Wait until the batch (the one handle `fh` writes, else `seq`) counts no writer handle
+    /// that its opener has not closed ([`Writer::closed`]), while none of those handles'
+    /// processes holds a descriptor of inode `ino` open for writing: such a handle's last
+    /// descriptor is closed without its opener's close being seen (another descriptor of the
+    /// file was still open then, or the opener was killed), and the kernel sends `release`
+    /// asynchronously (queued before that close() returned, but served on any thread, so the
+    /// closing process's next request, a rename, or another process's open, can overtake it).
+    /// A commit point that went by those counts would commit nothing and still answer 0
+    /// (rsync's rename, `: > f; cmd >> f`). Returns at once when one of those processes writes
+    /// the file (a real other writer of the batch; other processes may write other batches of
+    /// the same name behind the same inode), and after [`RELEASE_WAIT`] in any case (a mapping
+    /// without a descriptor); the caller then checks the counts as before.
+    fn await_released(&self, fh: Option<u64>, seq: u64, ino: u64) {
         let deadline = Instant::now() + RELEASE_WAIT;
         let mut inc = lock(&self.incoming);
         let mut checked = false;
         loop {
-            if inc.get(seq).map_or(true, |e| e.writers <= keep) {
+            let seq = fh.and_then(|fh| self.handle_seq(fh).ok()).unwrap_or(seq);
+            let live: Vec<Option<u32>> = match inc.get(seq) {
+                Ok(e) => e.live_writers().map(|w| w.tgid).collect(),
+                Err(_) => return,
+            };
+            if live.is_empty() {
                 return;
             }
             if !checked {
                 drop(inc);
-                if self.procs.written_by_anyone(ino) {
+                if live.iter().any(|t| t.is_none_or(|t| self.procs.writes_open(t, ino))) {
                     return;
                 }
                 checked = true;
@@ -1408,7 +1526,7 @@ impl TableView {
 
     /// [`TableView::commit`] with `seq`'s I/O lock held.
     fn commit_locked(&self, seq: u64, tgid: Option<u32>) -> FsResult<()> {
-        let (id, name, file, len, base) = {
+        let (id, name, file, len, base, own) = {
             let mut inc = lock(&self.incoming);
             inc.sweep(Instant::now());
             let e = inc.get(seq)?;
@@ -1419,7 +1537,15 @@ impl TableView {
             if let Some(why) = &b.blocked {
                 return Err(FsError::Blocked(why.clone()));
             }
-            (b.id.clone(), e.name.clone(), b.data(&self.staging)?, b.len, e.base)
+            // Written by the committing process alone (or by nobody through the mount): the
+            // re-save rule applies (see [`Bytes::wrote`]).
+            let own = b.wrote.iter().all(|w| w.is_some() && *w == tgid);
+            let own = match (own, b.appended) {
+                (false, _) => Own::Mixed,
+                (true, true) => Own::Appended,
+                (true, false) => Own::Whole,
+            };
+            (b.id.clone(), e.name.clone(), b.data(&self.staging)?, b.len, e.base, own)
         };
         if len == 0 {
             // Nothing to commit (a shell redirection closes a duplicate of the new, still empty
@@ -1437,6 +1563,7 @@ impl TableView {
         };
         let mut plan = Plan::Append { from: 0 };
         if base == 0
+            && own == Own::Whole
             && let (Some(r), Some(t)) = (&recent, tgid)
             && r.tgid == t
         {
@@ -1497,7 +1624,11 @@ impl TableView {
                 }
                 let mut inc = lock(&self.incoming);
                 let now = Instant::now();
-                if base == 0
+                if own == Own::Mixed {
+                    // Rows of several processes: nobody's later save is a re-save of them.
+                    inc.recent.remove(&name);
+                } else if base == 0
+                    && own == Own::Whole
                     && let Some(t) = tgid
                 {
                     let hash = match &plan {
@@ -1828,19 +1959,22 @@ impl TableView {
             if e.bytes().is_none() || staging::is_scratch(new) {
                 return Ok(());
             }
-            if e.writers == 0 {
+            // A writer handle whose opener closed it (rsync closes its temporary, then renames
+            // it at once; the release may still be on its way) writes no more.
+            let counted = e.live_writers().next().is_some();
+            if !counted {
                 e.in_place = false;
             }
-            (seq, e.writers > 0)
+            (seq, counted)
         };
         let (seq, counted) = seq;
         if counted {
-            // Writer handles are still counted: open, or closed with their release on its way
-            // (rsync closes its temporary, then renames it at once).
-            self.await_released(seq, 0, Node::Staged(seq).ino());
+            // Writer handles are still counted whose opener's close was not seen: open, or
+            // closed with their release on its way.
+            self.await_released(None, seq, Node::Staged(seq).ino());
             let mut inc = lock(&self.incoming);
             let e = inc.get(seq)?;
-            if e.writers > 0 || e.name != new || e.bytes().is_none() {
+            if e.live_writers().next().is_some() || e.name != new || e.bytes().is_none() {
                 return Ok(());
             }
             e.in_place = false;

@@ -18,11 +18,11 @@ pub trait Processes: std::fmt::Debug + Send + Sync {
     fn killed_by_signal(&self, pid: u32) -> bool;
     /// Whether process `tgid` holds a descriptor of inode `ino` of this mount.
     fn holds_open(&self, tgid: u32, ino: u64) -> bool;
-    /// Whether any process (other than the daemon) holds a descriptor of inode `ino` of this
-    /// mount opened for writing. Asked only when the daemon still counts writer handles that
-    /// may be closed already, their `release` on its way (README, "incoming/"). The default,
-    /// `true`, never waits for a release.
-    fn written_by_anyone(&self, _ino: u64) -> bool {
+    /// Whether process `tgid` holds a descriptor of inode `ino` of this mount opened for
+    /// writing. Asked only when a commit point still counts a writer handle of `tgid` whose
+    /// opener's last close was not seen (it may be closed already, its `release` on its way;
+    /// README, "incoming/"). The default, `true`, never waits for a release.
+    fn writes_open(&self, _tgid: u32, _ino: u64) -> bool {
         true
     }
 }
@@ -128,29 +128,7 @@ impl Processes for ProcFs {
     /// would call back into this mount.
     fn holds_open(&self, tgid: u32, ino: u64) -> bool {
         let mnt_id = self.mnt_id.load(Ordering::Relaxed);
-        use rustix::fs::{Mode, OFlags};
-        let flags = OFlags::RDONLY | OFlags::CLOEXEC;
-        let Ok(dir_fd) = rustix::fs::open(format!("/proc/{tgid}/fdinfo"), flags | OFlags::DIRECTORY, Mode::empty())
-        else {
-            return false;
-        };
-        let Ok(dir) = rustix::fs::Dir::read_from(&dir_fd) else {
-            return false;
-        };
-        // One openat, one read and one close per descriptor (a `fdinfo` file is one short
-        // page: `pos`, `flags`, `mnt_id`, `ino` come first), no stat for a size hint.
-        let mut buf = [0u8; 4096];
-        dir.filter_map(|e| e.ok()).any(|e| {
-            if e.file_name().to_bytes().starts_with(b".") {
-                return false;
-            }
-            let Ok(fd) = rustix::fs::openat(&dir_fd, e.file_name(), flags, Mode::empty()) else {
-                return false;
-            };
-            let Ok(n) = rustix::io::read(&fd, &mut buf) else {
-                return false;
-            };
-            let info = String::from_utf8_lossy(buf.get(..n).unwrap_or_default());
+        any_fdinfo(tgid, |info| {
             let field = |name: &str| {
                 info.lines()
                     .find_map(|l| l.strip_prefix(name))
@@ -160,30 +138,44 @@ impl Processes for ProcFs {
         })
     }
 
-    /// Every process's `/proc/PID/fdinfo` (a few ms per hundred processes; only asked in the
-    /// rare wait for a release). A process whose descriptors cannot be read (another user's,
-    /// or gone) counts as not writing.
-    fn written_by_anyone(&self, ino: u64) -> bool {
+    /// [`ProcFs::holds_open`] for descriptors opened for writing only (`flags:` of fdinfo).
+    /// Asked of the processes of the batch's own writer handles, not of every process: another
+    /// process writing the same name may write another batch behind the same inode (README
+    /// "Concurrent writers on one name").
+    fn writes_open(&self, tgid: u32, ino: u64) -> bool {
         let mnt_id = self.mnt_id.load(Ordering::Relaxed);
-        let me = std::process::id().to_string();
-        let Ok(procs) = std::fs::read_dir("/proc") else {
-            return true;
-        };
-        procs.filter_map(|p| p.ok()).any(|p| {
-            let name = p.file_name();
-            let Some(pid) = name
-                .to_str()
-                .filter(|n| n.bytes().all(|b| b.is_ascii_digit()) && *n != me)
-            else {
-                return false;
-            };
-            let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
-                return false;
-            };
-            fds.filter_map(|e| e.ok())
-                .any(|e| std::fs::read_to_string(e.path()).is_ok_and(|info| fdinfo_writes(&info, ino, mnt_id)))
-        })
+        any_fdinfo(tgid, |info| fdinfo_writes(info, ino, mnt_id))
     }
+}
+
+/// Whether `found` holds for the text of one of `/proc/TGID/fdinfo/*` (which never touches the
+/// files themselves, so it cannot call back into this file system). Each entry costs one `openat`
+/// and one `read` (a `read_to_string` cost a `statx` and a second `read` more per descriptor).
+/// Unreadable: `false`.
+fn any_fdinfo(tgid: u32, mut found: impl FnMut(&str) -> bool) -> bool {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC;
+    let Ok(dir_fd) = rustix::fs::open(format!("/proc/{tgid}/fdinfo"), flags | OFlags::DIRECTORY, Mode::empty()) else {
+        return false;
+    };
+    let Ok(dir) = rustix::fs::Dir::read_from(&dir_fd) else {
+        return false;
+    };
+    // One openat, one read and one close per descriptor (a `fdinfo` file is one short page:
+    // `pos`, `flags`, `mnt_id`, `ino` come first), no stat for a size hint.
+    let mut buf = [0u8; 4096];
+    dir.filter_map(|e| e.ok()).any(|e| {
+        if e.file_name().to_bytes().starts_with(b".") {
+            return false;
+        }
+        let Ok(fd) = rustix::fs::openat(&dir_fd, e.file_name(), flags, Mode::empty()) else {
+            return false;
+        };
+        let Ok(n) = rustix::io::read(&fd, &mut buf) else {
+            return false;
+        };
+        found(&String::from_utf8_lossy(buf.get(..n).unwrap_or_default()))
+    })
 }
 
 /// Whether the text of one `/proc/PID/fdinfo/FD` names inode `ino` of mount `mnt_id` (0: any)

@@ -173,6 +173,10 @@ pub(super) enum Handle {
         seq: u64,
         writable: bool,
         opener: Option<u32>,
+        /// Opened with `O_APPEND`: every write goes to the end of the batch the handle writes,
+        /// whatever offset the kernel computed from the size it last saw of the inode, which
+        /// other processes' batches of the same name share (README "Concurrent writers").
+        append: bool,
     },
     Dir(Arc<[DirEntry]>),
     /// `changes.jsonl` (read at any offset from the feed's index).
@@ -643,6 +647,14 @@ impl TableView {
     /// Open file `ino` for reading, or for writing when `write` (only in `incoming/`); `trunc`:
     /// `O_TRUNC` (the mount asks for atomic `O_TRUNC`).
     pub fn open(&self, ino: u64, write: bool, trunc: bool, caller: Caller) -> FsResult<Opened> {
+        self.open_flags(ino, write, if trunc { libc::O_TRUNC } else { 0 }, caller)
+    }
+
+    /// [`TableView::open`] with the open flags: `O_TRUNC` and `O_APPEND` matter (an `O_APPEND`
+    /// writer of a staged file writes at the end of its own batch, README "incoming/").
+    pub fn open_flags(&self, ino: u64, write: bool, flags: i32, caller: Caller) -> FsResult<Opened> {
+        let trunc = flags & libc::O_TRUNC != 0;
+        let append = write && flags & libc::O_APPEND != 0;
         let node = Node::from_ino(ino).ok_or(FsError::NotFound)?;
         match node {
             Node::VersionFile(v, f) => {
@@ -675,7 +687,7 @@ impl TableView {
                     no_flush: true,
                 })
             }
-            Node::Staged(seq) => self.open_staged(seq, write, trunc, caller),
+            Node::Staged(seq) => self.open_staged(seq, write, trunc, append, caller),
             Node::ErrorNote(seq) => {
                 if write {
                     return Err(FsError::Denied);
@@ -774,7 +786,8 @@ impl TableView {
         let name = Self::check_name(name)?;
         let excl = flags & libc::O_EXCL != 0;
         let trunc = flags & libc::O_TRUNC != 0;
-        let (seq, opened) = self.create_staged(name, write, trunc, excl, caller)?;
+        let append = write && flags & libc::O_APPEND != 0;
+        let (seq, opened) = self.create_staged(name, write, trunc, append, excl, caller)?;
         let attr = self.node_attr(Node::Staged(seq))?;
         Ok((attr, opened))
     }
@@ -856,9 +869,11 @@ impl TableView {
         }
     }
 
-    fn staged_handle(&self, fh: u64) -> FsResult<(u64, bool, Option<u32>)> {
+    pub(super) fn staged_handle(&self, fh: u64) -> FsResult<(u64, bool, Option<u32>)> {
         match self.handle(fh)?.as_ref() {
-            Handle::Staged { seq, writable, opener } => Ok((*seq, *writable, *opener)),
+            Handle::Staged {
+                seq, writable, opener, ..
+            } => Ok((*seq, *writable, *opener)),
             Handle::Concat(_) | Handle::Bytes(_) | Handle::Changes => Err(FsError::ReadOnly),
             Handle::Dir(_) => Err(FsError::IsDir),
         }
@@ -866,12 +881,19 @@ impl TableView {
 
     /// Write `data` at `offset` (only staged files). Returns the bytes written.
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<usize> {
-        let (seq, writable, _) = self.staged_handle(fh)?;
+        self.write_from(fh, offset, data, false)
+    }
+
+    /// [`TableView::write`]; `cached`: the kernel writes back pages of its page cache (a
+    /// shared writable mapping, `FUSE_WRITE_CACHE`) through `fh`, which may be any writable
+    /// handle of the inode: the offset is then the page's, even through an `O_APPEND` handle
+    /// (whose own writes go to the end of its batch).
+    pub fn write_from(&self, fh: u64, offset: u64, data: &[u8], cached: bool) -> FsResult<usize> {
+        let (_, writable, _) = self.staged_handle(fh)?;
         if !writable {
             return Err(FsError::BadHandle);
         }
-        let _ = seq;
-        self.write_staged(fh, offset, data)
+        self.write_staged(fh, offset, data, cached)
     }
 
     /// Change attributes. Outside `incoming/` every change is refused with EROFS.

@@ -157,6 +157,19 @@ impl Fixture {
         f
     }
 
+    /// An empty table (version 0) with `columns` (`tinydelta create` syntax), and a mount point.
+    pub fn empty(columns: &[&str]) -> Fixture {
+        require_fuse();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let table = dir.path().join("t");
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).expect("mkdir mnt");
+        let mut args = vec!["create".to_string(), table.display().to_string()];
+        args.extend(columns.iter().map(|s| s.to_string()));
+        ok(TD_BIN, &args);
+        Fixture { dir, table, mnt }
+    }
+
     /// The table path as a string.
     pub fn t(&self) -> String {
         self.table.display().to_string()
