@@ -1587,6 +1587,149 @@ pub fn canonicalize<R: BufRead, W: Write>(
     })
 }
 
+/// [`check_canonical_file`]'s threads take the file in segments of this many bytes, the next
+/// one whenever they are done with one (a busy core takes fewer); a segment is the lines that
+/// start in its byte range.
+const SEGMENT_BYTES: u64 = 1 << 20;
+
+/// Bytes a thread of [`check_canonical_file`] reads at once: small enough to stay in the core's
+/// cache between the `pread` and the check (a buffer that large costs ~0.2 ns/byte to fill,
+/// issue 10), larger only for a longer line.
+const CHECK_READ_BYTES: usize = 256 << 10;
+
+/// Whether the first `len` bytes of `file` are already canonical rows, every line its own
+/// canonical form ending in `\n` (what [`canonicalize`] would write back byte for byte): then the
+/// statistics [`canonicalize`] would return for them (`bytes` = `len`); `None` from the first
+/// line that is not (blank, BOM, CR, no `\n` after the last row, another spelling of a valid
+/// row, an invalid or over-long line): the caller then runs [`canonicalize`], which
+/// canonicalises the rows or words the error with its line and column.
+///
+/// Every row is checked in full, by the same check as [`canonicalize`]'s (README "Input
+/// rules"). The file is read with `pread` by one thread per core, each taking the next
+/// [`SEGMENT_BYTES`] of it; memory is a [`CHECK_READ_BYTES`] buffer per thread (more for a longer
+/// line, at most the longest line allowed, [`max_line_bytes`]). Meant for a file nobody else
+/// writes (`tinydelta append --file` checks its own copy of the input, README "Benchmarks").
+///
+/// Errors: [`Error::Io`] naming `path` when a read fails or the file is shorter than `len`.
+pub fn check_canonical_file(
+    schema: &Schema,
+    file: &std::fs::File,
+    len: u64,
+    path: &std::path::Path,
+) -> Result<Option<FileStats>> {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let segments = len.div_ceil(SEGMENT_BYTES);
+    let next = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let work = || -> Result<Option<FileStats>> {
+        let mut c = Canonicalizer::new(schema);
+        let mut buf = Vec::new();
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            if k >= segments {
+                break;
+            }
+            let a = k * SEGMENT_BYTES;
+            let b = len.min(a + SEGMENT_BYTES);
+            let r = check_segment(&mut c, file, len, a..b, &mut buf);
+            if !matches!(r, Ok(true)) {
+                stop.store(true, Ordering::Relaxed);
+            }
+            match r {
+                Ok(true) => {}
+                Ok(false) => return Ok(None),
+                Err(e) => return Err(Error::io("read", path, e)),
+            }
+        }
+        c.fold_fast();
+        Ok(Some(c.stats))
+    };
+    let threads = cores().min(8).min(usize::try_from(segments).unwrap_or(usize::MAX)).max(1);
+    let results: Vec<Result<Option<FileStats>>> = std::thread::scope(|s| {
+        let helpers: Vec<_> = (1..threads)
+            .filter_map(|_| std::thread::Builder::new().spawn_scoped(s, &work).ok())
+            .collect();
+        let mut all = vec![work()];
+        // A helper that panicked checked nothing for sure: the caller takes the general path.
+        all.extend(helpers.into_iter().map(|h| h.join().unwrap_or(Ok(None))));
+        all
+    });
+    let mut total = FileStats {
+        columns: vec![ColumnStats::default(); schema.columns.len()],
+        ..FileStats::default()
+    };
+    let mut canonical = true;
+    for r in results {
+        match r? {
+            Some(st) => total.merge(&st),
+            None => canonical = false,
+        }
+    }
+    total.bytes = len;
+    Ok(canonical.then_some(total))
+}
+
+/// [`check_canonical_file`] for the lines of `file` (`len` bytes) that start in `range`, counted
+/// in `c`: `false` at the first that is not canonical, longer than [`max_line_bytes`] or not
+/// ended by `\n`. `buf` is the thread's read buffer.
+fn check_segment(
+    c: &mut Canonicalizer,
+    file: &std::fs::File,
+    len: u64,
+    range: std::ops::Range<u64>,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    let max = max_line_bytes();
+    if buf.len() < CHECK_READ_BYTES {
+        buf.resize(CHECK_READ_BYTES, 0);
+    }
+    let mut pos = range.start;
+    if pos > 0 {
+        // The first line starting in the range follows the first `\n` at or after its start - 1.
+        pos -= 1;
+        loop {
+            if pos >= range.end {
+                return Ok(true);
+            }
+            let n = usize::try_from(range.end - pos).unwrap_or(usize::MAX).min(buf.len());
+            file.read_exact_at(&mut buf[..n], pos)?;
+            if let Some(i) = memchr::memchr(b'\n', &buf[..n]) {
+                pos += i as u64 + 1;
+                break;
+            }
+            pos += n as u64;
+        }
+    }
+    while pos < range.end {
+        let n = usize::try_from(len - pos).unwrap_or(usize::MAX).min(buf.len());
+        file.read_exact_at(&mut buf[..n], pos)?;
+        let Some(last) = memchr::memrchr(b'\n', &buf[..n]) else {
+            // No line end: the last line has no `\n`, or the line is longer than the buffer.
+            if pos + n as u64 == len || buf.len() > max {
+                return Ok(false);
+            }
+            let grown = buf.len().saturating_mul(2).min(max.saturating_add(1));
+            buf.resize(grown, 0);
+            continue;
+        };
+        let mut rest = &buf[..=last];
+        while !rest.is_empty() && pos < range.end {
+            match c.canonical_row(rest, true) {
+                Some(end) if end <= max => {
+                    rest = &rest[end + 1..];
+                    pos += end as u64 + 1;
+                }
+                _ => return Ok(false),
+            }
+        }
+    }
+    Ok(true)
+}
+
 enum Either {
     Line(LineError),
     Other(Error),
