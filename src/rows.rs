@@ -2499,6 +2499,143 @@ mod tests {
         assert_eq!(out, "");
         assert_eq!(st.num_records, 0);
     }
+
+    /// [`check_canonical_file`] of `input` against [`canonicalize`] of the same bytes: when the
+    /// check says the rows are canonical, canonicalize must write them back unchanged with the
+    /// same statistics; when canonicalize writes them back unchanged, the check must say so.
+    /// Returns whether the check took the rows.
+    fn check_agrees(input: &[u8]) -> bool {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(input).unwrap();
+        let s = schema();
+        let checked = check_canonical_file(&s, &f, input.len() as u64, std::path::Path::new("copy")).unwrap();
+        let general = run(input);
+        match (&checked, &general) {
+            (Some(st), Ok((out, st2))) => {
+                assert!(out.as_bytes() == input, "checked as canonical, but canonicalize rewrites it");
+                assert_eq!(st.to_stats_json(&s), st2.to_stats_json(&s));
+                assert_eq!((st.num_records, st.bytes), (st2.num_records, st2.bytes));
+            }
+            (Some(_), Err(e)) => panic!("checked as canonical, but canonicalize refuses it: {e}"),
+            (None, Ok((out, _))) => {
+                assert!(out.as_bytes() != input, "canonical rows the check did not take")
+            }
+            (None, Err(_)) => {}
+        }
+        checked.is_some()
+    }
+
+    /// Canonical rows of the test schema, `n` of them, each different (ints, floats, strings
+    /// long and short and non-ASCII, nulls, dates, timestamps).
+    fn canonical_rows(n: usize) -> Vec<u8> {
+        let mut input = Vec::new();
+        for i in 0..n {
+            let x = if i % 7 == 0 { "null".to_string() } else { format!("{}.5", i % 1000) };
+            let s = match i % 4 {
+                0 => "null".to_string(),
+                1 => format!("\"s{i}\""),
+                2 => format!("\"a longer string value é€ number {i}, past thirty-two bytes\""),
+                _ => "\"\"".to_string(),
+            };
+            let d = format!("\"20{:02}-{:02}-{:02}\"", i % 30, 1 + i % 12, 1 + i % 28);
+            let t = format!("\"2013-01-{:02}T10:{:02}:00Z\"", 1 + i % 28, i % 60);
+            let b = ["true", "false", "null"][i % 3];
+            writeln!(
+                input,
+                "{{\"id\":{},\"x\":{x},\"s\":{s},\"b\":{b},\"d\":{d},\"t\":{t}}}",
+                i as i64 - 500
+            )
+            .unwrap();
+        }
+        input
+    }
+
+    /// The copy check of `tinydelta append --file` (README "Benchmarks") takes exactly the files
+    /// canonicalize writes back unchanged, with the same statistics, over several segments and
+    /// threads: every other input (blank line, CR, BOM, no last newline, another spelling, an
+    /// invalid row) anywhere in the file is left to canonicalize.
+    #[test]
+    fn the_copy_check_takes_exactly_the_canonical_files() {
+        let base = canonical_rows(40_000);
+        assert!(base.len() as u64 > 3 * SEGMENT_BYTES, "several segments");
+        assert!(check_agrees(&base));
+        assert!(check_agrees(&base[..base.len() / 3 + 1].split_inclusive(|&c| c == b'\n').next().unwrap().to_vec()));
+        assert!(check_agrees(b"{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null}\n"));
+        // One line changed at several places: the first line, segment ends, the last line.
+        let line_starts: Vec<usize> = std::iter::once(0)
+            .chain(memchr::memchr_iter(b'\n', &base).map(|i| i + 1))
+            .filter(|&i| i < base.len())
+            .collect();
+        let near = |at: usize| line_starts[line_starts.partition_point(|&s| s < at).min(line_starts.len() - 1)];
+        let places = [
+            0,
+            near(SEGMENT_BYTES as usize),
+            near(2 * SEGMENT_BYTES as usize),
+            near(base.len() / 2),
+            *line_starts.last().unwrap(),
+        ];
+        let edits: [(&str, &dyn Fn(&[u8]) -> Vec<u8>); 8] = [
+            ("blank line before", &|l| [b"\n", l].concat()),
+            ("CRLF", &|l| [&l[..l.len() - 1], b"\r\n"].concat()),
+            ("BOM", &|l| [b"\xEF\xBB\xBF", l].concat()),
+            ("space after a key", &|l| {
+                let s = String::from_utf8(l.to_vec()).unwrap();
+                s.replacen("\"id\":", "\"id\": ", 1).into_bytes()
+            }),
+            ("float written 1.50", &|l| {
+                let s = String::from_utf8(l.to_vec()).unwrap();
+                match s.contains(".5,") {
+                    true => s.replacen(".5,", ".50,", 1),
+                    false => s.replacen("\"x\":null", "\"x\":1.50", 1),
+                }
+                .into_bytes()
+            }),
+            ("null in a NOT NULL column", &|l| {
+                let s = String::from_utf8(l.to_vec()).unwrap();
+                let end = s.find(",\"x\"").unwrap();
+                format!("{{\"id\":null{}", &s[end..]).into_bytes()
+            }),
+            ("invalid UTF-8 in a string", &|l| {
+                let mut v = l.to_vec();
+                let at = v.windows(5).position(|w| w == b"\"t\":\"").unwrap() + 5;
+                v[at] = 0xFF;
+                v
+            }),
+            ("escape in a string", &|l| {
+                let s = String::from_utf8(l.to_vec()).unwrap();
+                s.replacen("T10:", "T1\\u0030:", 1).into_bytes()
+            }),
+        ];
+        for &at in &places {
+            let end = at + memchr::memchr(b'\n', &base[at..]).unwrap() + 1;
+            for (what, edit) in &edits {
+                let edited = edit(&base[at..end]);
+                assert_ne!(&edited[..], &base[at..end], "{what}");
+                let input = [&base[..at], &edited[..], &base[end..]].concat();
+                assert!(!check_agrees(&input), "{what} at byte {at} was taken as canonical");
+            }
+        }
+        // No newline after the last row.
+        assert!(!check_agrees(&base[..base.len() - 1]));
+        // A line end just before, at and after each segment boundary, and a line longer than a
+        // read of the check (its buffer grows).
+        for shift in [-2i64, -1, 0, 1, 2] {
+            let first = canonical_rows(1);
+            let long = |pad: usize| {
+                format!(
+                    "{{\"id\":7,\"x\":null,\"s\":\"{}\",\"b\":null,\"d\":null,\"t\":null}}\n",
+                    "y".repeat(pad)
+                )
+            };
+            // The long line's `\n` at SEGMENT_BYTES + shift - 1: the next line starts at
+            // SEGMENT_BYTES + shift.
+            let pad = (SEGMENT_BYTES as i64 + shift) as usize - first.len() - long(0).len();
+            let long = long(pad);
+            assert_eq!((first.len() + long.len()) as i64, SEGMENT_BYTES as i64 + shift);
+            let input = [first, long.clone().into_bytes(), canonical_rows(3000), long.into_bytes()].concat();
+            assert!(check_agrees(&input), "shift {shift}");
+        }
+    }
 }
 
 #[cfg(test)]
