@@ -1617,8 +1617,87 @@ pub fn check_canonical_file(
     len: u64,
     path: &std::path::Path,
 ) -> Result<Option<FileStats>> {
+    let written = Written::default();
+    written.finish(len);
+    check_canonical_while(schema, file, path, &written, || {})
+}
+
+/// How much of a file being written (by another thread) is there to read: [`Written::advance`]
+/// as bytes are written from offset 0 on, [`Written::finish`] at its end, or [`Written::stop`].
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Bytes written, whether that is the whole file, whether the writer gave up.
+    state: std::sync::Mutex<(u64, bool, bool)>,
+    more: std::sync::Condvar,
+}
+
+/// What a reader of a [`Written`] file may read.
+enum Readable {
+    /// This many bytes from offset 0, and whether that is the whole file.
+    Upto(u64, bool),
+    /// The writer gave up: stop reading.
+    Stopped,
+}
+
+impl Written {
+    /// The first `n` bytes are written.
+    pub fn advance(&self, n: u64) {
+        self.set(|st| st.0 = st.0.max(n));
+    }
+
+    /// The file is complete: `len` bytes.
+    pub fn finish(&self, len: u64) {
+        self.set(|st| *st = (len, true, st.2));
+    }
+
+    /// The writer gave up: readers stop (their result is discarded).
+    pub fn stop(&self) {
+        self.set(|st| st.2 = true);
+    }
+
+    /// [`Written::stop`] unless the file is complete (a writer that returned, or panicked,
+    /// without saying how it ended).
+    fn stop_unless_finished(&self) {
+        self.set(|st| st.2 |= !st.1);
+    }
+
+    fn set(&self, f: impl FnOnce(&mut (u64, bool, bool))) {
+        let mut st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut st);
+        self.more.notify_all();
+    }
+
+    /// Wait until at least `n` bytes are written, or the file is complete, or the writer gave up.
+    fn wait(&self, n: u64) -> Readable {
+        let mut st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        loop {
+            match *st {
+                (_, _, true) => return Readable::Stopped,
+                (w, done, false) if w >= n || done => return Readable::Upto(w, done),
+                _ => {
+                    st = self.more.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+            }
+        }
+    }
+}
+
+/// [`check_canonical_file`] of a file another thread is still writing, so the check keeps up
+/// with the writing (`tinydelta append --file` checks its copy while the kernel makes it, issue
+/// 10): `write` runs on this thread once the other checking threads are started (it writes
+/// `file` and reports through `written`; it must end with [`Written::finish`] or
+/// [`Written::stop`]), then this thread checks too. Threads only read what `written` says is
+/// there. After [`Written::stop`] the result is meaningless (`None` or an error).
+///
+/// Errors: as [`check_canonical_file`].
+pub fn check_canonical_while(
+    schema: &Schema,
+    file: &std::fs::File,
+    path: &std::path::Path,
+    written: &Written,
+    write: impl FnOnce(),
+) -> Result<Option<FileStats>> {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    let segments = len.div_ceil(SEGMENT_BYTES);
     let next = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     let work = || -> Result<Option<FileStats>> {
@@ -1628,13 +1707,13 @@ pub fn check_canonical_file(
             if stop.load(Ordering::Relaxed) {
                 return Ok(None);
             }
-            let k = next.fetch_add(1, Ordering::Relaxed);
-            if k >= segments {
-                break;
-            }
-            let a = k * SEGMENT_BYTES;
-            let b = len.min(a + SEGMENT_BYTES);
-            let r = check_segment(&mut c, file, len, a..b, &mut buf);
+            let a = next.fetch_add(1, Ordering::Relaxed).saturating_mul(SEGMENT_BYTES);
+            let b = match written.wait(a.saturating_add(SEGMENT_BYTES)) {
+                Readable::Stopped => return Ok(None),
+                Readable::Upto(len, true) if a >= len => break,
+                Readable::Upto(len, _) => len.min(a + SEGMENT_BYTES),
+            };
+            let r = check_segment(&mut c, file, written, a..b, &mut buf);
             if !matches!(r, Ok(true)) {
                 stop.store(true, Ordering::Relaxed);
             }
@@ -1647,11 +1726,20 @@ pub fn check_canonical_file(
         c.fold_fast();
         Ok(Some(c.stats))
     };
-    let threads = cores().min(8).min(usize::try_from(segments).unwrap_or(usize::MAX)).max(1);
     let results: Vec<Result<Option<FileStats>>> = std::thread::scope(|s| {
-        let helpers: Vec<_> = (1..threads)
+        let helpers: Vec<_> = (1..cores().min(8))
             .filter_map(|_| std::thread::Builder::new().spawn_scoped(s, &work).ok())
             .collect();
+        /// Readers never wait for a writer that is gone.
+        struct Ended<'a>(&'a Written);
+        impl Drop for Ended<'_> {
+            fn drop(&mut self) {
+                self.0.stop_unless_finished();
+            }
+        }
+        let ended = Ended(written);
+        write();
+        drop(ended);
         let mut all = vec![work()];
         // A helper that panicked checked nothing for sure: the caller takes the general path.
         all.extend(helpers.into_iter().map(|h| h.join().unwrap_or(Ok(None))));
@@ -1668,17 +1756,20 @@ pub fn check_canonical_file(
             None => canonical = false,
         }
     }
-    total.bytes = len;
+    total.bytes = match written.wait(u64::MAX) {
+        Readable::Upto(len, true) => len,
+        _ => return Ok(None),
+    };
     Ok(canonical.then_some(total))
 }
 
-/// [`check_canonical_file`] for the lines of `file` (`len` bytes) that start in `range`, counted
-/// in `c`: `false` at the first that is not canonical, longer than [`max_line_bytes`] or not
-/// ended by `\n`. `buf` is the thread's read buffer.
+/// [`check_canonical_while`] for the lines of `file` that start in `range` (which `written`
+/// says is there), counted in `c`: `false` at the first that is not canonical, longer than
+/// [`max_line_bytes`] or not ended by `\n`. `buf` is the thread's read buffer.
 fn check_segment(
     c: &mut Canonicalizer,
     file: &std::fs::File,
-    len: u64,
+    written: &Written,
     range: std::ops::Range<u64>,
     buf: &mut Vec<u8>,
 ) -> std::io::Result<bool> {
@@ -1704,12 +1795,22 @@ fn check_segment(
             pos += n as u64;
         }
     }
+    let mut need = pos + 1;
     while pos < range.end {
-        let n = usize::try_from(len - pos).unwrap_or(usize::MAX).min(buf.len());
+        let (there, complete) = match written.wait(need) {
+            Readable::Upto(n, complete) => (n, complete),
+            Readable::Stopped => return Ok(false),
+        };
+        let n = usize::try_from(there.saturating_sub(pos)).unwrap_or(usize::MAX).min(buf.len());
         file.read_exact_at(&mut buf[..n], pos)?;
         let Some(last) = memchr::memrchr(b'\n', &buf[..n]) else {
+            if n < buf.len() && !complete {
+                // The line goes on in bytes not written yet.
+                need = pos + n as u64 + 1;
+                continue;
+            }
             // No line end: the last line has no `\n`, or the line is longer than the buffer.
-            if pos + n as u64 == len || buf.len() > max {
+            if n < buf.len() || buf.len() > max {
                 return Ok(false);
             }
             let grown = buf.len().saturating_mul(2).min(max.saturating_add(1));
@@ -1726,6 +1827,7 @@ fn check_segment(
                 _ => return Ok(false),
             }
         }
+        need = pos + 1;
     }
     Ok(true)
 }
@@ -2523,6 +2625,79 @@ mod tests {
             (None, Err(_)) => {}
         }
         checked.is_some()
+    }
+
+    /// [`check_canonical_while`] checks a file while another thread writes it, in steps that
+    /// cut lines and segments anywhere: the same result as the check of the finished file, and
+    /// a writer that stops (or never says how it ended) never leaves a reader waiting.
+    #[test]
+    fn the_copy_check_keeps_up_with_the_writer() {
+        use std::os::unix::fs::FileExt;
+        let s = schema();
+        let base = canonical_rows(30_000);
+        for (input, canonical) in [
+            (base.clone(), true),
+            (base[..base.len() - 1].to_vec(), false),
+            ([&base[..base.len() / 2], b"\n", &base[base.len() / 2..]].concat(), false),
+        ] {
+            for step in [4099usize, 65_537, 1 << 20, 3 << 20] {
+                let f = tempfile::tempfile().unwrap();
+                let written = Written::default();
+                let got = check_canonical_while(&s, &f, std::path::Path::new("copy"), &written, || {
+                    for (i, piece) in input.chunks(step).enumerate() {
+                        f.write_all_at(piece, (i * step) as u64).unwrap();
+                        written.advance(((i * step) + piece.len()) as u64);
+                        // A slow writer: the checking thread catches up and waits in the
+                        // middle of a line.
+                        std::thread::sleep(std::time::Duration::from_micros(300));
+                    }
+                    written.finish(input.len() as u64);
+                })
+                .unwrap();
+                let whole = check_canonical_file(&s, &f, input.len() as u64, std::path::Path::new("copy")).unwrap();
+                assert_eq!(got.is_some(), canonical, "step {step}");
+                assert_eq!(
+                    got.map(|st| (st.to_stats_json(&s), st.num_records, st.bytes)),
+                    whole.map(|st| (st.to_stats_json(&s), st.num_records, st.bytes)),
+                    "step {step}"
+                );
+            }
+        }
+        // A reader that reaches the written end in the middle of the line that crosses its
+        // segment's end waits for the rest of the line (the writer finishes while it waits).
+        let f = tempfile::tempfile().unwrap();
+        f.write_all_at(&base, 0).unwrap();
+        let mut at = SEGMENT_BYTES as usize + 5;
+        while base[at - 1] == b'\n' || base[at] == b'\n' {
+            at += 1;
+        }
+        let starts = 1 + memchr::memchr_iter(b'\n', &base[..SEGMENT_BYTES as usize - 1]).count() as u64;
+        let written = Written::default();
+        written.advance(at as u64);
+        std::thread::scope(|sc| {
+            let reader = sc.spawn(|| {
+                let mut c = Canonicalizer::new(&s);
+                let ok = check_segment(&mut c, &f, &written, 0..SEGMENT_BYTES, &mut Vec::new()).unwrap();
+                (ok, c.stats.num_records)
+            });
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            written.finish(base.len() as u64);
+            assert_eq!(reader.join().unwrap(), (true, starts));
+        });
+        // A writer that stops half-way, or returns without a word.
+        let f = tempfile::tempfile().unwrap();
+        f.write_all_at(&base[..base.len() / 2], 0).unwrap();
+        let written = Written::default();
+        let got = check_canonical_while(&s, &f, std::path::Path::new("copy"), &written, || {
+            written.advance(base.len() as u64 / 2);
+            written.stop();
+        });
+        assert!(matches!(got, Ok(None)));
+        let written = Written::default();
+        let got = check_canonical_while(&s, &f, std::path::Path::new("copy"), &written, || {
+            written.advance(base.len() as u64 / 2)
+        });
+        assert!(matches!(got, Ok(None)));
     }
 
     /// Canonical rows of the test schema, `n` of them, each different (ints, floats, strings

@@ -1282,29 +1282,37 @@ impl Table {
         let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
         let path = self.root.join(&name);
         let created = self.dir.create_new_rw(&name, 0o644)?;
-        let result = hold_data_file(&self.dir, &name, &created)
-            .and_then(|()| {
-                crate::staging::copy_to_end(input, start, &created)
-                    .map_err(|e| Error::io("copy", source, io_context(e, &path)))
-            })
-            .and_then(|len| unchanged().map(|()| len))
-            .and_then(|len| {
-                if len == 0 {
-                    return Ok(None);
-                }
-                // The disk writes the copy while it is checked (the check only reads it).
-                std::thread::scope(|s| {
-                    let started = std::thread::Builder::new()
-                        .spawn_scoped(s, || crate::staging::start_writeback(&created, 0, len));
-                    let checked = rows::check_canonical_file(schema, &created, len, &path);
-                    if let Ok(h) = started {
-                        let _ = h.join();
+        let result = hold_data_file(&self.dir, &name, &created).and_then(|()| {
+            // This thread copies (the kernel writes the copy's pages) and starts the disk
+            // writing each step, while the other threads check the steps already copied.
+            let written = rows::Written::default();
+            let mut copy = Ok(0);
+            let checked = rows::check_canonical_while(schema, &created, &path, &written, || {
+                let mut started = 0;
+                copy = crate::staging::copy_to_end(input, start, &created, COPY_STEP, &mut |n| {
+                    written.advance(n);
+                    if n >= started + COPY_STEP as u64 {
+                        crate::staging::start_writeback(&created, started, n - started);
+                        started = n;
                     }
-                    checked
                 })
-                .map(|st| Some(st.filter(|st| st.num_records > 0)))
-            })
-            .and_then(|checked| failpoint::hit("data-written").map(|()| checked));
+                .map_err(|e| Error::io("copy", source, io_context(e, &path)))
+                .and_then(|len| {
+                    if len > started {
+                        crate::staging::start_writeback(&created, started, len - started);
+                    }
+                    unchanged().map(|()| len)
+                });
+                match copy {
+                    Ok(len) => written.finish(len),
+                    Err(_) => written.stop(),
+                }
+            });
+            let len = copy?;
+            let stats = checked?;
+            Ok((len > 0).then(|| stats.filter(|st| st.num_records > 0)))
+        })
+        .and_then(|checked| failpoint::hit("data-written").map(|()| checked));
         match result {
             Ok(Some(Some(stats))) => Ok(Copied::Rows(Self::new_add(name, schema, &stats), created)),
             other => {
@@ -2004,6 +2012,10 @@ pub fn rfc3339_ms(ms: i64) -> String {
         .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
         .unwrap_or_else(|| ms.to_string())
 }
+
+/// Bytes [`Table::append_file`] copies at a time: the check of a step starts once it is copied,
+/// and the disk starts writing it ([`crate::staging::start_writeback`]).
+const COPY_STEP: usize = 1 << 20;
 
 /// What [`Table::append_file`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
