@@ -1728,7 +1728,7 @@ pub fn check_canonical_while(
     };
     let results: Vec<Result<Option<FileStats>>> = std::thread::scope(|s| {
         let helpers: Vec<_> = (1..cores().min(8))
-            .filter_map(|_| std::thread::Builder::new().spawn_scoped(s, &work).ok())
+            .filter_map(|_| std::thread::Builder::new().spawn_scoped(s, work).ok())
             .collect();
         /// Readers never wait for a writer that is gone.
         struct Ended<'a>(&'a Written);
@@ -1801,7 +1801,9 @@ fn check_segment(
             Readable::Upto(n, complete) => (n, complete),
             Readable::Stopped => return Ok(false),
         };
-        let n = usize::try_from(there.saturating_sub(pos)).unwrap_or(usize::MAX).min(buf.len());
+        let n = usize::try_from(there.saturating_sub(pos))
+            .unwrap_or(usize::MAX)
+            .min(buf.len());
         file.read_exact_at(&mut buf[..n], pos)?;
         let Some(last) = memchr::memrchr(b'\n', &buf[..n]) else {
             if n < buf.len() && !complete {
@@ -2614,7 +2616,10 @@ mod tests {
         let general = run(input);
         match (&checked, &general) {
             (Some(st), Ok((out, st2))) => {
-                assert!(out.as_bytes() == input, "checked as canonical, but canonicalize rewrites it");
+                assert!(
+                    out.as_bytes() == input,
+                    "checked as canonical, but canonicalize rewrites it"
+                );
                 assert_eq!(st.to_stats_json(&s), st2.to_stats_json(&s));
                 assert_eq!((st.num_records, st.bytes), (st2.num_records, st2.bytes));
             }
@@ -2638,7 +2643,10 @@ mod tests {
         for (input, canonical) in [
             (base.clone(), true),
             (base[..base.len() - 1].to_vec(), false),
-            ([&base[..base.len() / 2], b"\n", &base[base.len() / 2..]].concat(), false),
+            (
+                [&base[..base.len() / 2], b"\n", &base[base.len() / 2..]].concat(),
+                false,
+            ),
         ] {
             for step in [4099usize, 65_537, 1 << 20, 3 << 20] {
                 let f = tempfile::tempfile().unwrap();
@@ -2705,7 +2713,11 @@ mod tests {
     fn canonical_rows(n: usize) -> Vec<u8> {
         let mut input = Vec::new();
         for i in 0..n {
-            let x = if i % 7 == 0 { "null".to_string() } else { format!("{}.5", i % 1000) };
+            let x = if i % 7 == 0 {
+                "null".to_string()
+            } else {
+                format!("{}.5", i % 1000)
+            };
             let s = match i % 4 {
                 0 => "null".to_string(),
                 1 => format!("\"s{i}\""),
@@ -2734,8 +2746,10 @@ mod tests {
         let base = canonical_rows(40_000);
         assert!(base.len() as u64 > 3 * SEGMENT_BYTES, "several segments");
         assert!(check_agrees(&base));
-        assert!(check_agrees(&base[..base.len() / 3 + 1].split_inclusive(|&c| c == b'\n').next().unwrap().to_vec()));
-        assert!(check_agrees(b"{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null}\n"));
+        assert!(check_agrees(base.split_inclusive(|&c| c == b'\n').next().unwrap()));
+        assert!(check_agrees(
+            b"{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null}\n"
+        ));
         // One line changed at several places: the first line, segment ends, the last line.
         let line_starts: Vec<usize> = std::iter::once(0)
             .chain(memchr::memchr_iter(b'\n', &base).map(|i| i + 1))
@@ -2749,7 +2763,8 @@ mod tests {
             near(base.len() / 2),
             *line_starts.last().unwrap(),
         ];
-        let edits: [(&str, &dyn Fn(&[u8]) -> Vec<u8>); 8] = [
+        type Edit<'a> = (&'a str, &'a dyn Fn(&[u8]) -> Vec<u8>);
+        let edits: [Edit; 8] = [
             ("blank line before", &|l| [b"\n", l].concat()),
             ("CRLF", &|l| [&l[..l.len() - 1], b"\r\n"].concat()),
             ("BOM", &|l| [b"\xEF\xBB\xBF", l].concat()),
@@ -2807,7 +2822,13 @@ mod tests {
             let pad = (SEGMENT_BYTES as i64 + shift) as usize - first.len() - long(0).len();
             let long = long(pad);
             assert_eq!((first.len() + long.len()) as i64, SEGMENT_BYTES as i64 + shift);
-            let input = [first, long.clone().into_bytes(), canonical_rows(3000), long.into_bytes()].concat();
+            let input = [
+                first,
+                long.clone().into_bytes(),
+                canonical_rows(3000),
+                long.into_bytes(),
+            ]
+            .concat();
             assert!(check_agrees(&input), "shift {shift}");
         }
     }

@@ -1282,37 +1282,38 @@ impl Table {
         let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
         let path = self.root.join(&name);
         let created = self.dir.create_new_rw(&name, 0o644)?;
-        let result = hold_data_file(&self.dir, &name, &created).and_then(|()| {
-            // This thread copies (the kernel writes the copy's pages) and starts the disk
-            // writing each step, while the other threads check the steps already copied.
-            let written = rows::Written::default();
-            let mut copy = Ok(0);
-            let checked = rows::check_canonical_while(schema, &created, &path, &written, || {
-                let mut started = 0;
-                copy = crate::staging::copy_to_end(input, start, &created, COPY_STEP, &mut |n| {
-                    written.advance(n);
-                    if n >= started + COPY_STEP as u64 {
-                        crate::staging::start_writeback(&created, started, n - started);
-                        started = n;
+        let result = hold_data_file(&self.dir, &name, &created)
+            .and_then(|()| {
+                // This thread copies (the kernel writes the copy's pages) and starts the disk
+                // writing each step, while the other threads check the steps already copied.
+                let written = rows::Written::default();
+                let mut copy = Ok(0);
+                let checked = rows::check_canonical_while(schema, &created, &path, &written, || {
+                    let mut started = 0;
+                    copy = crate::staging::copy_to_end(input, start, &created, COPY_STEP, &mut |n| {
+                        written.advance(n);
+                        if n >= started + COPY_STEP as u64 {
+                            crate::staging::start_writeback(&created, started, n - started);
+                            started = n;
+                        }
+                    })
+                    .map_err(|e| Error::io("copy", source, io_context(e, &path)))
+                    .and_then(|len| {
+                        if len > started {
+                            crate::staging::start_writeback(&created, started, len - started);
+                        }
+                        unchanged().map(|()| len)
+                    });
+                    match copy {
+                        Ok(len) => written.finish(len),
+                        Err(_) => written.stop(),
                     }
-                })
-                .map_err(|e| Error::io("copy", source, io_context(e, &path)))
-                .and_then(|len| {
-                    if len > started {
-                        crate::staging::start_writeback(&created, started, len - started);
-                    }
-                    unchanged().map(|()| len)
                 });
-                match copy {
-                    Ok(len) => written.finish(len),
-                    Err(_) => written.stop(),
-                }
-            });
-            let len = copy?;
-            let stats = checked?;
-            Ok((len > 0).then(|| stats.filter(|st| st.num_records > 0)))
-        })
-        .and_then(|checked| failpoint::hit("data-written").map(|()| checked));
+                let len = copy?;
+                let stats = checked?;
+                Ok((len > 0).then(|| stats.filter(|st| st.num_records > 0)))
+            })
+            .and_then(|checked| failpoint::hit("data-written").map(|()| checked));
         match result {
             Ok(Some(Some(stats))) => Ok(Copied::Rows(Self::new_add(name, schema, &stats), created)),
             other => {

@@ -614,7 +614,14 @@ fn a_mount_right_after_an_unmount_waits_for_the_exiting_daemon() {
 /// rows, statistics), stdin redirected from the file too, and no data file is left behind.
 #[test]
 fn append_file_commits_what_a_pipe_of_the_same_bytes_commits() {
-    let row = |i: usize| format!("{{\"id\":{i},\"region\":\"r{}\",\"year\":{},\"amount\":{}.5}}\n", i % 7, 2000 + i % 30, i % 100);
+    let row = |i: usize| {
+        format!(
+            "{{\"id\":{i},\"region\":\"r{}\",\"year\":{},\"amount\":{}.5}}\n",
+            i % 7,
+            2000 + i % 30,
+            i % 100
+        )
+    };
     let canonical: String = (0..40_000).map(row).collect();
     assert!(canonical.len() > 2 << 20, "several segments of the copy check");
     let bad_in_the_middle = canonical.replacen("{\"id\":20000,", "{\"id\":\"20000\",", 1);
@@ -623,7 +630,10 @@ fn append_file_commits_what_a_pipe_of_the_same_bytes_commits() {
         ("one canonical row", row(1).into_bytes()),
         ("no newline at the end", canonical.trim_end().as_bytes().to_vec()),
         ("CRLF", canonical.replace('\n', "\r\n").into_bytes()),
-        ("another spelling of the first row", canonical.replacen(".5}", ".50}", 1).into_bytes()),
+        (
+            "another spelling of the first row",
+            canonical.replacen(".5}", ".50}", 1).into_bytes(),
+        ),
         ("a blank line at the end", format!("{canonical}\n").into_bytes()),
         ("a bad row in the middle", bad_in_the_middle.into_bytes()),
         ("empty", Vec::new()),
@@ -634,7 +644,11 @@ fn append_file_commits_what_a_pipe_of_the_same_bytes_commits() {
         fs::read_to_string(log)
             .unwrap_or_default()
             .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["add"].as_object().cloned())
+            .filter_map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["add"]
+                    .as_object()
+                    .cloned()
+            })
             .map(|mut a| {
                 a.remove("path");
                 a.remove("modificationTime");
@@ -668,7 +682,11 @@ fn append_file_commits_what_a_pipe_of_the_same_bytes_commits() {
         let rerr: Vec<String> = rerr.iter().map(|l| l.replace("<stdin>", "in.jsonl")).collect();
         for (how, t, (c, o, e)) in [
             ("--file", &from_file, from_file.append("in.jsonl", &[])),
-            ("< file", &redirected, (rcode, rout.replace("<stdin>", "in.jsonl"), rerr)),
+            (
+                "< file",
+                &redirected,
+                (rcode, rout.replace("<stdin>", "in.jsonl"), rerr),
+            ),
         ] {
             assert_eq!((c, &o, &e), (code, &out, &err), "{what}, {how}");
             assert_eq!(t.read(), piped.read(), "{what}, {how}");
@@ -682,11 +700,18 @@ fn append_file_commits_what_a_pipe_of_the_same_bytes_commits() {
                 .map(|e| e.unwrap().path())
                 .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("part-"))
                 .unwrap();
-            assert_eq!(fs::read(part).unwrap(), *bytes, "the data file is the input, byte for byte");
+            assert_eq!(
+                fs::read(part).unwrap(),
+                *bytes,
+                "the data file is the input, byte for byte"
+            );
         }
         if *what == "a bad row in the middle" {
             assert_eq!(code, 5);
-            assert_eq!(err, ["tinydelta: in.jsonl: line 20001, column \"id\": expected int, found string"]);
+            assert_eq!(
+                err,
+                ["tinydelta: in.jsonl: line 20001, column \"id\": expected int, found string"]
+            );
         }
     }
 }
