@@ -741,6 +741,36 @@ impl Input {
         }
     }
 
+    /// The input as an open regular file and the offset its rows start at, for a copy by the
+    /// kernel ([`crate::Table::append_file`]): a `--file` naming a non-empty regular file, or
+    /// stdin redirected from one; `None` for anything else (a pipe, an empty or special file:
+    /// read it with [`Input::reader`]). Records the file's fingerprint as the first pass does, so
+    /// [`Input::unchanged`] and every later pass compare the file with it.
+    /// Errors: [`Error::Io`] (also when the file changed since an earlier pass).
+    pub fn regular_file(&mut self) -> Result<Option<(File, u64)>> {
+        let (f, at) = match &self.src {
+            Src::Path(p) => (File::open(p).ctx("open", p)?, 0),
+            Src::StdinFile(f, at) => (f.try_clone().ctx("dup", "<stdin>")?, *at),
+            Src::StdinSpool(..) | Src::StdinRing(_) => return Ok(None),
+        };
+        let m = f.metadata().ctx("stat", &self.name)?;
+        if !m.file_type().is_file() || m.len() <= at {
+            return Ok(None);
+        }
+        first_pass(&mut self.first, &self.name, &f)?;
+        Ok(Some((f, at)))
+    }
+
+    /// Whether `f`, the file [`Input::regular_file`] returned, is still as that first pass found
+    /// it (identity, size and times). Errors: [`Error::Io`] saying the input changed.
+    pub fn unchanged(&self, f: &File) -> Result<()> {
+        let now = fingerprint(f).ctx("stat", &self.name)?;
+        if self.first.is_some_and(|first| first != now) {
+            return Err(Error::io("read", &self.name, changed(&self.name)));
+        }
+        Ok(())
+    }
+
     /// A reader over the whole input from its start: the first pass. On a pipe this reads
     /// stdin (keeping what [`Input::again_from`] needs).
     pub fn reader(&mut self) -> Result<Box<dyn BufRead + '_>> {

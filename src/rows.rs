@@ -1587,6 +1587,253 @@ pub fn canonicalize<R: BufRead, W: Write>(
     })
 }
 
+/// [`check_canonical_file`]'s threads take the file in segments of this many bytes, the next
+/// one whenever they are done with one (a busy core takes fewer); a segment is the lines that
+/// start in its byte range.
+const SEGMENT_BYTES: u64 = 1 << 20;
+
+/// Bytes a thread of [`check_canonical_file`] reads at once: small enough to stay in the core's
+/// cache between the `pread` and the check (a buffer that large costs ~0.2 ns/byte to fill,
+/// issue 10), larger only for a longer line.
+const CHECK_READ_BYTES: usize = 256 << 10;
+
+/// Whether the first `len` bytes of `file` are already canonical rows, every line its own
+/// canonical form ending in `\n` (what [`canonicalize`] would write back byte for byte): then the
+/// statistics [`canonicalize`] would return for them (`bytes` = `len`); `None` from the first
+/// line that is not (blank, BOM, CR, no `\n` after the last row, another spelling of a valid
+/// row, an invalid or over-long line): the caller then runs [`canonicalize`], which
+/// canonicalises the rows or words the error with its line and column.
+///
+/// Every row is checked in full, by the same check as [`canonicalize`]'s (README "Input
+/// rules"). The file is read with `pread` by one thread per core, each taking the next
+/// [`SEGMENT_BYTES`] of it; memory is a [`CHECK_READ_BYTES`] buffer per thread (more for a longer
+/// line, at most the longest line allowed, [`max_line_bytes`]). Meant for a file nobody else
+/// writes (`tinydelta append --file` checks its own copy of the input, README "Benchmarks").
+///
+/// Errors: [`Error::Io`] naming `path` when a read fails or the file is shorter than `len`.
+pub fn check_canonical_file(
+    schema: &Schema,
+    file: &std::fs::File,
+    len: u64,
+    path: &std::path::Path,
+) -> Result<Option<FileStats>> {
+    let written = Written::default();
+    written.finish(len);
+    check_canonical_while(schema, file, path, &written, || {})
+}
+
+/// How much of a file being written (by another thread) is there to read: [`Written::advance`]
+/// as bytes are written from offset 0 on, [`Written::finish`] at its end, or [`Written::stop`].
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Bytes written, whether that is the whole file, whether the writer gave up.
+    state: std::sync::Mutex<(u64, bool, bool)>,
+    more: std::sync::Condvar,
+}
+
+/// What a reader of a [`Written`] file may read.
+enum Readable {
+    /// This many bytes from offset 0, and whether that is the whole file.
+    Upto(u64, bool),
+    /// The writer gave up: stop reading.
+    Stopped,
+}
+
+impl Written {
+    /// The first `n` bytes are written.
+    pub fn advance(&self, n: u64) {
+        self.set(|st| st.0 = st.0.max(n));
+    }
+
+    /// The file is complete: `len` bytes.
+    pub fn finish(&self, len: u64) {
+        self.set(|st| *st = (len, true, st.2));
+    }
+
+    /// The writer gave up: readers stop (their result is discarded).
+    pub fn stop(&self) {
+        self.set(|st| st.2 = true);
+    }
+
+    /// [`Written::stop`] unless the file is complete (a writer that returned, or panicked,
+    /// without saying how it ended).
+    fn stop_unless_finished(&self) {
+        self.set(|st| st.2 |= !st.1);
+    }
+
+    fn set(&self, f: impl FnOnce(&mut (u64, bool, bool))) {
+        let mut st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut st);
+        self.more.notify_all();
+    }
+
+    /// Wait until at least `n` bytes are written, or the file is complete, or the writer gave up.
+    fn wait(&self, n: u64) -> Readable {
+        let mut st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        loop {
+            match *st {
+                (_, _, true) => return Readable::Stopped,
+                (w, done, false) if w >= n || done => return Readable::Upto(w, done),
+                _ => {
+                    st = self.more.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+            }
+        }
+    }
+}
+
+/// [`check_canonical_file`] of a file another thread is still writing, so the check keeps up
+/// with the writing (`tinydelta append --file` checks its copy while the kernel makes it, issue
+/// 10): `write` runs on this thread once the other checking threads are started (it writes
+/// `file` and reports through `written`; it must end with [`Written::finish`] or
+/// [`Written::stop`]), then this thread checks too. Threads only read what `written` says is
+/// there. After [`Written::stop`] the result is meaningless (`None` or an error).
+///
+/// Errors: as [`check_canonical_file`].
+pub fn check_canonical_while(
+    schema: &Schema,
+    file: &std::fs::File,
+    path: &std::path::Path,
+    written: &Written,
+    write: impl FnOnce(),
+) -> Result<Option<FileStats>> {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let next = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let work = || -> Result<Option<FileStats>> {
+        let mut c = Canonicalizer::new(schema);
+        let mut buf = Vec::new();
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            let a = next.fetch_add(1, Ordering::Relaxed).saturating_mul(SEGMENT_BYTES);
+            let b = match written.wait(a.saturating_add(SEGMENT_BYTES)) {
+                Readable::Stopped => return Ok(None),
+                Readable::Upto(len, true) if a >= len => break,
+                Readable::Upto(len, _) => len.min(a + SEGMENT_BYTES),
+            };
+            let r = check_segment(&mut c, file, written, a..b, &mut buf);
+            if !matches!(r, Ok(true)) {
+                stop.store(true, Ordering::Relaxed);
+            }
+            match r {
+                Ok(true) => {}
+                Ok(false) => return Ok(None),
+                Err(e) => return Err(Error::io("read", path, e)),
+            }
+        }
+        c.fold_fast();
+        Ok(Some(c.stats))
+    };
+    let results: Vec<Result<Option<FileStats>>> = std::thread::scope(|s| {
+        let helpers: Vec<_> = (1..cores().min(8))
+            .filter_map(|_| std::thread::Builder::new().spawn_scoped(s, work).ok())
+            .collect();
+        /// Readers never wait for a writer that is gone.
+        struct Ended<'a>(&'a Written);
+        impl Drop for Ended<'_> {
+            fn drop(&mut self) {
+                self.0.stop_unless_finished();
+            }
+        }
+        let ended = Ended(written);
+        write();
+        drop(ended);
+        let mut all = vec![work()];
+        // A helper that panicked checked nothing for sure: the caller takes the general path.
+        all.extend(helpers.into_iter().map(|h| h.join().unwrap_or(Ok(None))));
+        all
+    });
+    let mut total = FileStats {
+        columns: vec![ColumnStats::default(); schema.columns.len()],
+        ..FileStats::default()
+    };
+    let mut canonical = true;
+    for r in results {
+        match r? {
+            Some(st) => total.merge(&st),
+            None => canonical = false,
+        }
+    }
+    total.bytes = match written.wait(u64::MAX) {
+        Readable::Upto(len, true) => len,
+        _ => return Ok(None),
+    };
+    Ok(canonical.then_some(total))
+}
+
+/// [`check_canonical_while`] for the lines of `file` that start in `range` (which `written`
+/// says is there), counted in `c`: `false` at the first that is not canonical, longer than
+/// [`max_line_bytes`] or not ended by `\n`. `buf` is the thread's read buffer.
+fn check_segment(
+    c: &mut Canonicalizer,
+    file: &std::fs::File,
+    written: &Written,
+    range: std::ops::Range<u64>,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    let max = max_line_bytes();
+    if buf.len() < CHECK_READ_BYTES {
+        buf.resize(CHECK_READ_BYTES, 0);
+    }
+    let mut pos = range.start;
+    if pos > 0 {
+        // The first line starting in the range follows the first `\n` at or after its start - 1.
+        pos -= 1;
+        loop {
+            if pos >= range.end {
+                return Ok(true);
+            }
+            let n = usize::try_from(range.end - pos).unwrap_or(usize::MAX).min(buf.len());
+            file.read_exact_at(&mut buf[..n], pos)?;
+            if let Some(i) = memchr::memchr(b'\n', &buf[..n]) {
+                pos += i as u64 + 1;
+                break;
+            }
+            pos += n as u64;
+        }
+    }
+    let mut need = pos + 1;
+    while pos < range.end {
+        let (there, complete) = match written.wait(need) {
+            Readable::Upto(n, complete) => (n, complete),
+            Readable::Stopped => return Ok(false),
+        };
+        let n = usize::try_from(there.saturating_sub(pos))
+            .unwrap_or(usize::MAX)
+            .min(buf.len());
+        file.read_exact_at(&mut buf[..n], pos)?;
+        let Some(last) = memchr::memrchr(b'\n', &buf[..n]) else {
+            if n < buf.len() && !complete {
+                // The line goes on in bytes not written yet.
+                need = pos + n as u64 + 1;
+                continue;
+            }
+            // No line end: the last line has no `\n`, or the line is longer than the buffer.
+            if n < buf.len() || buf.len() > max {
+                return Ok(false);
+            }
+            let grown = buf.len().saturating_mul(2).min(max.saturating_add(1));
+            buf.resize(grown, 0);
+            continue;
+        };
+        let mut rest = &buf[..=last];
+        while !rest.is_empty() && pos < range.end {
+            match c.canonical_row(rest, true) {
+                Some(end) if end <= max => {
+                    rest = &rest[end + 1..];
+                    pos += end as u64 + 1;
+                }
+                _ => return Ok(false),
+            }
+        }
+        need = pos + 1;
+    }
+    Ok(true)
+}
+
 enum Either {
     Line(LineError),
     Other(Error),
@@ -2355,6 +2602,235 @@ mod tests {
         let (out, st) = run(b"\n\r\n").unwrap();
         assert_eq!(out, "");
         assert_eq!(st.num_records, 0);
+    }
+
+    /// [`check_canonical_file`] of `input` against [`canonicalize`] of the same bytes: when the
+    /// check says the rows are canonical, canonicalize must write them back unchanged with the
+    /// same statistics; when canonicalize writes them back unchanged, the check must say so.
+    /// Returns whether the check took the rows.
+    fn check_agrees(input: &[u8]) -> bool {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(input).unwrap();
+        let s = schema();
+        let checked = check_canonical_file(&s, &f, input.len() as u64, std::path::Path::new("copy")).unwrap();
+        let general = run(input);
+        match (&checked, &general) {
+            (Some(st), Ok((out, st2))) => {
+                assert!(
+                    out.as_bytes() == input,
+                    "checked as canonical, but canonicalize rewrites it"
+                );
+                assert_eq!(st.to_stats_json(&s), st2.to_stats_json(&s));
+                assert_eq!((st.num_records, st.bytes), (st2.num_records, st2.bytes));
+            }
+            (Some(_), Err(e)) => panic!("checked as canonical, but canonicalize refuses it: {e}"),
+            (None, Ok((out, _))) => {
+                assert!(out.as_bytes() != input, "canonical rows the check did not take")
+            }
+            (None, Err(_)) => {}
+        }
+        checked.is_some()
+    }
+
+    /// [`check_canonical_while`] checks a file while another thread writes it, in steps that
+    /// cut lines and segments anywhere: the same result as the check of the finished file, and
+    /// a writer that stops (or never says how it ended) never leaves a reader waiting.
+    #[test]
+    fn the_copy_check_keeps_up_with_the_writer() {
+        use std::os::unix::fs::FileExt;
+        let s = schema();
+        let base = canonical_rows(30_000);
+        for (input, canonical) in [
+            (base.clone(), true),
+            (base[..base.len() - 1].to_vec(), false),
+            (
+                [&base[..base.len() / 2], b"\n", &base[base.len() / 2..]].concat(),
+                false,
+            ),
+        ] {
+            for step in [4099usize, 65_537, 1 << 20, 3 << 20] {
+                let f = tempfile::tempfile().unwrap();
+                let written = Written::default();
+                let got = check_canonical_while(&s, &f, std::path::Path::new("copy"), &written, || {
+                    for (i, piece) in input.chunks(step).enumerate() {
+                        f.write_all_at(piece, (i * step) as u64).unwrap();
+                        written.advance(((i * step) + piece.len()) as u64);
+                        // A slow writer: the checking thread catches up and waits in the
+                        // middle of a line.
+                        std::thread::sleep(std::time::Duration::from_micros(300));
+                    }
+                    written.finish(input.len() as u64);
+                })
+                .unwrap();
+                let whole = check_canonical_file(&s, &f, input.len() as u64, std::path::Path::new("copy")).unwrap();
+                assert_eq!(got.is_some(), canonical, "step {step}");
+                assert_eq!(
+                    got.map(|st| (st.to_stats_json(&s), st.num_records, st.bytes)),
+                    whole.map(|st| (st.to_stats_json(&s), st.num_records, st.bytes)),
+                    "step {step}"
+                );
+            }
+        }
+        // A reader that reaches the written end in the middle of the line that crosses its
+        // segment's end waits for the rest of the line (the writer finishes while it waits).
+        let f = tempfile::tempfile().unwrap();
+        f.write_all_at(&base, 0).unwrap();
+        let mut at = SEGMENT_BYTES as usize + 5;
+        while base[at - 1] == b'\n' || base[at] == b'\n' {
+            at += 1;
+        }
+        let starts = 1 + memchr::memchr_iter(b'\n', &base[..SEGMENT_BYTES as usize - 1]).count() as u64;
+        let written = Written::default();
+        written.advance(at as u64);
+        std::thread::scope(|sc| {
+            let reader = sc.spawn(|| {
+                let mut c = Canonicalizer::new(&s);
+                let ok = check_segment(&mut c, &f, &written, 0..SEGMENT_BYTES, &mut Vec::new()).unwrap();
+                (ok, c.stats.num_records)
+            });
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            written.finish(base.len() as u64);
+            assert_eq!(reader.join().unwrap(), (true, starts));
+        });
+        // A writer that stops half-way, or returns without a word.
+        let f = tempfile::tempfile().unwrap();
+        f.write_all_at(&base[..base.len() / 2], 0).unwrap();
+        let written = Written::default();
+        let got = check_canonical_while(&s, &f, std::path::Path::new("copy"), &written, || {
+            written.advance(base.len() as u64 / 2);
+            written.stop();
+        });
+        assert!(matches!(got, Ok(None)));
+        let written = Written::default();
+        let got = check_canonical_while(&s, &f, std::path::Path::new("copy"), &written, || {
+            written.advance(base.len() as u64 / 2)
+        });
+        assert!(matches!(got, Ok(None)));
+    }
+
+    /// Canonical rows of the test schema, `n` of them, each different (ints, floats, strings
+    /// long and short and non-ASCII, nulls, dates, timestamps).
+    fn canonical_rows(n: usize) -> Vec<u8> {
+        let mut input = Vec::new();
+        for i in 0..n {
+            let x = if i % 7 == 0 {
+                "null".to_string()
+            } else {
+                format!("{}.5", i % 1000)
+            };
+            let s = match i % 4 {
+                0 => "null".to_string(),
+                1 => format!("\"s{i}\""),
+                2 => format!("\"a longer string value é€ number {i}, past thirty-two bytes\""),
+                _ => "\"\"".to_string(),
+            };
+            let d = format!("\"20{:02}-{:02}-{:02}\"", i % 30, 1 + i % 12, 1 + i % 28);
+            let t = format!("\"2013-01-{:02}T10:{:02}:00Z\"", 1 + i % 28, i % 60);
+            let b = ["true", "false", "null"][i % 3];
+            writeln!(
+                input,
+                "{{\"id\":{},\"x\":{x},\"s\":{s},\"b\":{b},\"d\":{d},\"t\":{t}}}",
+                i as i64 - 500
+            )
+            .unwrap();
+        }
+        input
+    }
+
+    /// The copy check of `tinydelta append --file` (README "Benchmarks") takes exactly the files
+    /// canonicalize writes back unchanged, with the same statistics, over several segments and
+    /// threads: every other input (blank line, CR, BOM, no last newline, another spelling, an
+    /// invalid row) anywhere in the file is left to canonicalize.
+    #[test]
+    fn the_copy_check_takes_exactly_the_canonical_files() {
+        let base = canonical_rows(40_000);
+        assert!(base.len() as u64 > 3 * SEGMENT_BYTES, "several segments");
+        assert!(check_agrees(&base));
+        assert!(check_agrees(base.split_inclusive(|&c| c == b'\n').next().unwrap()));
+        assert!(check_agrees(
+            b"{\"id\":1,\"x\":null,\"s\":null,\"b\":null,\"d\":null,\"t\":null}\n"
+        ));
+        // One line changed at several places: the first line, segment ends, the last line.
+        let line_starts: Vec<usize> = std::iter::once(0)
+            .chain(memchr::memchr_iter(b'\n', &base).map(|i| i + 1))
+            .filter(|&i| i < base.len())
+            .collect();
+        let near = |at: usize| line_starts[line_starts.partition_point(|&s| s < at).min(line_starts.len() - 1)];
+        let places = [
+            0,
+            near(SEGMENT_BYTES as usize),
+            near(2 * SEGMENT_BYTES as usize),
+            near(base.len() / 2),
+            *line_starts.last().unwrap(),
+        ];
+        type Edit<'a> = (&'a str, &'a dyn Fn(&[u8]) -> Vec<u8>);
+        let edits: [Edit; 8] = [
+            ("blank line before", &|l| [b"\n", l].concat()),
+            ("CRLF", &|l| [&l[..l.len() - 1], b"\r\n"].concat()),
+            ("BOM", &|l| [b"\xEF\xBB\xBF", l].concat()),
+            ("space after a key", &|l| {
+                let s = String::from_utf8(l.to_vec()).unwrap();
+                s.replacen("\"id\":", "\"id\": ", 1).into_bytes()
+            }),
+            ("float written 1.50", &|l| {
+                let s = String::from_utf8(l.to_vec()).unwrap();
+                match s.contains(".5,") {
+                    true => s.replacen(".5,", ".50,", 1),
+                    false => s.replacen("\"x\":null", "\"x\":1.50", 1),
+                }
+                .into_bytes()
+            }),
+            ("null in a NOT NULL column", &|l| {
+                let s = String::from_utf8(l.to_vec()).unwrap();
+                let end = s.find(",\"x\"").unwrap();
+                format!("{{\"id\":null{}", &s[end..]).into_bytes()
+            }),
+            ("invalid UTF-8 in a string", &|l| {
+                let mut v = l.to_vec();
+                let at = v.windows(5).position(|w| w == b"\"t\":\"").unwrap() + 5;
+                v[at] = 0xFF;
+                v
+            }),
+            ("escape in a string", &|l| {
+                let s = String::from_utf8(l.to_vec()).unwrap();
+                s.replacen("T10:", "T1\\u0030:", 1).into_bytes()
+            }),
+        ];
+        for &at in &places {
+            let end = at + memchr::memchr(b'\n', &base[at..]).unwrap() + 1;
+            for (what, edit) in &edits {
+                let edited = edit(&base[at..end]);
+                assert_ne!(&edited[..], &base[at..end], "{what}");
+                let input = [&base[..at], &edited[..], &base[end..]].concat();
+                assert!(!check_agrees(&input), "{what} at byte {at} was taken as canonical");
+            }
+        }
+        // No newline after the last row.
+        assert!(!check_agrees(&base[..base.len() - 1]));
+        // A line end just before, at and after each segment boundary, and a line longer than a
+        // read of the check (its buffer grows).
+        for shift in [-2i64, -1, 0, 1, 2] {
+            let first = canonical_rows(1);
+            let long = |pad: usize| {
+                format!(
+                    "{{\"id\":7,\"x\":null,\"s\":\"{}\",\"b\":null,\"d\":null,\"t\":null}}\n",
+                    "y".repeat(pad)
+                )
+            };
+            // The long line's `\n` at SEGMENT_BYTES + shift - 1: the next line starts at
+            // SEGMENT_BYTES + shift.
+            let pad = (SEGMENT_BYTES as i64 + shift) as usize - first.len() - long(0).len();
+            let long = long(pad);
+            assert_eq!((first.len() + long.len()) as i64, SEGMENT_BYTES as i64 + shift);
+            let input = [
+                first,
+                long.clone().into_bytes(),
+                canonical_rows(3000),
+                long.into_bytes(),
+            ]
+            .concat();
+            assert!(check_agrees(&input), "shift {shift}");
+        }
     }
 }
 

@@ -759,6 +759,45 @@ pub fn copy_range(from: &File, to: &File, len: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// Copy `from`, from byte `start` to its end, to the start of `to` in the kernel
+/// (`copy_file_range`, as `cp` does; reads and writes where the file system or kernel has no such
+/// copy), until a read finds the end, at most `step` bytes at a time (> 0): `copied(n)` after
+/// each step, `n` the bytes copied so far. Returns the bytes copied (if `from` grows meanwhile,
+/// what it had when the copy reached its end: the caller checks the copy, not `from`).
+pub fn copy_to_end(from: &File, start: u64, to: &File, step: usize, copied: &mut dyn FnMut(u64)) -> io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let (mut off_in, mut off_out) = (start, 0u64);
+    let step = step.max(1);
+    loop {
+        match rustix::fs::copy_file_range(from, Some(&mut off_in), to, Some(&mut off_out), step) {
+            Ok(0) => return Ok(off_out),
+            Ok(_) => copied(off_out),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(
+                rustix::io::Errno::XDEV
+                | rustix::io::Errno::NOSYS
+                | rustix::io::Errno::OPNOTSUPP
+                | rustix::io::Errno::INVAL,
+            ) => {
+                let mut buf = vec![0u8; step.min(1 << 20)];
+                loop {
+                    let n = match from.read_at(&mut buf, off_in) {
+                        Ok(0) => return Ok(off_out),
+                        Ok(n) => n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(e),
+                    };
+                    to.write_all_at(&buf[..n], off_out)?;
+                    off_in += n as u64;
+                    off_out += n as u64;
+                    copied(off_out);
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// Start writing bytes `offset..offset + len` of `file` back to the disk without waiting for
 /// it (`sync_file_range(2)` with `SYNC_FILE_RANGE_WRITE`), so that the fsync of its commit only
 /// waits for what was written last (issue 10). A hint: it makes nothing durable and its errors

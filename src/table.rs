@@ -1268,6 +1268,102 @@ impl Table {
             .map(Some)
     }
 
+    /// [`Table::append`] for the rows of a regular file `input` (from byte `start` to its end)
+    /// when every line is its own canonical row already (README "Benchmarks"): the file is
+    /// copied into the new `part-<uuid>.jsonl` by the kernel (`copy_file_range`, as `cp` does),
+    /// and the copy, which nobody else writes, is what is checked ([`rows::check_canonical_file`],
+    /// every row in full, as [`Table::append`] checks it) and committed, so bytes that change in
+    /// `input` after the check cannot reach the table. The disk starts writing the copy while it
+    /// is checked; it is fsynced with the commit ([`commit::publish_after`]).
+    /// `unchanged` is called once the copy reached the end of `input`: an error from it fails
+    /// the append (the caller's check that the input was not written meanwhile).
+    ///
+    /// Returns [`FileAppend::NotCanonical`] (nothing committed, no file left) when a line is not
+    /// its own canonical row, valid or not: the caller then appends with [`Table::append`],
+    /// which canonicalises the rows or words the error.
+    ///
+    /// Errors: as [`Table::append`] (never [`Error::BadInput`]); [`Error::Io`] when the copy
+    /// fails; those of `unchanged`.
+    pub fn append_file(
+        &self,
+        source: &str,
+        input: &File,
+        start: u64,
+        unchanged: impl FnOnce() -> Result<()>,
+        opts: &WriteOptions,
+    ) -> Result<FileAppend> {
+        let read_version = self.latest_version()?;
+        let snap = self.snapshot(read_version)?;
+        self.check_writable_as(&snap, "append")?;
+        let (add, file) = match self.copy_data_file(&snap.schema, source, input, start, unchanged)? {
+            Copied::Rows(add, file) => (add, file),
+            Copied::NoRows => return Ok(FileAppend::Done(None)),
+            Copied::NotCanonical => return Ok(FileAppend::NotCanonical),
+        };
+        let path = self.root.join(&add.path);
+        still_linked(&file, &path)?;
+        self.commit_append_after(&snap, read_version, add, opts, &[(&file, &path)])
+            .map(|v| FileAppend::Done(Some(v)))
+    }
+
+    /// [`Table::create_data_file`] for [`Table::append_file`]: copy `input` from `start` into a
+    /// new `part-<uuid>.jsonl` and check the copy. The file is returned open, held
+    /// ([`hold_data_file`]) and not yet fsynced; on any other outcome it is removed.
+    fn copy_data_file(
+        &self,
+        schema: &Schema,
+        source: &str,
+        input: &File,
+        start: u64,
+        unchanged: impl FnOnce() -> Result<()>,
+    ) -> Result<Copied> {
+        let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
+        let path = self.root.join(&name);
+        let created = self.dir.create_new_rw(&name, 0o644)?;
+        let result = hold_data_file(&self.dir, &name, &created)
+            .and_then(|()| {
+                // This thread copies (the kernel writes the copy's pages) and starts the disk
+                // writing each step, while the other threads check the steps already copied.
+                let written = rows::Written::default();
+                let mut copy = Ok(0);
+                let checked = rows::check_canonical_while(schema, &created, &path, &written, || {
+                    let mut started = 0;
+                    copy = crate::staging::copy_to_end(input, start, &created, COPY_STEP, &mut |n| {
+                        written.advance(n);
+                        if n >= started + COPY_STEP as u64 {
+                            crate::staging::start_writeback(&created, started, n - started);
+                            started = n;
+                        }
+                    })
+                    .map_err(|e| Error::io("copy", source, io_context(e, &path)))
+                    .and_then(|len| {
+                        if len > started {
+                            crate::staging::start_writeback(&created, started, len - started);
+                        }
+                        unchanged().map(|()| len)
+                    });
+                    match copy {
+                        Ok(len) => written.finish(len),
+                        Err(_) => written.stop(),
+                    }
+                });
+                let len = copy?;
+                let stats = checked?;
+                Ok((len > 0).then(|| stats.filter(|st| st.num_records > 0)))
+            })
+            .and_then(|checked| failpoint::hit("data-written").map(|()| checked));
+        match result {
+            Ok(Some(Some(stats))) => Ok(Copied::Rows(Self::new_add(name, schema, &stats), created)),
+            other => {
+                let _ = self.dir.try_unlink(&name);
+                other.map(|c| match c {
+                    None => Copied::NoRows,
+                    Some(_) => Copied::NotCanonical,
+                })
+            }
+        }
+    }
+
     /// Append rows the caller already validated and canonicalised against `schema` (the mount's
     /// `incoming/` canonicalises while a file is written, so its close only finishes the tail):
     /// `place(path)` must create the fsynced canonical bytes at `path` (a new
@@ -1954,6 +2050,36 @@ pub fn rfc3339_ms(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
         .unwrap_or_else(|| ms.to_string())
+}
+
+/// Bytes [`Table::append_file`] copies at a time: the check of a step starts once it is copied,
+/// and the disk starts writing it ([`crate::staging::start_writeback`]).
+const COPY_STEP: usize = 1 << 20;
+
+/// What [`Table::append_file`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileAppend {
+    /// Committed as this version, or nothing committed because the input has no rows (`None`).
+    Done(Option<u64>),
+    /// A line of the input is not its own canonical row (valid or not): nothing was committed
+    /// and no file is left; append with [`Table::append`], which canonicalises the rows or words
+    /// the error.
+    NotCanonical,
+}
+
+/// What [`Table::copy_data_file`] made of its input.
+enum Copied {
+    /// The held, not yet fsynced copy and its `add`.
+    Rows(Add, File),
+    /// The input is empty (no file left).
+    NoRows,
+    /// See [`FileAppend::NotCanonical`] (no file left).
+    NotCanonical,
+}
+
+/// `e`, a failed copy from the input, saying which file it was copied to.
+fn io_context(e: std::io::Error, to: &Path) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("{e} (copying to {})", to.display()))
 }
 
 /// Take a shared `flock` on `file`, a data file just created (or placed) as `name` beneath `dir`,

@@ -607,3 +607,111 @@ fn a_mount_right_after_an_unmount_waits_for_the_exiting_daemon() {
     assert!(out.status.success());
     assert!(mount::wait_for(20, || !mount::alive(pid)));
 }
+
+/// `append --file` of a regular file copies it and checks the copy when its rows are canonical
+/// already (README "Benchmarks"), and otherwise reads it as before: either way the outcome is
+/// the one of the same bytes through a pipe (exit code, messages with their line and column,
+/// rows, statistics), stdin redirected from the file too, and no data file is left behind.
+#[test]
+fn append_file_commits_what_a_pipe_of_the_same_bytes_commits() {
+    let row = |i: usize| {
+        format!(
+            "{{\"id\":{i},\"region\":\"r{}\",\"year\":{},\"amount\":{}.5}}\n",
+            i % 7,
+            2000 + i % 30,
+            i % 100
+        )
+    };
+    let canonical: String = (0..40_000).map(row).collect();
+    assert!(canonical.len() > 2 << 20, "several segments of the copy check");
+    let bad_in_the_middle = canonical.replacen("{\"id\":20000,", "{\"id\":\"20000\",", 1);
+    let inputs: Vec<(&str, Vec<u8>)> = vec![
+        ("canonical", canonical.clone().into_bytes()),
+        ("one canonical row", row(1).into_bytes()),
+        ("no newline at the end", canonical.trim_end().as_bytes().to_vec()),
+        ("CRLF", canonical.replace('\n', "\r\n").into_bytes()),
+        (
+            "another spelling of the first row",
+            canonical.replacen(".5}", ".50}", 1).into_bytes(),
+        ),
+        ("a blank line at the end", format!("{canonical}\n").into_bytes()),
+        ("a bad row in the middle", bad_in_the_middle.into_bytes()),
+        ("empty", Vec::new()),
+        ("blank lines only", b"\n\n".to_vec()),
+    ];
+    let adds = |t: &T| -> Vec<serde_json::Value> {
+        let log = t.path("t/_delta_log/00000000000000000001.json");
+        fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["add"]
+                    .as_object()
+                    .cloned()
+            })
+            .map(|mut a| {
+                a.remove("path");
+                a.remove("modificationTime");
+                serde_json::Value::Object(a)
+            })
+            .collect()
+    };
+    let parts = |t: &T| {
+        fs::read_dir(t.path("t"))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("part-"))
+            .count()
+    };
+    for (what, bytes) in &inputs {
+        let piped = T::new();
+        let (code, out, err) = split(piped.td_stdin(&["append", "t"], Some(bytes)));
+        let out = out.replace("<stdin>", "in.jsonl");
+        let err: Vec<String> = err.iter().map(|l| l.replace("<stdin>", "in.jsonl")).collect();
+        let from_file = T::new();
+        from_file.write("in.jsonl", bytes);
+        let redirected = T::new();
+        redirected.write("in.jsonl", bytes);
+        let stdin_file = fs::File::open(redirected.path("in.jsonl")).unwrap();
+        let out_redirected = Command::new(TD_BIN)
+            .args(["append", "t"])
+            .current_dir(redirected.dir.path())
+            .stdin(stdin_file)
+            .output()
+            .unwrap();
+        let (rcode, rout, rerr) = split(out_redirected);
+        let rerr: Vec<String> = rerr.iter().map(|l| l.replace("<stdin>", "in.jsonl")).collect();
+        for (how, t, (c, o, e)) in [
+            ("--file", &from_file, from_file.append("in.jsonl", &[])),
+            (
+                "< file",
+                &redirected,
+                (rcode, rout.replace("<stdin>", "in.jsonl"), rerr),
+            ),
+        ] {
+            assert_eq!((c, &o, &e), (code, &out, &err), "{what}, {how}");
+            assert_eq!(t.read(), piped.read(), "{what}, {how}");
+            assert_eq!(adds(t), adds(&piped), "{what}, {how}");
+            assert_eq!(parts(t), parts(&piped), "{what}, {how}: data files in the table");
+        }
+        if *what == "canonical" {
+            assert_eq!(code, 0, "{err:?}");
+            let part = fs::read_dir(from_file.path("t"))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("part-"))
+                .unwrap();
+            assert_eq!(
+                fs::read(part).unwrap(),
+                *bytes,
+                "the data file is the input, byte for byte"
+            );
+        }
+        if *what == "a bad row in the middle" {
+            assert_eq!(code, 5);
+            assert_eq!(
+                err,
+                ["tinydelta: in.jsonl: line 20001, column \"id\": expected int, found string"]
+            );
+        }
+    }
+}
