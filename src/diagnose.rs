@@ -637,11 +637,12 @@ enum Src {
     Path(PathBuf),
     /// Stdin on a regular file: a duplicate descriptor and the offset it started at.
     StdinFile(File, u64),
-    /// Stdin on a pipe, copied whole: the spool (or why there is none), and whether the first
-    /// pass started.
-    StdinSpool(std::result::Result<File, String>, bool),
-    /// Stdin on a pipe: the last bytes read.
-    StdinRing(Ring),
+    /// A stream (stdin on a pipe, or a `--file` naming a FIFO or a device: it is opened once,
+    /// as a second open of a FIFO waits for a writer that never comes), copied whole: the
+    /// stream, the spool (or why there is none), and whether the first pass started.
+    StdinSpool(File, std::result::Result<File, String>, bool),
+    /// A stream, as above: the stream and the last bytes read.
+    StdinRing(File, Ring),
 }
 
 /// The last bytes read from a pipe, in the blocks they were read in.
@@ -703,11 +704,18 @@ impl Input {
     pub fn open(file: Option<&Path>, keep_all: bool) -> Result<Input> {
         let src = match file {
             Some(p) => {
-                File::open(p).map_err(|e| match e.kind() {
+                let f = File::open(p).map_err(|e| match e.kind() {
                     io::ErrorKind::NotFound => Error::Usage(format!("input file {} not found", p.display())),
                     _ => Error::io("open", p, e),
                 })?;
-                Src::Path(p.to_path_buf())
+                let m = f.metadata().ctx("stat", p)?;
+                if m.is_file() || m.is_dir() {
+                    Src::Path(p.to_path_buf())
+                } else if keep_all {
+                    Src::StdinSpool(f, spool(), false)
+                } else {
+                    Src::StdinRing(f, Ring::new())
+                }
             }
             None => {
                 let fd = rustix::io::dup(rustix::stdio::stdin()).map_err(|e| Error::io("dup", "<stdin>", e.into()))?;
@@ -715,8 +723,8 @@ impl Input {
                 let regular = f.metadata().is_ok_and(|m| m.file_type().is_file());
                 match (regular, f.stream_position()) {
                     (true, Ok(at)) => Src::StdinFile(f, at),
-                    _ if keep_all => Src::StdinSpool(spool(), false),
-                    _ => Src::StdinRing(Ring::new()),
+                    _ if keep_all => Src::StdinSpool(f, spool(), false),
+                    _ => Src::StdinRing(f, Ring::new()),
                 }
             }
         };
@@ -737,7 +745,7 @@ impl Input {
         match &self.src {
             Src::Path(p) => std::fs::metadata(p).ok().map(|m| m.len()),
             Src::StdinFile(f, at) => f.metadata().ok().map(|m| m.len().saturating_sub(*at)),
-            Src::StdinSpool(..) | Src::StdinRing(_) => None,
+            Src::StdinSpool(..) | Src::StdinRing(..) => None,
         }
     }
 
@@ -751,7 +759,7 @@ impl Input {
         let (f, at) = match &self.src {
             Src::Path(p) => (File::open(p).ctx("open", p)?, 0),
             Src::StdinFile(f, at) => (f.try_clone().ctx("dup", "<stdin>")?, *at),
-            Src::StdinSpool(..) | Src::StdinRing(_) => return Ok(None),
+            Src::StdinSpool(..) | Src::StdinRing(..) => return Ok(None),
         };
         let m = f.metadata().ctx("stat", &self.name)?;
         if !m.file_type().is_file() || m.len() <= at {
@@ -826,25 +834,25 @@ impl Input {
                     }),
                 )
             }
-            Src::StdinSpool(spool, started) => {
+            Src::StdinSpool(stream, spool, started) => {
                 if !*started {
                     *started = true;
                     let tee = Tee {
-                        inner: io::stdin(),
+                        inner: &*stream,
                         keep: Keep::Spool(spool),
                     };
                     return Ok((1, Box::new(BufReader::with_capacity(BUF, tee))));
                 }
                 let f = spool.as_mut().map_err(|why| not_kept(why.clone()))?;
-                io::copy(&mut io::stdin(), f).ctx("copy stdin to a temporary file for", "<stdin>")?;
-                f.seek(SeekFrom::Start(0)).ctx("seek", "<stdin>")?;
+                io::copy(&mut &*stream, f).ctx("copy to a temporary file", &self.name)?;
+                f.seek(SeekFrom::Start(0)).ctx("seek", &self.name)?;
                 (1, Box::new(BufReader::with_capacity(BUF, &*f)))
             }
-            Src::StdinRing(ring) => {
+            Src::StdinRing(stream, ring) => {
                 if !ring.started {
                     ring.started = true;
                     let tee = Tee {
-                        inner: io::stdin(),
+                        inner: &*stream,
                         keep: Keep::Ring(ring),
                     };
                     return Ok((1, Box::new(BufReader::with_capacity(BUF, tee))));
@@ -855,7 +863,7 @@ impl Input {
                         ring.cap >> 20
                     ))
                 })?;
-                let rest = io::Cursor::new(kept).chain(io::stdin());
+                let rest = io::Cursor::new(kept).chain(&*stream);
                 (line, Box::new(BufReader::with_capacity(BUF, rest)))
             }
         })
@@ -883,9 +891,9 @@ enum Keep<'a> {
     Ring(&'a mut Ring),
 }
 
-/// Reads stdin, keeping a copy.
+/// Reads a stream (stdin on a pipe, a FIFO), keeping a copy.
 struct Tee<'a> {
-    inner: io::Stdin,
+    inner: &'a File,
     keep: Keep<'a>,
 }
 

@@ -715,3 +715,62 @@ fn append_file_commits_what_a_pipe_of_the_same_bytes_commits() {
         }
     }
 }
+
+/// `append --file FIFO` reads the FIFO once, as a pipe on stdin: valid rows commit, a bad line
+/// fails with its line (it used to hang, opening the FIFO again for the second pass, or to fail
+/// because a FIFO's times change as it is written), and `--rejects` keeps every bad line.
+#[test]
+fn append_file_from_a_fifo_reads_it_once_like_a_pipe() {
+    let cases: [(&str, &[&str], i32); 3] = [
+        ("{\"id\":1}\n{\"id\":2,\"region\":\"b\"}\n", &[], 0),
+        ("{\"id\":3}\n{\"id\":\"x\"}\n", &[], 5),
+        (
+            "{\"id\":4}\n{\"id\":\"x\"}\n{\"id\":\"y\"}\n",
+            &["--rejects", "rej.jsonl"],
+            0,
+        ),
+    ];
+    for (input, extra, want) in cases {
+        let t = T::new();
+        let piped = T::new();
+        let (pcode, pout, perr) = {
+            let mut args = vec!["append", "t"];
+            args.extend_from_slice(extra);
+            split(piped.td_stdin(&args, Some(input.as_bytes())))
+        };
+        let fifo = t.path("in.fifo");
+        let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+        assert!(made.success(), "mkfifo {}", fifo.display());
+        let bytes = input.as_bytes().to_vec();
+        let writer = std::thread::spawn(move || {
+            // Blocks until tinydelta opens the FIFO for reading.
+            fs::write(&fifo, bytes).expect("write to the FIFO");
+        });
+        let mut args = vec!["append", "t", "--file", "in.fifo"];
+        args.extend_from_slice(extra);
+        let mut child = Command::new(TD_BIN)
+            .args(&args)
+            .current_dir(t.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > std::time::Duration::from_secs(30) {
+                let _ = child.kill();
+                panic!("append --file FIFO ({input:?}) did not exit within 30 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let (code, out, err) = split(child.wait_with_output().unwrap());
+        writer.join().unwrap();
+        assert_eq!(code, want, "{input:?}: {err:?}");
+        let norm = |s: &str| s.replace("<stdin>", "in.fifo");
+        assert_eq!(code, pcode, "{input:?}");
+        assert_eq!(norm(&pout), out, "{input:?}");
+        assert_eq!(perr.iter().map(|l| norm(l)).collect::<Vec<_>>(), err, "{input:?}");
+        assert_eq!(t.read(), piped.read(), "{input:?}");
+    }
+}
