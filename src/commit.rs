@@ -413,7 +413,7 @@ fn commit_loop_with(
         });
     }
     let mut version = read_version + 1;
-    let mut prev_ts = table.commit_info(read_version)?.timestamp;
+    let mut prev_ts = table.commit_timestamp(read_version)?;
     for _ in 0..MAX_REBASES {
         let ts = next_timestamp(Some(prev_ts));
         let bytes = encode(&build(version, ts));

@@ -875,6 +875,16 @@ impl Table {
         }
     }
 
+    /// The (resolved) `commitInfo.timestamp` of `version`, ms since epoch: from the cached
+    /// newest snapshot when it is that version and its commit is unchanged (one `fstatat`),
+    /// else read as [`Table::commit_info`] does. Errors: as [`Table::commit_info`].
+    pub(crate) fn commit_timestamp(&self, version: u64) -> Result<i64> {
+        match self.tip_if(|v| v == version) {
+            Some(s) => Ok(s.timestamp),
+            None => Ok(self.commit_info(version)?.timestamp),
+        }
+    }
+
     /// The cached newest snapshot when `keep(its version)` and its commit file is still the
     /// one it was built from ([`CommitStamp`]).
     fn tip_if(&self, keep: impl Fn(u64) -> bool) -> Option<Arc<Snapshot>> {
