@@ -266,21 +266,19 @@ fn foreground(args: MountArgs) -> i32 {
         }
         e.code
     };
-    let (mut session, mountpoint) = match start(&args) {
+    let (session, mountpoint) = match start(&args) {
         Ok(s) => s,
         Err(e) => return report(e),
     };
     info!("mounted {:?} at {:?}", args.table, mountpoint);
-    let mut unmounter = session.unmount_callable();
     // The session's worker threads start before the mount reports ready: the first request of
     // a fresh mount waited 0.8 ms for them when they were started after (issue 10).
     let workers = session_threads(&args);
     let tasks_before = thread_count();
-    let runner = std::thread::Builder::new()
-        .name("session".into())
-        .spawn(move || session.run());
-    let runner = match runner {
-        Ok(r) => r,
+    // `spawn` moves the mount handle out of the session into `bg`, which is never dropped (see
+    // below).
+    let mut bg = match session.spawn() {
+        Ok(bg) => bg,
         Err(e) => return report(StartError::new(1, format!("cannot start the session thread: {e}"))),
     };
     wait_for_threads(tasks_before.map(|n| n + 1 + workers));
@@ -300,10 +298,8 @@ fn foreground(args: MountArgs) -> i32 {
                 continue;
             }
             info!("signal {sig}: unmounting {mp:?}");
-            // fuser's own unmount first (it then knows); if files are open, a lazy one.
-            if unmounter.unmount().is_ok() {
-                break;
-            }
+            // While this daemon serves the mount point, the mount there is this one; if files
+            // are open, a lazy unmount.
             match unmount(&mp) {
                 Ok(()) => break,
                 Err(e) => warn!("unmount of {mp:?} failed: {e}"),
@@ -313,7 +309,26 @@ fn foreground(args: MountArgs) -> i32 {
     if let Err(e) = spawned {
         warn!("no signal thread ({e}); use fusermount3 -u to unmount");
     }
-    let ended = runner
+    // The session ends when the kernel closes the connection: an unmount, this daemon's or
+    // anyone's. Its mount handle would then unmount the mount point by path when dropped, and
+    // by then the path may hold a newer mount of the same table by another daemon (a remount
+    // right after `fusermount3 -u`: 4 of 80 such remounts were undone before this): so the
+    // handle is forgotten, never dropped, and the session thread is joined through a handle
+    // swapped out of it.
+    let session_thread = match std::thread::Builder::new().spawn(|| Ok(())) {
+        Ok(placeholder) => std::mem::replace(&mut bg.guard, placeholder),
+        Err(e) => {
+            warn!("cannot start a thread ({e}); waiting for the session in place");
+            while !bg.guard.is_finished() {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            std::mem::forget(bg);
+            info!("unmounted {mountpoint:?}");
+            return 0;
+        }
+    };
+    std::mem::forget(bg);
+    let ended = session_thread
         .join()
         .unwrap_or_else(|_| Err(io::Error::other("the session thread panicked")));
     match ended {
@@ -324,6 +339,16 @@ fn foreground(args: MountArgs) -> i32 {
         Err(e) => {
             error!("session ended with an error: {}", super::printable(&e.to_string()));
             1
+        }
+    }
+}
+
+/// After the ready line, stdout is the parent's pipe, which it closes: point fd 1 at /dev/null.
+fn detach_stdout() {
+    if let Ok(null) = File::options().write(true).open("/dev/null") {
+        // SAFETY: dup2 onto fd 1; both descriptors are valid.
+        unsafe {
+            libc::dup2(null.as_raw_fd(), 1);
         }
     }
 }
@@ -348,16 +373,6 @@ fn wait_for_threads(want: Option<usize>) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(100);
     while thread_count().is_some_and(|n| n < want) && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_micros(50));
-    }
-}
-
-/// After the ready line, stdout is the parent's pipe, which it closes: point fd 1 at /dev/null.
-fn detach_stdout() {
-    if let Ok(null) = File::options().write(true).open("/dev/null") {
-        // SAFETY: dup2 onto fd 1; both descriptors are valid.
-        unsafe {
-            libc::dup2(null.as_raw_fd(), 1);
-        }
     }
 }
 
