@@ -717,3 +717,39 @@ fn a_remount_right_after_an_unmount_is_not_undone_by_the_old_daemon() {
         );
     }
 }
+
+/// A signal to a daemon whose mount is no longer on its path (detached by `umount -l` while a
+/// reader holds a file of it, and another table mounted there since) leaves the path's mount
+/// alone; the old daemon exits once its last file is closed (break-it review of issue 10: the
+/// signal unmounted the newer mount).
+#[test]
+fn a_signal_to_a_detached_daemon_leaves_the_newer_mount_alone() {
+    let a = Fixture::empty(&["id:int"]);
+    let b = Fixture::empty(&["id:int"]);
+    let mnt = a.mnt.clone();
+    ok(MOUNT_BIN, &[a.table.as_os_str(), mnt.as_os_str()]);
+    let pid_a = daemon_pid(&a.table).expect("daemon a's pid");
+    let reader = fs::File::open(mnt.join("v/0/commit.json")).expect("open a file of mount a");
+    ok("umount", &[std::ffi::OsStr::new("-l"), mnt.as_os_str()]);
+    ok(MOUNT_BIN, &[b.table.as_os_str(), mnt.as_os_str()]);
+    let pid_b = daemon_pid(&b.table).expect("daemon b's pid");
+    // SAFETY: kill(2) of a pid this test started.
+    unsafe {
+        libc::kill(pid_a as i32, libc::SIGTERM);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(is_mounted(&mnt), "the mount of table b was undone by daemon a's signal");
+    assert!(alive(pid_b), "daemon b exited");
+    assert_eq!(fs::read_dir(&mnt).expect("list mount b").count(), 5);
+    drop(reader);
+    assert!(
+        wait_for(20, || !alive(pid_a)),
+        "daemon a still running after its last file closed"
+    );
+    assert!(is_mounted(&mnt), "mount b is still there after daemon a exited");
+    let _ = run("fusermount3", &[std::ffi::OsStr::new("-u"), mnt.as_os_str()]);
+    assert!(
+        wait_for(20, || !alive(pid_b)),
+        "daemon b still running after its unmount"
+    );
+}

@@ -271,6 +271,9 @@ fn foreground(args: MountArgs) -> i32 {
         Err(e) => return report(e),
     };
     info!("mounted {:?} at {:?}", args.table, mountpoint);
+    // This mount's device (`major:minor` in /proc/self/mountinfo): no other mount has it while
+    // this daemon's super block lives, so it tells this mount from one mounted over it later.
+    let own = mount_entry(&mountpoint);
     // The session's worker threads start before the mount reports ready: the first request of
     // a fresh mount waited 0.8 ms for them when they were started after (issue 10).
     let workers = session_threads(&args);
@@ -288,7 +291,7 @@ fn foreground(args: MountArgs) -> i32 {
         let _ = out.flush();
         detach_stdout();
     }
-    let mp = mountpoint.clone();
+    let (mp, mine) = (mountpoint.clone(), own.clone());
     let spawned = std::thread::Builder::new().name("signals".into()).spawn(move || {
         loop {
             let mut sig: libc::c_int = 0;
@@ -297,9 +300,19 @@ fn foreground(args: MountArgs) -> i32 {
             if rc != 0 {
                 continue;
             }
+            // Only this daemon's own mount is unmounted: after a lazy unmount (`umount -l`) or
+            // with another mount over it, the path holds another mount, left alone (this daemon
+            // then exits when the kernel closes its connection, once its last open file is
+            // closed). (A mount made between this check and the unmount would be unmounted.)
+            let there = mount_entry(&mp);
+            if mine.is_some() && there.as_ref().map(|e| &e.dev) != mine.as_ref().map(|e| &e.dev) {
+                warn!(
+                    "signal {sig}: {mp:?} no longer holds this daemon's mount (it was detached, or another mount is over it): left alone; the daemon exits once its last open file is closed"
+                );
+                continue;
+            }
             info!("signal {sig}: unmounting {mp:?}");
-            // While this daemon serves the mount point, the mount there is this one; if files
-            // are open, a lazy unmount.
+            // If files are open, a lazy unmount.
             match unmount(&mp) {
                 Ok(()) => break,
                 Err(e) => warn!("unmount of {mp:?} failed: {e}"),
@@ -331,6 +344,21 @@ fn foreground(args: MountArgs) -> i32 {
     let ended = session_thread
         .join()
         .unwrap_or_else(|_| Err(io::Error::other("the session thread panicked")));
+    // The connection ended while this mount is still on its path, its file system dead
+    // (ENOTCONN): the connection was aborted (/sys/fs/fuse/connections/N/abort). The stale
+    // mount is removed, as fuser's handle would have, and the exit status says it.
+    let stale = own.is_some()
+        && mount_entry(&mountpoint) == own
+        && std::fs::metadata(&mountpoint).is_err_and(|e| e.raw_os_error() == Some(libc::ENOTCONN));
+    if stale {
+        error!(
+            "the FUSE connection of {mountpoint:?} ended while it was mounted (aborted?): unmounting the stale mount"
+        );
+        if let Err(e) = unmount(&mountpoint) {
+            error!("cannot unmount the stale mount {mountpoint:?}: {e}");
+        }
+        return 1;
+    }
     match ended {
         Ok(()) => {
             info!("unmounted {mountpoint:?}");
@@ -581,6 +609,33 @@ pub fn mount_id(path: &Path) -> Option<u64> {
                 .is_some_and(|m| unescape_mountinfo(m).as_slice() == path.as_os_str().as_bytes())
         })
         .find_map(|l| l.split(' ').next()?.parse().ok())
+}
+
+/// The topmost mount at `path` in /proc/self/mountinfo, as [`mount_id`] finds it: its device
+/// (`major:minor`, field 3) and source (field 10, e.g. `tinydelta:/path/to/table`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MountEntry {
+    dev: String,
+    source: String,
+}
+
+fn mount_entry(path: &Path) -> Option<MountEntry> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines()
+        .rev()
+        .find(|l| {
+            l.split(' ')
+                .nth(4)
+                .is_some_and(|m| unescape_mountinfo(m).as_slice() == path.as_os_str().as_bytes())
+        })
+        .and_then(|l| {
+            let fields: Vec<&str> = l.split(' ').collect();
+            let sep = fields.iter().position(|f| *f == "-")?;
+            Some(MountEntry {
+                dev: fields.get(2)?.to_string(),
+                source: fields.get(sep + 2)?.to_string(),
+            })
+        })
 }
 
 fn unescape_mountinfo(s: &str) -> Vec<u8> {
