@@ -274,8 +274,8 @@ fn foreground(args: MountArgs) -> i32 {
     // This mount's device (`major:minor` in /proc/self/mountinfo): no other mount has it while
     // this daemon's super block lives, so it tells this mount from one mounted over it later.
     let own = mount_entry(&mountpoint);
-    // The session's worker threads start before the mount reports ready: the first request of
-    // a fresh mount waited 0.8 ms for them when they were started after (issue 10).
+    // The session's worker threads start before the mount reports ready (issue 10: `READY`
+    // used to be printed before they were started, so the first request waited for them).
     let workers = session_threads(&args);
     let tasks_before = thread_count();
     // `spawn` moves the mount handle out of the session into `bg`, which is never dropped (see
@@ -325,7 +325,7 @@ fn foreground(args: MountArgs) -> i32 {
     // The session ends when the kernel closes the connection: an unmount, this daemon's or
     // anyone's. Its mount handle would then unmount the mount point by path when dropped, and
     // by then the path may hold a newer mount of the same table by another daemon (a remount
-    // right after `fusermount3 -u`: 4 of 80 such remounts were undone before this): so the
+    // right after `fusermount3 -u`: 3-4 of 40 such remounts were undone before this): so the
     // handle is forgotten, never dropped, and the session thread is joined through a handle
     // swapped out of it.
     let session_thread = match std::thread::Builder::new().spawn(|| Ok(())) {
