@@ -292,6 +292,10 @@ fn foreground(args: MountArgs) -> i32 {
         detach_stdout();
     }
     let (mp, mine) = (mountpoint.clone(), own.clone());
+    // Set when a signal found another mount on the path and left it alone: the final log line
+    // then does not say "unmounted".
+    let left_alone = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let left = left_alone.clone();
     let spawned = std::thread::Builder::new().name("signals".into()).spawn(move || {
         loop {
             let mut sig: libc::c_int = 0;
@@ -309,6 +313,7 @@ fn foreground(args: MountArgs) -> i32 {
                 warn!(
                     "signal {sig}: {mp:?} no longer holds this daemon's mount (it was detached, or another mount is over it): left alone; the daemon exits once its last open file is closed"
                 );
+                left.store(true, Ordering::Relaxed);
                 continue;
             }
             info!("signal {sig}: unmounting {mp:?}");
@@ -360,6 +365,10 @@ fn foreground(args: MountArgs) -> i32 {
         return 1;
     }
     match ended {
+        Ok(()) if left_alone.load(Ordering::Relaxed) && mount_entry(&mountpoint) != own => {
+            info!("this daemon's mount of {mountpoint:?} is gone; the mount now there was left alone");
+            0
+        }
         Ok(()) => {
             info!("unmounted {mountpoint:?}");
             0
