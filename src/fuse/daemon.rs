@@ -333,22 +333,19 @@ fn foreground(args: MountArgs) -> i32 {
     // right after `fusermount3 -u`: 3-4 of 40 such remounts were undone before this): so the
     // handle is forgotten, never dropped, and the session thread is joined through a handle
     // swapped out of it.
-    let session_thread = match std::thread::Builder::new().spawn(|| Ok(())) {
-        Ok(placeholder) => std::mem::replace(&mut bg.guard, placeholder),
+    let ended = match std::thread::Builder::new().spawn(|| Ok(())) {
+        Ok(placeholder) => std::mem::replace(&mut bg.guard, placeholder)
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the session thread panicked"))),
         Err(e) => {
             warn!("cannot start a thread ({e}); waiting for the session in place");
             while !bg.guard.is_finished() {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
-            std::mem::forget(bg);
-            info!("unmounted {mountpoint:?}");
-            return 0;
+            Ok(())
         }
     };
     std::mem::forget(bg);
-    let ended = session_thread
-        .join()
-        .unwrap_or_else(|_| Err(io::Error::other("the session thread panicked")));
     // The connection ended while this mount is still on its path, its file system dead
     // (ENOTCONN): the connection was aborted (/sys/fs/fuse/connections/N/abort). The stale
     // mount is removed, as fuser's handle would have, and the exit status says it.
@@ -609,21 +606,15 @@ pub fn is_mount_point(path: &Path) -> bool {
 
 /// The id of the last mount on `path` (canonical) in /proc/self/mountinfo.
 pub fn mount_id(path: &Path) -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines()
-        .rev()
-        .filter(|l| {
-            l.split(' ')
-                .nth(4)
-                .is_some_and(|m| unescape_mountinfo(m).as_slice() == path.as_os_str().as_bytes())
-        })
-        .find_map(|l| l.split(' ').next()?.parse().ok())
+    mount_entry(path).map(|e| e.id)
 }
 
-/// The topmost mount at `path` in /proc/self/mountinfo, as [`mount_id`] finds it: its device
-/// (`major:minor`, field 3) and source (field 10, e.g. `tinydelta:/path/to/table`).
+/// The topmost (last) mount on `path` (canonical) in /proc/self/mountinfo: its id (field 1),
+/// device (`major:minor`, field 3) and source (the second field after `-`, e.g.
+/// `tinydelta:/path/to/table`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct MountEntry {
+    id: u64,
     dev: String,
     source: String,
 }
@@ -641,6 +632,7 @@ fn mount_entry(path: &Path) -> Option<MountEntry> {
             let fields: Vec<&str> = l.split(' ').collect();
             let sep = fields.iter().position(|f| *f == "-")?;
             Some(MountEntry {
+                id: fields.first()?.parse().ok()?,
                 dev: fields.get(2)?.to_string(),
                 source: fields.get(sep + 2)?.to_string(),
             })
