@@ -288,10 +288,12 @@ pub fn link_tmp(log: &Dir, tmp: &str, target: &str) -> Result<Publish> {
 }
 
 /// The commit timestamp rule (docs/FORMAT.md, "Commit times"): max(now, previous + 1), ms since epoch.
+/// A previous time of `i64::MAX` (a foreign writer's) is kept, not wrapped to a time before it:
+/// times never go backwards.
 pub fn next_timestamp(previous: Option<i64>) -> i64 {
     let now = now_ms();
     match previous {
-        Some(p) => now.max(p + 1),
+        Some(p) => now.max(p.saturating_add(1)),
         None => now,
     }
 }
@@ -442,4 +444,13 @@ fn commit_loop_with(
         read_version,
         version,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn next_timestamp_never_goes_backwards_past_the_largest_time() {
+        assert_eq!(super::next_timestamp(Some(i64::MAX)), i64::MAX);
+        assert!(super::next_timestamp(Some(5)) > 5);
+    }
 }
