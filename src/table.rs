@@ -1689,10 +1689,16 @@ impl Table {
         // log (a listing costs O(versions) per commit; readers never need the .crc).
         let snap = match base {
             Some(b) if version == b.version + 1 => match self.read_commit(version) {
-                Ok(c) => match advance(b, &c) {
-                    Some(s) => Ok(s),
-                    None => self.replay_after(b, version),
-                },
+                Ok(c) => {
+                    // Read and checked whole: the next [`Table::latest_version`] need not read
+                    // it again while it is the newest (at worst a newer store is undone, and
+                    // that version is read once more).
+                    self.newest_ok.store(version, Ordering::Release);
+                    match advance(b, &c) {
+                        Some(s) => Ok(s),
+                        None => self.replay_after(b, version),
+                    }
+                }
                 Err(e) => Err(e),
             },
             Some(b) if version > b.version => self.replay_after(b, version),

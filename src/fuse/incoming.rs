@@ -27,7 +27,8 @@
 //! file), never for a blocked file (a write failed, or its bytes may be torn by a power loss)
 //! until it is rewritten from offset 0.
 
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, BufReader, Read};
@@ -317,6 +318,15 @@ impl Staged {
     }
 }
 
+/// What an entry of [`Incoming::due`] is about.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Due {
+    /// A committed name (by the file's sequence number), reachable until its `until`.
+    Name(u64),
+    /// The re-save record ([`Recent`]) of a name.
+    Recent(String),
+}
+
 /// The last whole-file commit of a name, to recognise a re-save by the same process.
 #[derive(Debug, Clone)]
 pub(super) struct Recent {
@@ -335,6 +345,12 @@ pub(super) struct Incoming {
     /// Every file, by sequence number (its inode is derived from it).
     pub files: HashMap<u64, Staged>,
     recent: HashMap<String, Recent>,
+    /// When a committed name or a re-save record may be due to expire, soonest first. An entry
+    /// is a hint, checked against the state when due (the name may have been written again,
+    /// renamed or given a later time since), so that [`Incoming::sweep`] costs the entries due,
+    /// not a pass over every name: a table taking hundreds of commits a second keeps thousands
+    /// of committed names reachable, and every lookup, create and commit sweeps.
+    due: BinaryHeap<Reverse<(Instant, Due)>>,
     pub next_seq: u64,
     /// The directory's modification time.
     pub mtime: Option<SystemTime>,
@@ -391,21 +407,38 @@ impl Incoming {
         }
     }
 
-    /// Committed names whose time is up stop being reachable.
+    /// Committed names whose time is up stop being reachable (those without a note: a
+    /// committed name with a note stays until `rm NAME.error`), and re-save records whose time
+    /// is up are forgotten.
     fn sweep(&mut self, now: Instant) {
-        let expired: Vec<u64> = self
-            .names
-            .values()
-            .copied()
-            .filter(
-                |s| matches!(self.files.get(s).map(|e| &e.state), Some(State::Committed { until, note: None }) if *until <= now),
-            )
-            .collect();
-        for seq in expired {
-            self.unname(seq);
-            self.maybe_drop(seq);
+        while self.due.peek().is_some_and(|Reverse((at, _))| *at <= now) {
+            let Some(Reverse((_, what))) = self.due.pop() else {
+                break;
+            };
+            match what {
+                Due::Name(seq) => {
+                    let expired = self.files.get(&seq).is_some_and(|e| {
+                        self.names.get(&e.name) == Some(&seq)
+                            && matches!(&e.state, State::Committed { until, note: None } if *until <= now)
+                    });
+                    if expired {
+                        self.unname(seq);
+                        self.maybe_drop(seq);
+                    }
+                }
+                Due::Recent(name) => {
+                    if self.recent.get(&name).is_some_and(|r| r.until <= now) {
+                        self.recent.remove(&name);
+                    }
+                }
+            }
         }
-        self.recent.retain(|_, r| r.until > now);
+    }
+
+    /// Note that `what` may expire at `at` (see [`Incoming::due`]); every change of a
+    /// committed name's or a re-save record's time calls this.
+    fn due_at(&mut self, at: Instant, what: Due) {
+        self.due.push(Reverse((at, what)));
     }
 
     fn insert(&mut self, name: &str, state: State, perm: u16) -> u64 {
@@ -1310,6 +1343,30 @@ impl TableView {
         Ok(())
     }
 
+    /// Whether a close of writer handle `fh` commits nothing, whoever closes it and whether or
+    /// not it is the last close: its file is new (it continues no committed name), still holds
+    /// no byte and is not blocked (a shell's first close of its redirection's descriptor, after
+    /// `dup2` and before anything is written; `touch`). Such a close is answered at once,
+    /// without the `/proc` scan that tells a last close from another (README "incoming/"): it
+    /// does what a close that is not the last one does. The handle's `release` settles an empty
+    /// file as before, and a commit point of another writer of the same file that still counts
+    /// this handle waits for that release ([`TableView::await_released`]).
+    pub(super) fn closes_nothing(&self, fh: u64) -> bool {
+        let Ok(h) = self.handle(fh) else { return false };
+        let Handle::Staged {
+            seq, writable: true, ..
+        } = *h
+        else {
+            return false;
+        };
+        let mut inc = lock(&self.incoming);
+        let Ok(e) = inc.get(seq) else { return false };
+        if e.base > 0 || e.in_place {
+            return false;
+        }
+        e.bytes().is_some_and(|b| b.len == 0 && b.blocked.is_none())
+    }
+
     /// `close()`: the commit point of the process that opened the file for writing.
     pub(super) fn flush_staged(&self, fh: u64, writable: bool, opener: Option<u32>, caller: Caller) -> FsResult<()> {
         if !writable {
@@ -1510,11 +1567,10 @@ impl TableView {
             e.name
         );
         let note = b.note.clone();
-        e.state = State::Committed {
-            until: Instant::now() + GHOST_TTL,
-            note,
-        };
+        let until = Instant::now() + GHOST_TTL;
+        e.state = State::Committed { until, note };
         inc.mtime = Some(SystemTime::now());
+        inc.due_at(until, Due::Name(seq));
     }
 
     /// Validate `seq` and commit it; on success its name stops being listed (it stays reachable
@@ -1655,6 +1711,7 @@ impl TableView {
                                     until: now + GHOST_TTL,
                                 },
                             );
+                            inc.due_at(now + GHOST_TTL, Due::Recent(name.clone()));
                         } else {
                             inc.recent.remove(&name);
                         }
@@ -1668,6 +1725,7 @@ impl TableView {
                 };
                 e.mtime = SystemTime::now();
                 inc.mtime = Some(SystemTime::now());
+                inc.due_at(now + GHOST_TTL, Due::Name(seq));
                 inc.maybe_drop(seq);
                 Ok(())
             }
@@ -1687,6 +1745,8 @@ impl TableView {
                 inc.recent.remove(&name);
                 let e = inc.get(seq)?;
                 e.base += len;
+                // With a note it is not swept (see [`Incoming::sweep`]); `rm NAME.error` gives
+                // it a new time.
                 e.state = State::Committed {
                     until: Instant::now() + GHOST_TTL,
                     note: Some(msg),
@@ -1889,8 +1949,10 @@ impl TableView {
             if let State::Committed { note, until } = &mut e.state
                 && note.take().is_some()
             {
-                *until = Instant::now();
+                let now = Instant::now();
+                *until = now;
                 inc.mtime = Some(SystemTime::now());
+                inc.due_at(now, Due::Name(seq));
                 return Ok(());
             }
             if let Some(b) = e.bytes_mut()
@@ -1945,12 +2007,15 @@ impl TableView {
                 self.staging.set_name(&b.id, new, false)?;
             }
             if let State::Committed { until, .. } = &mut e.state {
-                *until = Instant::now() + GHOST_TTL;
+                let at = Instant::now() + GHOST_TTL;
+                *until = at;
+                inc.due_at(at, Due::Name(seq));
             }
             inc.names.remove(old);
             inc.names.insert(new.to_string(), seq);
             inc.mtime = Some(SystemTime::now());
             if let Some(r) = inc.recent.remove(old) {
+                inc.due_at(r.until, Due::Recent(new.to_string()));
                 inc.recent.insert(new.to_string(), r);
             }
             let e = inc.get(seq)?;
@@ -2001,7 +2066,70 @@ impl TableView {
 
 #[cfg(test)]
 mod tests {
-    use super::StreamHash;
+    use super::{Due, Incoming, Recent, State, StreamHash};
+    use std::time::{Duration, Instant};
+
+    /// A committed name stays reachable until its time is up and no longer, whatever order the
+    /// times were noted in; a time made later since it was noted (a rename) or a name written
+    /// again wins over the stale entry; a committed name with a note is never swept; re-save
+    /// records expire by their own time.
+    #[test]
+    fn sweep_expires_what_is_due_and_nothing_else() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut inc = Incoming::default();
+        let committed = |until, note: Option<&str>| State::Committed {
+            until,
+            note: note.map(String::from),
+        };
+        let a = inc.insert("a", committed(at(100), None), 0o644);
+        inc.due_at(at(100), Due::Name(a));
+        // Noted out of order: due before `a`.
+        let b = inc.insert("b", committed(at(50), None), 0o644);
+        inc.due_at(at(50), Due::Name(b));
+        // Given a later time after it was noted (as a rename does).
+        let c = inc.insert("c", committed(at(200), None), 0o644);
+        inc.due_at(at(60), Due::Name(c));
+        inc.due_at(at(200), Due::Name(c));
+        // With a note: stays.
+        let d = inc.insert("d", committed(at(10), Some("durability unknown")), 0o644);
+        inc.due_at(at(10), Due::Name(d));
+        // No longer committed since it was noted (written again, or removed): stays named.
+        let e = inc.insert("e", State::Removed(None), 0o644);
+        inc.due_at(at(20), Due::Name(e));
+        inc.recent.insert(
+            "a".into(),
+            Recent {
+                tgid: 1,
+                len: 1,
+                hash: 0,
+                version: 1,
+                until: at(70),
+            },
+        );
+        inc.due_at(at(70), Due::Recent("a".into()));
+        let names = |inc: &Incoming| inc.names.keys().cloned().collect::<Vec<_>>();
+
+        inc.sweep(at(0));
+        assert_eq!(names(&inc), ["a", "b", "c", "d", "e"]);
+        inc.sweep(at(55));
+        assert_eq!(names(&inc), ["a", "c", "d", "e"]);
+        assert!(
+            !inc.files.contains_key(&b),
+            "an unreachable committed file is forgotten"
+        );
+        inc.sweep(at(65));
+        assert_eq!(names(&inc), ["a", "c", "d", "e"], "c's stale entry must not expire it");
+        assert!(inc.recent.contains_key("a"));
+        inc.sweep(at(100));
+        assert_eq!(names(&inc), ["c", "d", "e"]);
+        assert!(!inc.recent.contains_key("a"));
+        inc.sweep(at(199));
+        assert_eq!(names(&inc), ["c", "d", "e"]);
+        inc.sweep(at(200));
+        assert_eq!(names(&inc), ["d", "e"]);
+        assert!(inc.due.is_empty());
+    }
 
     /// The hash of a stream does not depend on how it was cut into writes or reads, and tells
     /// streams apart by content, order and length.
