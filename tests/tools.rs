@@ -808,6 +808,41 @@ os.close(fd)
     assert!(t.listing().is_empty(), "{:?}", t.listing());
 }
 
+/// The opener of a new file closes it while it is still empty, but a child it forked keeps the
+/// descriptor (so the kernel's `release` of that open comes only when the child exits); another
+/// process then writes the file through an open that shares it (`1<>`, no truncate) and closes
+/// it. The opener's close was its last: that handle writes no more, so the writer's close
+/// commits at once. (A shortcut that answered a close of an empty file without asking `/proc`
+/// whether it was the opener's last made this close wait 10 s, answer 0 and commit nothing.)
+#[test]
+fn a_writer_after_the_openers_empty_close_commits_while_a_child_keeps_the_descriptor() {
+    let t = idiom();
+    let mar = fixture_bytes("flights-mar.jsonl");
+    let row = lines(&mar)[0].to_vec();
+    fs::write(t.e.f.dir.path().join("r1"), [&row[..], b"\n"].concat()).unwrap();
+    let out = t.e.in_shell(
+        "bash",
+        r#"exec 3> "$M/incoming/shared.jsonl"
+sleep 30 > /dev/null 2>&1 &
+child=$!
+exec 3>&-
+sleep 0.3
+cat r1 1<> "$M/incoming/shared.jsonl"
+status=$?
+kill $child
+exit $status"#,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows = t.rows();
+    let added: Vec<&[u8]> = lines(&rows)[t.before..].to_vec();
+    assert_eq!(
+        added,
+        [&row[..]],
+        "the writer's close returned 0: its row is committed, once"
+    );
+    assert!(t.listing().is_empty(), "{:?}", t.listing());
+}
+
 #[test]
 fn racing_cps_on_one_name_each_commit() {
     let t = idiom();

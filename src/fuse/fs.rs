@@ -673,9 +673,6 @@ impl Filesystem for TableFs {
         // A close that cannot commit (a reader's, a child's, one while the process still holds
         // another descriptor: the first close of a shell's redirection) is answered here; only
         // a possible commit goes to a commit thread.
-        if self.view.closes_nothing(fh.0) {
-            return reply.ok();
-        }
         let (view, pid) = (self.view.clone(), req.pid());
         let closing = Some((fh.0, ino.0));
         let mut who = view.closing_caller(pid, closing);

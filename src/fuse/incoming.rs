@@ -1343,30 +1343,6 @@ impl TableView {
         Ok(())
     }
 
-    /// Whether a close of writer handle `fh` commits nothing, whoever closes it and whether or
-    /// not it is the last close: its file is new (it continues no committed name), still holds
-    /// no byte and is not blocked (a shell's first close of its redirection's descriptor, after
-    /// `dup2` and before anything is written; `touch`). Such a close is answered at once,
-    /// without the `/proc` scan that tells a last close from another (README "incoming/"): it
-    /// does what a close that is not the last one does. The handle's `release` settles an empty
-    /// file as before, and a commit point of another writer of the same file that still counts
-    /// this handle waits for that release ([`TableView::await_released`]).
-    pub(super) fn closes_nothing(&self, fh: u64) -> bool {
-        let Ok(h) = self.handle(fh) else { return false };
-        let Handle::Staged {
-            seq, writable: true, ..
-        } = *h
-        else {
-            return false;
-        };
-        let mut inc = lock(&self.incoming);
-        let Ok(e) = inc.get(seq) else { return false };
-        if e.base > 0 || e.in_place {
-            return false;
-        }
-        e.bytes().is_some_and(|b| b.len == 0 && b.blocked.is_none())
-    }
-
     /// `close()`: the commit point of the process that opened the file for writing.
     pub(super) fn flush_staged(&self, fh: u64, writable: bool, opener: Option<u32>, caller: Caller) -> FsResult<()> {
         if !writable {
