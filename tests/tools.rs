@@ -843,6 +843,33 @@ exit $status"#,
     assert!(t.listing().is_empty(), "{:?}", t.listing());
 }
 
+/// `rm` of a committed name forgets it: the same process saving that name again within the 5 s
+/// it would have stayed reachable makes a new file (an APPEND that keeps the first rows), not a
+/// re-save that replaces them.
+#[test]
+fn rm_of_a_committed_name_then_a_new_save_keeps_the_first_rows() {
+    let t = idiom();
+    let py = python(&[]);
+    let mar = fixture_bytes("flights-mar.jsonl");
+    let l = lines(&mar);
+    fs::write(t.e.f.dir.path().join("r1"), [l[0], b"\n"].concat()).unwrap();
+    fs::write(t.e.f.dir.path().join("r2"), [l[1], b"\n"].concat()).unwrap();
+    let script = r#"
+import os, sys
+p = sys.argv[1] + "/incoming/again.jsonl"
+for rows in ("r1", "r2"):
+    with open(p, "wb") as f:
+        f.write(open(rows, "rb").read())
+    if rows == "r1":
+        os.remove(p)
+"#;
+    t.e.ok(&format!("{py} -c '{}' \"$M\"", script.replace('\'', "'\\''")));
+    let rows = t.rows();
+    let added: Vec<&[u8]> = lines(&rows)[t.before..].to_vec();
+    assert_eq!(added, [l[0], l[1]], "both saves' rows are in the table");
+    assert!(t.listing().is_empty(), "{:?}", t.listing());
+}
+
 #[test]
 fn racing_cps_on_one_name_each_commit() {
     let t = idiom();

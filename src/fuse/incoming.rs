@@ -1915,6 +1915,9 @@ impl TableView {
             }
             inc.unname(seq);
             inc.maybe_drop(seq);
+            // A name removed is no longer reachable: the next save of it is a new file, not a
+            // re-save of the removed one (README "Re-saves"), even by the same process.
+            inc.recent.remove(name);
             debug!("incoming/{name:?}: removed");
             return Ok(());
         }
