@@ -606,6 +606,18 @@ impl Idiom {
         self.e.f.read_v(self.e.f.latest())
     }
 
+    /// Write each of `rows` as a one-line file `r1`, `r2`, ... in the test's folder (the
+    /// scripts' current folder).
+    fn row_files(&self, rows: &[&[u8]]) {
+        for (i, row) in rows.iter().enumerate() {
+            fs::write(
+                self.e.f.dir.path().join(format!("r{}", i + 1)),
+                [row, &b"\n"[..]].concat(),
+            )
+            .unwrap();
+        }
+    }
+
     /// Names listed in incoming/, dot files included, sorted.
     fn listing(&self) -> Vec<String> {
         let mut v: Vec<String> = fs::read_dir(self.e.f.m("incoming"))
@@ -788,9 +800,7 @@ fn fsync_then_a_second_writer_each_commit_their_rows() {
     let py = python(&[]);
     let mar = fixture_bytes("flights-mar.jsonl");
     let l = lines(&mar);
-    fs::write(t.e.f.dir.path().join("r1"), [l[0], b"\n"].concat()).unwrap();
-    fs::write(t.e.f.dir.path().join("r2"), [l[1], b"\n"].concat()).unwrap();
-    fs::write(t.e.f.dir.path().join("r3"), [l[2], b"\n"].concat()).unwrap();
+    t.row_files(&l[..3]);
     let script = r#"
 import os, subprocess, sys
 p = sys.argv[1] + "/incoming/fs.jsonl"
@@ -852,8 +862,7 @@ fn rm_of_a_committed_name_then_a_new_save_keeps_the_first_rows() {
     let py = python(&[]);
     let mar = fixture_bytes("flights-mar.jsonl");
     let l = lines(&mar);
-    fs::write(t.e.f.dir.path().join("r1"), [l[0], b"\n"].concat()).unwrap();
-    fs::write(t.e.f.dir.path().join("r2"), [l[1], b"\n"].concat()).unwrap();
+    t.row_files(&l[..2]);
     let script = r#"
 import os, sys
 p = sys.argv[1] + "/incoming/again.jsonl"
