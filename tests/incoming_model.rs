@@ -506,6 +506,8 @@ impl Model {
 
     fn unlink(&mut self, name: &str) -> bool {
         let Some(b) = self.names.remove(name) else { return false };
+        // A removed name is not reachable: its next save is no re-save (README "Re-saves").
+        self.recent.remove(name);
         if self.batches[b].st == St::Listed {
             self.batches[b].st = St::Removed;
         }
