@@ -606,6 +606,19 @@ impl Idiom {
         self.e.f.read_v(self.e.f.latest())
     }
 
+    /// Run the Python `script` with the mount point as its argument; it must succeed.
+    fn python_ok(&self, script: &str) {
+        let py = python(&[]);
+        self.e
+            .ok(&format!("{py} -c '{}' \"$M\"", script.replace('\'', "'\\''")));
+    }
+
+    /// The rows the tool added to the table, in order, with nothing left listed in `incoming/`.
+    fn added_rows(&self) -> Vec<Vec<u8>> {
+        assert!(self.listing().is_empty(), "{:?}", self.listing());
+        lines(&self.rows())[self.before..].iter().map(|r| r.to_vec()).collect()
+    }
+
     /// Write each of `rows` as a one-line file `r1`, `r2`, ... in the test's folder (the
     /// scripts' current folder).
     fn row_files(&self, rows: &[&[u8]]) {
@@ -797,7 +810,6 @@ fn dash_redirection_of_a_bad_file_fails() {
 #[test]
 fn fsync_then_a_second_writer_each_commit_their_rows() {
     let t = idiom();
-    let py = python(&[]);
     let mar = fixture_bytes("flights-mar.jsonl");
     let l = lines(&mar);
     t.row_files(&l[..3]);
@@ -811,11 +823,8 @@ subprocess.run(["sh", "-c", 'cat r2 > "$0"', p], check=True)
 os.write(fd, open("r3", "rb").read())
 os.close(fd)
 "#;
-    t.e.ok(&format!("{py} -c '{}' \"$M\"", script.replace('\'', "'\\''")));
-    let rows = t.rows();
-    let added: Vec<&[u8]> = lines(&rows)[t.before..].to_vec();
-    assert_eq!(added, [l[0], l[1], l[2]]);
-    assert!(t.listing().is_empty(), "{:?}", t.listing());
+    t.python_ok(script);
+    assert_eq!(t.added_rows(), [l[0], l[1], l[2]]);
 }
 
 /// The opener of a new file closes it while it is still empty, but a child it forked keeps the
@@ -829,7 +838,7 @@ fn a_writer_after_the_openers_empty_close_commits_while_a_child_keeps_the_descri
     let t = idiom();
     let mar = fixture_bytes("flights-mar.jsonl");
     let row = lines(&mar)[0].to_vec();
-    fs::write(t.e.f.dir.path().join("r1"), [&row[..], b"\n"].concat()).unwrap();
+    t.row_files(&[&row]);
     let out = t.e.in_shell(
         "bash",
         r#"exec 3> "$M/incoming/shared.jsonl"
@@ -843,14 +852,11 @@ kill $child
 exit $status"#,
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let rows = t.rows();
-    let added: Vec<&[u8]> = lines(&rows)[t.before..].to_vec();
     assert_eq!(
-        added,
-        [&row[..]],
+        t.added_rows(),
+        [row],
         "the writer's close returned 0: its row is committed, once"
     );
-    assert!(t.listing().is_empty(), "{:?}", t.listing());
 }
 
 /// `rm` of a committed name forgets it: the same process saving that name again within the 5 s
@@ -859,7 +865,6 @@ exit $status"#,
 #[test]
 fn rm_of_a_committed_name_then_a_new_save_keeps_the_first_rows() {
     let t = idiom();
-    let py = python(&[]);
     let mar = fixture_bytes("flights-mar.jsonl");
     let l = lines(&mar);
     t.row_files(&l[..2]);
@@ -872,11 +877,8 @@ for rows in ("r1", "r2"):
     if rows == "r1":
         os.remove(p)
 "#;
-    t.e.ok(&format!("{py} -c '{}' \"$M\"", script.replace('\'', "'\\''")));
-    let rows = t.rows();
-    let added: Vec<&[u8]> = lines(&rows)[t.before..].to_vec();
-    assert_eq!(added, [l[0], l[1]], "both saves' rows are in the table");
-    assert!(t.listing().is_empty(), "{:?}", t.listing());
+    t.python_ok(script);
+    assert_eq!(t.added_rows(), [l[0], l[1]], "both saves' rows are in the table");
 }
 
 #[test]
