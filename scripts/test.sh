@@ -5,13 +5,15 @@
 #   1. installs the tools the tests run (fuse3 rsync jq time vim dash), only those that are missing;
 #   2. checks that /dev/fuse exists (the mount tests use real FUSE mounts, never mocks);
 #   3. creates .venv with deltalake, duckdb and pyarrow for the Delta interop tests
-#      (tests/delta_compat.rs, tests/export.rs), unless .venv already has them, and .venv-delta
+#      (tests/cli/delta_compat.rs, tests/cli/export.rs), unless .venv already has them, and .venv-delta
 #      with DuckDB's delta extension as packaged for pip (duckdb-extension-delta, which pins the
-#      duckdb it was built for, so it lives apart; tests/export.rs reads exports with delta_scan);
-#   4. runs `cargo test --release` with TINYDELTA_PYTHON pointing at .venv/bin/python.
+#      duckdb it was built for, so it lives apart; tests/cli/export.rs reads exports with delta_scan);
+#   4. runs `cargo test --release` with TINYDELTA_PYTHON pointing at .venv/bin/python: the
+#      integration-test binaries lib (the library in-process), cli (the `tinydelta` binary) and
+#      mount (real FUSE mounts), see tests/*/main.rs, after the unit tests.
 #
 #      TINYDELTA_DELTA_PYTHON points at .venv-delta/bin/python.
-# Extra arguments go to cargo test:  scripts/test.sh --test delta_compat
+# Extra arguments go to cargo test:  scripts/test.sh --test cli delta_compat::
 # Exits non-zero if any step or any test fails. Needs root (or passwordless sudo) only when
 # apt packages are missing.
 set -euo pipefail

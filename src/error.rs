@@ -1,7 +1,9 @@
 //! The crate's one error type and its `Result` alias.
 //!
 //! Every variant renders as one readable sentence that names the table, version, file, line or
-//! path involved, and maps to one of the CLI exit codes of README, "Usage" via [`Error::exit_code`].
+//! path involved, and belongs to one [`ErrorKind`], which the binaries turn into their exit
+//! statuses (docs/CLI.md "Usage"). A bug in tinydelta itself is [`Error::Internal`], never
+//! bad input.
 
 use std::io;
 use std::path::PathBuf;
@@ -9,8 +11,10 @@ use std::path::PathBuf;
 /// `Result` with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Everything that can go wrong in tinydelta.
+/// Everything that can go wrong in tinydelta. New variants may be added: match with a `_` arm,
+/// or on [`Error::kind`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// An I/O error on a named path.
     #[error("{op} {}: {source}", path.display())]
@@ -194,9 +198,14 @@ pub enum Error {
         reason: String,
     },
 
-    /// Bad command-line usage (an unknown type, a malformed duration...).
+    /// An argument of an operation is not valid (an unknown type, a malformed duration, a
+    /// retention below the table's without `force`...); nothing was read or written.
     #[error("{0}")]
-    Usage(String),
+    InvalidArgument(String),
+
+    /// A bug in tinydelta: an internal rule did not hold. Not caused by the input; please report.
+    #[error("internal error (a bug in tinydelta; please report it): {0}")]
+    Internal(String),
 
     /// A version whose data files a retention vacuum deleted (README, "Vacuum"): its commit and
     /// schema stay, its rows are gone.
@@ -233,9 +242,28 @@ pub enum Error {
     },
 }
 
+/// What kind of failure an [`Error`] is: what a caller can do about it. The CLI's exit statuses
+/// (docs/CLI.md "Usage") are these kinds: 1 [`Failed`](ErrorKind::Failed), 2
+/// [`InvalidArgument`](ErrorKind::InvalidArgument), 3 [`Conflict`](ErrorKind::Conflict), 4
+/// [`NotFound`](ErrorKind::NotFound), 5 [`BadInput`](ErrorKind::BadInput).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// I/O, damage, an unsupported table or feature, an internal bug.
+    Failed,
+    /// An argument was not valid; nothing happened.
+    InvalidArgument,
+    /// Another writer's commit got in the way; retrying may succeed.
+    Conflict,
+    /// The table, version or time asked for does not exist (or its data was vacuumed).
+    NotFound,
+    /// The input rows were refused; nothing was committed.
+    BadInput,
+}
+
 impl Error {
-    /// The CLI exit code (README, "Usage"): 1 error, 2 usage, 3 conflict, 4 not found, 5 bad input.
-    pub fn exit_code(&self) -> i32 {
+    /// The kind of this error.
+    pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Io { .. }
             | Error::TableExists(_)
@@ -245,16 +273,17 @@ impl Error {
             | Error::ReadOnlyTable { .. }
             | Error::LinkUnsupported { .. }
             | Error::NotDurable { .. }
-            | Error::ExportRefused { .. } => 1,
-            Error::Usage(_) => 2,
-            Error::ConcurrentWrite { .. } | Error::ReplacedFileRemoved { .. } => 3,
+            | Error::ExportRefused { .. }
+            | Error::Internal(_) => ErrorKind::Failed,
+            Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::ConcurrentWrite { .. } | Error::ReplacedFileRemoved { .. } => ErrorKind::Conflict,
             Error::TableNotFound(_)
             | Error::VersionNotFound { .. }
             | Error::NoVersionAsOf { .. }
             | Error::Vacuumed { .. }
-            | Error::ChangesVacuumed { .. } => 4,
-            Error::BadInput { .. } => 5,
-            Error::ExportStopped { source, .. } => source.exit_code(),
+            | Error::ChangesVacuumed { .. } => ErrorKind::NotFound,
+            Error::BadInput { .. } => ErrorKind::BadInput,
+            Error::ExportStopped { source, .. } => source.kind(),
         }
     }
 

@@ -1,42 +1,105 @@
 //! tinydelta: a single-node table format with a Delta-Lake-compatible transaction log and JSONL
-//! data files. See the README and docs/FORMAT.md.
+//! data files (docs/FORMAT.md), and a FUSE mount of it (docs/MOUNT.md).
 //!
-//! The library is what both binaries stand on: open a [`table::Table`], get a
-//! [`snapshot::Snapshot`] of any version by log replay, stream its rows, and commit appends,
-//! overwrites and restores with the link-publish protocol of [`commit`].
+//! The library is what both binaries stand on: open a [`Table`], get a [`Snapshot`] of any
+//! version by log replay, stream its rows, and commit appends, overwrites and restores with the
+//! link-publish protocol. The operations on a whole table ([`check`], [`vacuum`], [`optimize`],
+//! [`add_column`], [`changes`], [`export`]) each take an options value and return a report.
+//!
+//! Layers (docs/ARCHITECTURE.md), imports pointing one way, lowest first:
+//! `util`, `error` -> `sys` -> `format` -> `log` -> `table` -> `ops` -> `mount`. The modules are
+//! crate-private; the `internal-api` feature opens them for model tests and benchmarks.
 
-pub mod actions;
-pub mod alter;
-pub mod beneath;
-pub mod changes;
-pub mod check;
-pub mod checkpoint;
-pub mod commit;
-pub mod crc;
-pub mod diagnose;
+#![deny(clippy::undocumented_unsafe_blocks)]
+// Without the mount, the helpers only it uses (process, splice, staging limits) are unused.
+#![cfg_attr(not(feature = "mount"), allow(dead_code))]
+
+/// Declares a layer: public with the `internal-api` feature, crate-private without it.
+macro_rules! layer {
+    ($(#[$m:meta])* $name:ident) => {
+        $(#[$m])*
+        #[cfg(feature = "internal-api")]
+        pub mod $name;
+        $(#[$m])*
+        #[cfg(not(feature = "internal-api"))]
+        pub(crate) mod $name;
+    };
+}
+
 pub mod error;
-pub mod export;
-pub mod failpoint;
-pub mod fuse;
-pub mod log;
-pub mod logwatch;
-pub mod lru;
-pub mod mount_cli;
-pub mod optimize;
-pub mod parquet;
-pub mod parquet_cache;
-pub mod progress;
-pub mod request;
-pub mod rows;
-pub mod schema;
-pub mod segment;
-pub mod snapshot;
-pub mod staging;
-pub mod table;
-pub mod timespec;
-pub mod vacuum;
+layer!(util);
+layer!(sys);
+layer!(format);
+layer!(log);
+layer!(table);
+layer!(ops);
+layer!(
+    #[cfg(feature = "mount")]
+    mount
+);
 
-pub use error::{Error, Result};
-pub use schema::Schema;
-pub use snapshot::{FileEntry, Snapshot};
-pub use table::{Table, WriteOptions};
+pub use crate::error::{Error, ErrorKind, IoContext, Result};
+pub use crate::format::actions::CommitInfo;
+pub use crate::format::rows::count_rows;
+pub use crate::format::schema::Schema;
+pub use crate::log::snapshot::{FileEntry, Snapshot};
+pub use crate::table::history::readable_versions;
+pub use crate::table::staging::SOURCE_PARAM;
+pub use crate::table::{FileAppend, Table, TxnOutcome, WriteOptions};
+
+/// Errors that teach: every bad line of an input with its line, column and hints
+/// (docs/CLI.md "Errors that teach").
+pub mod diagnose {
+    pub use crate::format::diagnose::{DEFAULT_MAX_ERRORS, Diagnosis, Input, Rejects, SkipLines, count, scan};
+}
+
+/// Time expressions (`--as-of`, `at/`), the RFC 3339 form commit times are shown in, the clock.
+pub mod time {
+    pub use crate::util::time::{ACCEPTED, now_ms, parse, rfc3339_ms, shown_ms};
+}
+
+/// `check`: is the table whole? (docs/CLI.md "Usage").
+pub mod check {
+    pub use crate::ops::check::{Problem, Report, Severity, check};
+}
+
+/// `vacuum`: delete data files no version within the retention needs (docs/FORMAT.md "Vacuum").
+pub mod vacuum {
+    pub use crate::ops::vacuum::{
+        DEFAULT_RETENTION, VacuumOptions, VacuumReport, format_duration, format_ranges, vacuum,
+    };
+}
+
+/// `optimize`: compact small data files into one OPTIMIZE commit (docs/FORMAT.md "Optimize").
+pub mod optimize {
+    pub use crate::ops::optimize::{DEFAULT_TARGET_SIZE, OptimizeReport, optimize, parse_size};
+}
+
+/// `alter add-column` (docs/FORMAT.md "Schema evolution").
+pub mod alter {
+    pub use crate::ops::alter::add_column;
+}
+
+/// The change data feed (docs/MOUNT.md "Following a table").
+pub mod changes {
+    pub use crate::ops::changes::print;
+}
+
+/// `export`: the table as a Delta table of Parquet files (docs/EXPORT.md).
+pub mod export {
+    pub use crate::ops::export::{Mode, Progress, Report, export};
+}
+
+/// Failpoints for crash tests (docs/ARCHITECTURE.md): `TINYDELTA_FAILPOINTS=name=action,...`.
+pub mod failpoint {
+    pub use crate::sys::failpoint::hit;
+}
+
+/// The FUSE daemon behind `tinydelta-mount` (docs/MOUNT.md).
+#[cfg(feature = "mount")]
+pub mod daemon {
+    pub use crate::mount::daemon::{MountArgs, StartError, apply_options, run};
+}
+
+#[cfg(test)]
+mod layering;

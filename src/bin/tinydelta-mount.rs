@@ -1,8 +1,11 @@
-//! `tinydelta-mount TABLE MOUNTPOINT`: every version of a table as a directory (README, "The mount").
+//! `tinydelta-mount TABLE MOUNTPOINT`: every version of a table as a directory (docs/MOUNT.md).
+
+#[path = "shared/mount_cli.rs"]
+mod mount_cli;
 
 use clap::Parser;
-use tinydelta::fuse::daemon::{self, MountArgs};
-use tinydelta::mount_cli::MountCli;
+use mount_cli::MountCli;
+use tinydelta::daemon::{self, MountArgs};
 
 /// Keep the daemon's memory flat across commits (mallopt(3)): each commit canonicalises in
 /// 1 MiB chunks on short-lived threads, and glibc's default of up to 8 arenas per CPU keeps

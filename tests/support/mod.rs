@@ -1,5 +1,11 @@
-//! Shared helpers for the CLI integration tests: temporary tables, running the real `tinydelta`
-//! binary as a separate process, reading the log and the table folder, and failpoint control.
+//! Helpers shared by the three integration-test binaries (`tests/lib`, `tests/cli`,
+//! `tests/mount`), each of which includes this tree once as `mod support;`.
+//!
+//! This file: temporary tables, running the real `tinydelta` binary as a separate process,
+//! reading the log and the table folder, and failpoint control. [`mount`]: tables mounted for
+//! real with `tinydelta-mount`. [`user`]: a second, unprivileged user.
+//!
+//! No binary uses every helper: dead code is allowed in this tree only.
 #![allow(dead_code)]
 
 use std::collections::BTreeSet;
@@ -13,10 +19,12 @@ use serde_json::Value;
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_tinydelta");
 
-#[path = "flights_schema.rs"]
 mod flights_schema;
 #[allow(unused_imports)]
 pub use flights_schema::FLIGHTS;
+
+pub mod mount;
+pub mod user;
 
 /// The cars schema (vega_datasets): ints in float columns, dates.
 pub const CARS: &[&str] = &[

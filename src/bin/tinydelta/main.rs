@@ -1,0 +1,1211 @@
+//! `tinydelta`: create, append, overwrite, read, describe, history, restore and vacuum tables
+//! (README, "Usage"). Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 not found, 5 bad input.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+mod exit;
+#[path = "../shared/mount_cli.rs"]
+mod mount_cli;
+mod progress;
+
+use clap::{CommandFactory, Parser, Subcommand};
+use progress::Progress;
+use serde_json::json;
+use tinydelta::diagnose::count;
+use tinydelta::{Error, Result, Schema, Table, WriteOptions};
+
+#[derive(Parser)]
+#[command(
+    name = "tinydelta",
+    version,
+    about = "A single-node Delta-Lake-compatible table format with JSONL data files"
+)]
+struct Cli {
+    /// Draw no progress (progress is drawn only on a terminal, for work over about a second).
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create a table: version 0 with protocol and metaData. Columns are NAME:TYPE, TYPE one of
+    /// int, float, str, bool, date, timestamp; a trailing ! means NOT NULL.
+    Create {
+        /// Table folder (created if missing).
+        table: PathBuf,
+        /// Columns, e.g. id:int! region:str year:int.
+        #[arg(required = true)]
+        columns: Vec<String>,
+    },
+    /// Append JSONL rows (from --file or stdin) as one WRITE/Append commit.
+    Append {
+        /// Table folder.
+        table: PathBuf,
+        /// Input file (default: stdin).
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// Commit only if the latest version is still N.
+        #[arg(long, value_name = "N")]
+        expect_version: Option<u64>,
+        /// Idempotent append (Delta txn action): commit only if the table records a lower
+        /// version for APP_ID, else exit 0 saying it was already applied.
+        #[arg(long, value_name = "APP_ID:VERSION")]
+        txn: Option<String>,
+        #[command(flatten)]
+        bad: BadLines,
+    },
+    /// Replace all rows with the input as one WRITE/Overwrite commit.
+    Overwrite {
+        /// Table folder.
+        table: PathBuf,
+        /// Input file (default: stdin).
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// Commit only if the latest version is still N.
+        #[arg(long, value_name = "N")]
+        expect_version: Option<u64>,
+        #[command(flatten)]
+        bad: BadLines,
+    },
+    /// Print a version's rows as canonical JSONL.
+    Read {
+        /// Table folder.
+        table: PathBuf,
+        /// Version to read (default: latest).
+        #[arg(long, conflicts_with = "as_of")]
+        version: Option<u64>,
+        /// Read the newest version committed at or before TIME: RFC 3339 with a zone, a local
+        /// date or date-time (2026-11-30 19:52), or a relative time (30m ago, 2h ago, 1d ago).
+        #[arg(long, value_name = "TIME")]
+        as_of: Option<String>,
+    },
+    /// Print the change feed (Delta Change Data Feed): for each version, the rows of the files
+    /// it removed (`_change_type` delete), then of those it added (insert), each with
+    /// `_commit_version` and `_commit_timestamp`.
+    Changes {
+        /// Table folder.
+        table: PathBuf,
+        /// First version (default: the first).
+        #[arg(long, value_name = "N")]
+        from_version: Option<u64>,
+        /// Last version (default: the latest; with --follow, keep following past it is off).
+        #[arg(long, value_name = "M")]
+        to_version: Option<u64>,
+        /// Keep printing new versions as they are published, until interrupted.
+        #[arg(long, conflicts_with = "to_version")]
+        follow: bool,
+    },
+    /// Show version, schema, file count, row count and bytes.
+    Describe {
+        /// Table folder.
+        table: PathBuf,
+        /// Version (default: latest).
+        #[arg(long)]
+        version: Option<u64>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One line per version: version, time, operation, rows.
+    History {
+        /// Table folder.
+        table: PathBuf,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Commit a new version whose snapshot equals version K's.
+    Restore {
+        /// Table folder.
+        table: PathBuf,
+        /// The version to restore.
+        #[arg(long, value_name = "K")]
+        version: u64,
+        /// Commit only if the latest version is still N.
+        #[arg(long, value_name = "N")]
+        expect_version: Option<u64>,
+    },
+    /// Change the schema: add a nullable column (Delta ADD COLUMNS).
+    Alter {
+        /// Table folder.
+        table: PathBuf,
+        #[command(subcommand)]
+        change: AlterCmd,
+    },
+    /// Compact the latest version's small data files into files near the target size (Delta
+    /// OPTIMIZE, bin-packing): one commit with dataChange false; every version reads as before.
+    Optimize {
+        /// Table folder.
+        table: PathBuf,
+        /// Target file size (e.g. 128MiB, 1GiB, 65536; default 128MiB).
+        #[arg(long, value_name = "SIZE")]
+        target_size: Option<String>,
+        /// Commit only if the latest version is still N.
+        #[arg(long, value_name = "N")]
+        expect_version: Option<u64>,
+    },
+    /// Check that the table is whole (git fsck style): every commit complete and contiguous,
+    /// every data file present with its recorded size, checkpoints and checksums consistent.
+    /// Exit 0 only when whole (warnings allowed); otherwise one line per problem.
+    Check {
+        /// Table folder.
+        table: PathBuf,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+        /// Also re-read every live data file and compare its rows with its stats.
+        #[arg(long)]
+        deep: bool,
+        /// Move a damaged newest commit aside into _delta_log/_corrupt/ (nothing else is repaired).
+        #[arg(long)]
+        repair: bool,
+    },
+    /// Delete data files removed longer ago than the retention (Delta VACUUM ... RETAIN), data
+    /// files no version names, stale commit temporaries and staging leftovers.
+    Vacuum {
+        /// Table folder.
+        table: PathBuf,
+        /// Retention of removed data files (e.g. 0s, 12h, 7d; default: the table property
+        /// delta.deletedFileRetentionDuration, else 7 days).
+        #[arg(long, value_name = "DUR")]
+        retain: Option<String>,
+        /// Allow --retain below the table's retention.
+        #[arg(long)]
+        force: bool,
+        /// Only delete orphans and leftovers older than this (e.g. 0s, 30m, 1h; default 1h).
+        #[arg(long, value_name = "DUR")]
+        older_than: Option<String>,
+        /// List what would be deleted, delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Machine-readable output: one JSON object with every file and the totals.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a Delta table with Parquet data files that every Delta engine reads (README,
+    /// "Export"): the latest version (or --version N), or with --all-versions every version
+    /// with its history. Run again to continue a DEST from its last exported version.
+    Export {
+        /// Table folder.
+        table: PathBuf,
+        /// Destination folder (created if missing; an earlier export of TABLE is continued).
+        dest: PathBuf,
+        /// Export this version (default: the latest).
+        #[arg(long, value_name = "N", conflicts_with = "all_versions")]
+        version: Option<u64>,
+        /// Export every version: version k of DEST holds the rows of version k of TABLE.
+        #[arg(long)]
+        all_versions: bool,
+    },
+    /// Print a shell completion script for tinydelta (or tinydelta-mount) on stdout.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+        /// The program to complete.
+        #[arg(long, value_name = "PROGRAM", default_value = "tinydelta", value_parser = ["tinydelta", "tinydelta-mount"])]
+        bin: String,
+    },
+    /// Write man pages for tinydelta, each subcommand and tinydelta-mount into DIR (e.g.
+    /// /usr/local/share/man/man1).
+    Man {
+        /// The folder to write tinydelta.1, tinydelta-SUBCOMMAND.1 and tinydelta-mount.1 into
+        /// (created if missing).
+        dir: PathBuf,
+    },
+}
+
+/// What append and overwrite do with bad lines.
+#[derive(clap::Args, Clone, Debug)]
+struct BadLines {
+    /// Commit the good rows and write each bad line byte for byte to FILE and one JSON object
+    /// per bad line (line, column, error) to FILE.errors; FILE must not exist.
+    #[arg(long, value_name = "FILE")]
+    rejects: Option<PathBuf>,
+    /// List at most N bad lines in the error (the total is always given).
+    #[arg(long, value_name = "N", default_value_t = tinydelta::diagnose::DEFAULT_MAX_ERRORS)]
+    max_errors: usize,
+}
+
+#[derive(Subcommand)]
+enum AlterCmd {
+    /// Add a nullable column NAME:TYPE (rows written before read it as null).
+    AddColumn {
+        /// NAME:TYPE, e.g. note:str.
+        column: String,
+        /// Commit only if the latest version is still N.
+        #[arg(long, value_name = "N")]
+        expect_version: Option<u64>,
+    },
+    /// Refused: Delta needs column mapping to drop a column.
+    DropColumn {
+        /// The column.
+        name: String,
+    },
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = Cli::parse();
+    match run(cli.cmd, cli.quiet) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Fail::Error(Error::Io { source, .. })) if source.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(Fail::Error(e)) => {
+            eprintln!("tinydelta: {e}");
+            ExitCode::from(exit::code(&e))
+        }
+        Err(Fail::Reported(code)) => ExitCode::from(code),
+    }
+}
+
+/// Why a command failed: an error to print, or one already reported on stderr (its exit code).
+enum Fail {
+    Error(Error),
+    Reported(u8),
+}
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Self {
+        Fail::Error(e)
+    }
+}
+
+/// Print `lines` on stderr, each after `tinydelta: `.
+fn report(lines: &[String]) {
+    let mut err = io::stderr().lock();
+    for l in lines {
+        let _ = writeln!(err, "tinydelta: {l}");
+    }
+}
+
+/// Which write `write_rows` makes.
+enum Mode<'a> {
+    Append,
+    Txn(&'a str, i64),
+    Overwrite,
+}
+
+/// What a write did.
+enum Written {
+    Version(u64),
+    NoRows,
+    AlreadyApplied(i64),
+}
+
+/// One write (README, "Usage"; bad lines: README, "Errors"). Without `--rejects`: the fast
+/// path; if it finds a bad line, a second pass over the input lists up to `max_errors` of them,
+/// the total and hints (exit 5, nothing committed). With `--rejects FILE`: a first pass writes
+/// the bad lines to FILE (and their errors to FILE.errors), then the good lines are written;
+/// every line bad is exit 5 with nothing committed.
+fn write_rows(
+    t: &Table,
+    mode: Mode,
+    file: &Option<PathBuf>,
+    mut opts: WriteOptions,
+    bad: &BadLines,
+    quiet: bool,
+) -> Result<(Written, Option<tinydelta::diagnose::Diagnosis>), Fail> {
+    use tinydelta::FileAppend;
+    use tinydelta::diagnose::{self, Rejects, SkipLines};
+    let mut input = diagnose::Input::open(file.as_deref(), bad.rejects.is_some())?;
+    let name = input.name().to_string();
+    let label = match mode {
+        Mode::Overwrite => "overwrite",
+        _ => "append",
+    };
+    let write = |reader: &mut dyn BufRead, opts: &WriteOptions| -> Result<Written> {
+        Ok(match mode {
+            Mode::Append => match t.append(&name, reader, opts)? {
+                Some(v) => Written::Version(v),
+                None => Written::NoRows,
+            },
+            Mode::Txn(app, version) => match t.append_txn(&name, reader, opts, app, version)? {
+                tinydelta::TxnOutcome::Committed(v) => Written::Version(v),
+                tinydelta::TxnOutcome::AlreadyApplied { recorded } => Written::AlreadyApplied(recorded),
+                tinydelta::TxnOutcome::NoRows => Written::NoRows,
+            },
+            Mode::Overwrite => Written::Version(t.overwrite(&name, reader, opts)?),
+        })
+    };
+    let more = "--max-errors N lists more";
+    let Some(rejects_path) = &bad.rejects else {
+        // Rows in a regular file: copied by the kernel and the copy checked, when every row is
+        // canonical already (README "Benchmarks"); otherwise the general path below.
+        if matches!(mode, Mode::Append)
+            && let Some((f, at)) = input.regular_file()?
+        {
+            match t.append_file(&name, &f, at, || input.unchanged(&f), &opts)? {
+                FileAppend::Done(Some(v)) => return Ok((Written::Version(v), None)),
+                FileAppend::Done(None) => return Ok((Written::NoRows, None)),
+                FileAppend::NotCanonical => {}
+            }
+        }
+        let first = {
+            let mut progress = Progress::bytes(label, input.size_bytes(), quiet);
+            let reader = input.reader()?;
+            write(&mut progress.wrap(reader), &opts)
+        };
+        return match first {
+            Err(e @ Error::BadInput { line, .. }) => {
+                // The fast path stopped at the first bad line: list them all (second pass, from
+                // that line where the input cannot be read again whole).
+                let schema = t.latest_snapshot()?.schema;
+                let size = input.size_bytes();
+                let d = match input.again_from(line) {
+                    Ok((first, r)) => {
+                        let mut progress = Progress::bytes("checking", size, quiet);
+                        diagnose::scan(&schema, &name, progress.wrap(r), first, bad.max_errors, None)?
+                    }
+                    Err(why) => {
+                        eprintln!("tinydelta: {e}");
+                        report(&[format!("{name}: the lines after line {line} were not checked: {why}")]);
+                        return Err(Fail::Reported(exit::code(&e)));
+                    }
+                };
+                if d.total == 0 {
+                    // The input changed between the passes: report what the write saw.
+                    return Err(e.into());
+                }
+                report(&d.report(more));
+                Err(Fail::Reported(exit::code(&e)))
+            }
+            other => Ok((other?, None)),
+        };
+    };
+    let schema = t.latest_snapshot()?.schema;
+    let mut rejects = Rejects::create(rejects_path)?;
+    let scanned = {
+        let mut progress = Progress::bytes("checking", input.size_bytes(), quiet);
+        input
+            .reader()
+            .and_then(|r| diagnose::scan(&schema, &name, progress.wrap(r), 1, bad.max_errors, Some(&mut rejects)))
+            .and_then(|d| rejects.finish().map(|()| d))
+    };
+    let d = match scanned {
+        Ok(d) => d,
+        Err(e) => {
+            rejects.discard();
+            return Err(e.into());
+        }
+    };
+    let (shown, errors_shown) = (rejects.path.display(), rejects.errors_path.display());
+    if d.good == 0 && d.total > 0 {
+        let mut lines = d.report(more);
+        let at = d.listed.len();
+        lines[at] = format!(
+            "{name}: every line is bad ({}, written to {shown}, their errors to {errors_shown}); nothing was committed",
+            diagnose::count(d.total, "bad line", "bad lines")
+        );
+        report(&lines);
+        return Err(Fail::Reported(5));
+    }
+    if let Err(e) = tinydelta::failpoint::hit("rejects-scanned") {
+        rejects.discard();
+        return Err(e.into());
+    }
+    opts.extra_params.push(("rejectedLines".into(), d.total.to_string()));
+    opts.extra_params.push(("rejectsFile".into(), shown.to_string()));
+    let written = {
+        let mut progress = Progress::bytes(label, input.size_bytes(), quiet);
+        input.reader().and_then(|r| {
+            let mut good = BufReader::with_capacity(1 << 20, SkipLines::new(progress.wrap(r), d.bad_ranges.clone()));
+            write(&mut good, &opts)
+        })
+    };
+    match written {
+        Ok(Written::Version(v)) => {
+            let mut lines = d.report(more);
+            lines.retain(|l| !l.ends_with("nothing was committed"));
+            let at = d.listed.len();
+            lines.insert(
+                at,
+                format!(
+                    "{name}: rejected {} into {shown} (their errors in {errors_shown}); the good rows were committed as version {v}",
+                    diagnose::count(d.total, "bad line", "bad lines")
+                ),
+            );
+            report(&lines);
+            Ok((Written::Version(v), Some(d)))
+        }
+        Ok(other) => {
+            // Nothing committed (no rows, or the txn was applied before): the rejects would
+            // describe a write that did not happen.
+            rejects.discard();
+            Ok((other, None))
+        }
+        // Published, durability unknown: the good rows may be in the table, so their rejects stay.
+        Err(e @ Error::NotDurable { .. }) => Err(e.into()),
+        Err(e) => {
+            rejects.discard();
+            Err(e.into())
+        }
+    }
+}
+
+use tinydelta::time::shown_ms as rfc3339_ms;
+
+/// Whether the reader of stdout has gone (a pipe whose read end is closed reports POLLERR).
+fn stdout_closed() -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let fd = rustix::stdio::stdout();
+    let mut fds = [PollFd::new(&fd, PollFlags::empty())];
+    let zero = Timespec { tv_sec: 0, tv_nsec: 0 };
+    matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+        && fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP)
+}
+
+fn stdout_err(e: io::Error) -> Error {
+    Error::io("write", "<stdout>", e)
+}
+
+fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
+    let mut out = io::stdout().lock();
+    match cmd {
+        Cmd::Create { table, columns } => {
+            let schema = Schema::parse_cli(&columns)?;
+            Table::create(&table, &schema)?;
+            writeln!(
+                out,
+                "created table {} at version 0: {}",
+                table.display(),
+                schema.to_cli_string()
+            )
+            .map_err(stdout_err)?;
+        }
+        Cmd::Append {
+            table,
+            file,
+            expect_version,
+            txn,
+            bad,
+        } => {
+            let txn = txn
+                .map(|txn| {
+                    txn.rsplit_once(':')
+                        .and_then(|(a, v)| Some((a.to_string(), v.parse::<i64>().ok()?)))
+                        .filter(|(a, v)| !a.is_empty() && *v >= 0)
+                        .ok_or_else(|| {
+                            Error::InvalidArgument(format!(
+                                "--txn {txn:?} is not APP_ID:VERSION (a non-empty id and a version from 0), e.g. etl:5"
+                            ))
+                        })
+                })
+                .transpose()?;
+            let t = Table::open(&table)?;
+            let opts = WriteOptions {
+                expect_version,
+                ..Default::default()
+            };
+            let mode = match &txn {
+                Some((app, version)) => Mode::Txn(app, *version),
+                None => Mode::Append,
+            };
+            let (written, _) = write_rows(&t, mode, &file, opts, &bad, quiet)?;
+            let name = file.as_ref().map_or("<stdin>".into(), |p| p.display().to_string());
+            let tag = txn.as_ref().map(|(a, v)| format!(" (txn {a}:{v})")).unwrap_or_default();
+            match (written, &txn) {
+                (Written::Version(v), _) => {
+                    let rows = t.snapshot_rows_added(v)?;
+                    writeln!(
+                        out,
+                        "appended {} to {} as version {v}{tag}",
+                        count(rows, "row", "rows"),
+                        table.display()
+                    )
+                }
+                (Written::AlreadyApplied(recorded), Some((app, version))) => writeln!(
+                    out,
+                    "txn {app}:{version} was already applied to {} (it records version {recorded} for {app}); nothing committed",
+                    table.display()
+                ),
+                (_, Some(_)) => writeln!(out, "nothing committed to {}", table.display()),
+                (_, None) => writeln!(out, "no rows in {name}; nothing committed to {}", table.display()),
+            }
+            .map_err(stdout_err)?;
+        }
+        Cmd::Overwrite {
+            table,
+            file,
+            expect_version,
+            bad,
+        } => {
+            let t = Table::open(&table)?;
+            let opts = WriteOptions {
+                expect_version,
+                ..Default::default()
+            };
+            let (written, _) = write_rows(&t, Mode::Overwrite, &file, opts, &bad, quiet)?;
+            if let Written::Version(v) = written {
+                let rows = t.snapshot_rows_added(v)?;
+                writeln!(
+                    out,
+                    "overwrote {} with {} as version {v}",
+                    table.display(),
+                    count(rows, "row", "rows")
+                )
+                .map_err(stdout_err)?;
+            }
+        }
+        Cmd::Read { table, version, as_of } => {
+            let t = Table::open(&table)?;
+            let v = match (version, as_of) {
+                (Some(v), _) => v,
+                (None, Some(time)) => {
+                    let ms = tinydelta::time::parse(&time, tinydelta::time::now_ms())
+                        .map_err(|e| Error::InvalidArgument(format!("--as-of {e}")))?;
+                    let time = match rfc3339_ms(ms) {
+                        r if r == time => time,
+                        r => format!("{time} ({r})"),
+                    };
+                    match t.version_as_of(ms)? {
+                        Some(v) => v,
+                        None => {
+                            return Err(Error::NoVersionAsOf {
+                                table: table.clone(),
+                                time,
+                                first: rfc3339_ms(t.commit_info(t.segment()?.first)?.timestamp),
+                            }
+                            .into());
+                        }
+                    }
+                }
+                (None, None) => t.latest_version()?,
+            };
+            let snap = t.snapshot(v)?;
+            out.flush().map_err(stdout_err)?;
+            // Copy straight to fd 1, not through Stdout's line buffering (8 KiB writes, split at
+            // newlines).
+            // SAFETY: fd 1 is open for the life of the process; ManuallyDrop never closes it.
+            let mut fd1 = std::mem::ManuallyDrop::new(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(1) });
+            // File to File: std::io::copy uses copy_file_range, sendfile or splice (no user-space
+            // copy into a file, /dev/null or a pipe).
+            // Every file is opened and its size checked before the first byte goes out.
+            let files = t.open_data_files(&snap)?;
+            for (f, mut src) in snap.files.iter().zip(files) {
+                std::io::copy(&mut src, &mut *fd1).map_err(|e| Error::io("copy", t.root().join(&f.path), e))?;
+            }
+        }
+        Cmd::Changes {
+            table,
+            from_version,
+            to_version,
+            follow,
+        } => {
+            let t = Table::open(&table)?;
+            // SIGINT ends --follow with exit 0 (README, "Usage"); SIGPIPE is ignored by Rust, so a
+            // closed pipe is a BrokenPipe error, which main() turns into exit 0 too.
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            if follow {
+                signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())
+                    .map_err(|e| Error::io("install a SIGINT handler for", &table, e))?;
+            }
+            let mut out = io::BufWriter::with_capacity(256 << 10, io::stdout().lock());
+            tinydelta::changes::print(&t, from_version, to_version, follow, &mut out, &stop, &stdout_closed)?;
+        }
+        Cmd::Describe { table, version, json } => {
+            let t = Table::open(&table)?;
+            let v = match version {
+                Some(v) => v,
+                None => t.latest_version()?,
+            };
+            // The numbers come from the log: only print them when the files back them.
+            t.stat_data_files(&t.snapshot(v)?)?;
+            let readable = tinydelta::readable_versions(&t)?;
+            if json {
+                let s = t.snapshot(v)?;
+                let (counted, unstated) = counted_rows(&t, &s)?;
+                let files: Vec<_> = s
+                    .files
+                    .iter()
+                    .map(|f| {
+                        json!({"path": f.path, "size": f.size, "numRecords": f.num_records, "hasStats": f.has_stats})
+                    })
+                    .collect();
+                let schema: serde_json::Value = serde_json::from_str(&s.schema.to_pretty_json()).unwrap_or_default();
+                let doc = json!({
+                    "table": table.display().to_string(),
+                    "version": s.version,
+                    "timestamp": s.timestamp,
+                    "time": rfc3339_ms(s.timestamp),
+                    "tableId": s.metadata.id,
+                    "schema": schema["columns"],
+                    "schemaString": s.metadata.schema_string,
+                    "numFiles": s.files.len(),
+                    "numRecords": s.num_records() + counted,
+                    "filesWithoutStats": unstated,
+                    "sizeBytes": s.size_bytes(),
+                    "files": files,
+                    "readableVersions": readable.iter().map(|(a, b)| json!([a, b])).collect::<Vec<_>>(),
+                    "txns": s.txns,
+                });
+                writeln!(out, "{doc}").map_err(stdout_err)?;
+            } else {
+                let s = t.totals(v)?;
+                let (counted, unstated) = if s.files_without_stats > 0 {
+                    counted_rows(&t, &t.snapshot(v)?)?
+                } else {
+                    (0, 0)
+                };
+                let rows = match unstated {
+                    0 => s.num_records.to_string(),
+                    1 => format!(
+                        "{} (1 file has no row count in its stats: its rows were counted)",
+                        s.num_records + counted
+                    ),
+                    n => format!(
+                        "{} ({n} files have no row count in their stats: their rows were counted)",
+                        s.num_records + counted
+                    ),
+                };
+                let schema =
+                    Schema::from_schema_string(&s.metadata.schema_string).map_err(|reason| Error::Corrupt {
+                        path: t.commit_path(v),
+                        reason,
+                    })?;
+                writeln!(
+                    out,
+                    "table:   {}\nversion: {}\ntime:    {}\nschema:  {}\nfiles:   {}\nrows:    {}\nbytes:   {}\nreadable versions: {}",
+                    table.display(),
+                    s.version,
+                    rfc3339_ms(s.commit_info.timestamp),
+                    schema.to_cli_string(),
+                    s.num_files,
+                    rows,
+                    s.size_bytes,
+                    tinydelta::vacuum::format_ranges(&readable)
+                )
+                .map_err(stdout_err)?;
+            }
+        }
+        Cmd::History { table, json } => {
+            let t = Table::open(&table)?;
+            let h = t.history()?;
+            if json {
+                let rows: Vec<_> = h
+                    .iter()
+                    .map(|e| {
+                        json!({
+                            "version": e.version,
+                            "timestamp": e.commit_info.timestamp,
+                            "time": rfc3339_ms(e.commit_info.timestamp),
+                            "operation": e.commit_info.short_operation(),
+                            "deltaOperation": e.commit_info.operation,
+                            "operationParameters": e.commit_info.operation_parameters,
+                            "rows": e.rows,
+                            "tableRows": e.table_rows,
+                            "tableFiles": e.table_files,
+                        })
+                    })
+                    .collect();
+                writeln!(out, "{}", serde_json::Value::Array(rows)).map_err(stdout_err)?;
+            } else {
+                // The OPERATION column is as wide as its longest entry (`VACUUM START`, another
+                // writer's operation), so ROWS and TABLE_ROWS stay aligned.
+                let ops: Vec<String> = h.iter().map(|e| e.commit_info.short_operation()).collect();
+                let w = ops.iter().map(|o| o.chars().count()).max().unwrap_or(0).max(10);
+                writeln!(
+                    out,
+                    "{:<8} {:<24} {:<w$} {:>10} {:>12}  SOURCE",
+                    "VERSION", "TIME", "OPERATION", "ROWS", "TABLE_ROWS"
+                )
+                .map_err(stdout_err)?;
+                for (e, op) in h.iter().zip(&ops) {
+                    writeln!(
+                        out,
+                        "{:<8} {:<24} {:<w$} {:>10} {:>12}  {}",
+                        e.version,
+                        rfc3339_ms(e.commit_info.timestamp),
+                        op,
+                        e.rows.map_or("?".to_string(), |n| n.to_string()),
+                        e.table_rows.map_or("?".to_string(), |n| n.to_string()),
+                        // The mount's incoming/ name (escaped: names may hold anything).
+                        e.commit_info
+                            .operation_parameters
+                            .get(tinydelta::SOURCE_PARAM)
+                            .map(|s| format!("incoming/{}", s.escape_debug()))
+                            .unwrap_or_default()
+                    )
+                    .map_err(stdout_err)?;
+                }
+            }
+        }
+        Cmd::Restore {
+            table,
+            version,
+            expect_version,
+        } => {
+            let t = Table::open(&table)?;
+            let opts = WriteOptions {
+                expect_version,
+                ..Default::default()
+            };
+            let v = t.restore(version, &opts)?;
+            writeln!(out, "restored {} to version {version} as version {v}", table.display()).map_err(stdout_err)?;
+        }
+        Cmd::Alter { table, change } => match change {
+            AlterCmd::AddColumn { column, expect_version } => {
+                let t = Table::open(&table)?;
+                let opts = WriteOptions {
+                    expect_version,
+                    ..Default::default()
+                };
+                let v = tinydelta::alter::add_column(&t, &column, &opts)?;
+                let schema = t.snapshot(v)?.schema.to_cli_string();
+                writeln!(
+                    out,
+                    "added column {column} to {} as version {v}: {schema}",
+                    table.display()
+                )
+                .map_err(stdout_err)?;
+            }
+            AlterCmd::DropColumn { name } => {
+                return Err(Error::InvalidArgument(format!(
+                    "cannot drop column {name:?}: tinydelta only adds nullable columns (dropping needs Delta column mapping)"
+                ))
+                .into());
+            }
+        },
+        Cmd::Optimize {
+            table,
+            target_size,
+            expect_version,
+        } => {
+            let t = Table::open(&table)?;
+            let target = match target_size {
+                Some(s) => tinydelta::optimize::parse_size(&s).ok_or_else(|| {
+                    Error::InvalidArgument(format!("--target-size {s:?} is not a size like 128MiB, 1GiB or 65536"))
+                })?,
+                None => tinydelta::optimize::DEFAULT_TARGET_SIZE,
+            };
+            let opts = WriteOptions {
+                expect_version,
+                ..Default::default()
+            };
+            let r = {
+                let _p = Progress::spinner(&format!("optimize {}", table.display()), quiet);
+                tinydelta::optimize::optimize(&t, target, &opts)?
+            };
+            match r.version {
+                Some(v) => writeln!(
+                    out,
+                    "optimized {}: {} ({}) into {} as version {v}; {} live",
+                    table.display(),
+                    count(r.removed_files as u64, "file", "files"),
+                    count(r.removed_bytes, "byte", "bytes"),
+                    r.added_files,
+                    count(r.files_after as u64, "file", "files")
+                ),
+                None => writeln!(
+                    out,
+                    "nothing to optimize in {}: no two files smaller than {target} bytes fit one file ({} live)",
+                    table.display(),
+                    count(r.files_after as u64, "file", "files")
+                ),
+            }
+            .map_err(stdout_err)?;
+        }
+        Cmd::Check {
+            table,
+            json,
+            deep,
+            repair,
+        } => {
+            let _p = Progress::spinner(&format!("check {}", table.display()), quiet);
+            let report = match Table::open(&table) {
+                Ok(t) => tinydelta::check::check(&t, deep, repair)?,
+                Err(e @ Error::Corrupt { .. }) => tinydelta::check::Report::unopenable(e),
+                Err(e) => return Err(e.into()),
+            };
+            drop(_p);
+            if json {
+                writeln!(out, "{}", json!({"table": table.display().to_string(), "whole": report.is_whole(), "readableThrough": report.readable_through, "problems": report.problems, "repaired": report.repaired})).map_err(stdout_err)?;
+            } else {
+                for p in &report.problems {
+                    let sev = match p.severity {
+                        tinydelta::check::Severity::Damage => "damage",
+                        tinydelta::check::Severity::Warning => "warning",
+                    };
+                    writeln!(out, "{sev}: {} (what to do: {})", p.message, p.hint).map_err(stdout_err)?;
+                }
+                for r in &report.repaired {
+                    writeln!(out, "repair: {r}").map_err(stdout_err)?;
+                }
+                match (report.is_whole(), report.readable_through) {
+                    (true, Some(v)) => writeln!(out, "{}: whole, versions up to {v}", table.display()),
+                    (_, Some(v)) => writeln!(out, "{}: damaged; the log is whole up to version {v}", table.display()),
+                    (_, None) => writeln!(out, "{}: damaged; no version is readable", table.display()),
+                }
+                .map_err(stdout_err)?;
+            }
+            if !report.is_whole() {
+                out.flush().map_err(stdout_err)?;
+                return Err(Error::Corrupt {
+                    path: table.clone(),
+                    reason: "check found damage (listed above)".into(),
+                }
+                .into());
+            }
+        }
+        Cmd::Vacuum {
+            table,
+            retain,
+            force,
+            older_than,
+            dry_run,
+            json,
+        } => {
+            let t = Table::open(&table)?;
+            let duration = |flag: &str, d: Option<String>| -> Result<Option<std::time::Duration>> {
+                d.map(|d| {
+                    humantime::parse_duration(&d).map_err(|e| {
+                        Error::InvalidArgument(format!(
+                            "{flag} {d:?} is not a duration: write a number and a unit, e.g. 0s, 30m, 1h, 7d or 2weeks ({e})"
+                        ))
+                    })
+                })
+                .transpose()
+            };
+            let opts = tinydelta::vacuum::VacuumOptions {
+                retain: duration("--retain", retain)?,
+                force,
+                older_than: duration("--older-than", older_than)?.unwrap_or(tinydelta::vacuum::DEFAULT_RETENTION),
+                dry_run,
+            };
+            let report = {
+                let _p = Progress::spinner(&format!("vacuum {}", table.display()), quiet);
+                tinydelta::vacuum::vacuum(&t, &opts)?
+            };
+            let verb = if dry_run { "would delete" } else { "deleted" };
+            if json {
+                let files: Vec<_> = report
+                    .deleted
+                    .iter()
+                    .map(|(p, size)| json!({"path": p.display().to_string(), "size": size}))
+                    .collect();
+                let doc = json!({
+                    "table": table.display().to_string(),
+                    "dryRun": dry_run,
+                    "files": files,
+                    "numFiles": report.deleted.len(),
+                    "sizeBytes": report.bytes,
+                    "numExpiredDataFiles": report.expired,
+                    "retentionMillis": report.retention.as_millis() as u64,
+                    "dataKept": report.data_kept,
+                    "stagingSkipped": report.staging_skipped,
+                    "vacuumStartVersion": report.commits.map(|c| c.0),
+                    "vacuumEndVersion": report.commits.map(|c| c.1),
+                });
+                writeln!(out, "{doc}").map_err(stdout_err)?;
+                return Ok(());
+            }
+            if let Some(why) = &report.data_kept {
+                writeln!(out, "kept every data file: {why}").map_err(stdout_err)?;
+            }
+            for (p, size) in &report.deleted {
+                writeln!(out, "{verb} {} ({})", p.display(), count(*size, "byte", "bytes")).map_err(stdout_err)?;
+            }
+            writeln!(
+                out,
+                "{verb} {} ({}) from {}; {} of them data files removed more than {} ago",
+                count(report.deleted.len() as u64, "file", "files"),
+                count(report.bytes, "byte", "bytes"),
+                table.display(),
+                report.expired,
+                tinydelta::vacuum::format_duration(report.retention),
+            )
+            .map_err(stdout_err)?;
+            if let Some((start, end)) = report.commits {
+                writeln!(
+                    out,
+                    "recorded as VACUUM START version {start} and VACUUM END version {end}"
+                )
+                .map_err(stdout_err)?;
+            }
+        }
+        Cmd::Export {
+            table,
+            dest,
+            version,
+            all_versions,
+        } => export(&mut out, &table, &dest, version, all_versions, quiet)?,
+        Cmd::Completions { shell, bin } => {
+            let mut cmd = match bin.as_str() {
+                "tinydelta-mount" => mount_cli::command(),
+                _ => Cli::command(),
+            };
+            // Into a buffer first: clap_complete panics on a failed write (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, bin.as_str(), &mut script);
+            out.write_all(&script).map_err(stdout_err)?;
+            out.flush().map_err(stdout_err)?;
+        }
+        Cmd::Man { dir } => {
+            let written = write_man_pages(&dir)?;
+            writeln!(
+                out,
+                "wrote {} into {} (view one with: man -l {}/tinydelta.1)",
+                count(written as u64, "man page", "man pages"),
+                dir.display(),
+                dir.display()
+            )
+            .map_err(stdout_err)?;
+        }
+    }
+    Ok(())
+}
+
+/// `tinydelta export`: one summary line on stdout.
+fn export(
+    out: &mut impl Write,
+    table: &std::path::Path,
+    dest: &std::path::Path,
+    version: Option<u64>,
+    all_versions: bool,
+    quiet: bool,
+) -> Result<()> {
+    use tinydelta::export::{self, Mode};
+    let t = Table::open(table)?;
+    let mode = if all_versions {
+        Mode::AllVersions
+    } else {
+        Mode::Snapshot(version)
+    };
+    let label = format!("export {}", table.display());
+    let p = Progress::spinner(&label, quiet);
+    let r = export::export(&t, dest, mode, &mut |e| {
+        p.set_message(format!(
+            "{label}: version {} of {} exported, {} of JSONL read",
+            e.source_version,
+            e.last_version,
+            count(e.bytes_in, "byte", "bytes")
+        ))
+    })?;
+    drop(p);
+    let mb = |b: u64| b as f64 / 1e6;
+    match r.dest_versions {
+        None => writeln!(
+            out,
+            "{} is up to date: it holds version {} of {}; nothing exported",
+            dest.display(),
+            r.source_version,
+            table.display()
+        ),
+        Some((a, b)) => writeln!(
+            out,
+            "exported {} to {} as {} (holding version {} of the table): {} Parquet files written, {} reused, \
+             {} rows, {:.1} MB of JSONL -> {:.1} MB of Parquet{}",
+            table.display(),
+            dest.display(),
+            if a == b {
+                format!("version {a}")
+            } else {
+                format!("versions {a}-{b}")
+            },
+            r.source_version,
+            r.files_written,
+            r.files_reused,
+            r.rows,
+            mb(r.bytes_in),
+            mb(r.bytes_out),
+            match r.checkpoints.as_slice() {
+                [] => String::new(),
+                cps => format!(", checkpoints at {cps:?}"),
+            }
+        ),
+    }
+    .map_err(stdout_err)
+}
+
+/// Write `tinydelta.1`, `tinydelta-SUB.1` for every subcommand (and `tinydelta-alter-SUB.1`) and
+/// `tinydelta-mount.1` into `dir` (clap_mangen), creating it if needed. Returns the number of
+/// pages written.
+fn write_man_pages(dir: &std::path::Path) -> Result<usize> {
+    use tinydelta::IoContext;
+    std::fs::create_dir_all(dir).ctx("create", dir)?;
+    let mut n = 0;
+    let mut page = |cmd: clap::Command, name: String| -> Result<()> {
+        let path = dir.join(format!("{name}.1"));
+        let mut buf = Vec::new();
+        // clap names are &'static str (no "string" feature): a few bytes leaked, once per page.
+        let name: &'static str = Box::leak(name.into_boxed_str());
+        clap_mangen::Man::new(cmd.name(name))
+            .render(&mut buf)
+            .ctx("render", &path)?;
+        std::fs::write(&path, buf).ctx("write", &path)?;
+        n += 1;
+        Ok(())
+    };
+    let mut top = Cli::command();
+    top.build();
+    page(top.clone(), "tinydelta".into())?;
+    for sub in top.get_subcommands().filter(|s| s.get_name() != "help") {
+        let name = format!("tinydelta-{}", sub.get_name());
+        for subsub in sub.get_subcommands().filter(|s| s.get_name() != "help") {
+            page(subsub.clone(), format!("{name}-{}", subsub.get_name()))?;
+        }
+        page(sub.clone(), name)?;
+    }
+    page(mount_cli::command(), "tinydelta-mount".into())?;
+    Ok(n)
+}
+
+/// Rows of the live files without stats (other Delta writers may omit them), counted by reading
+/// them: (rows, files).
+fn counted_rows(t: &Table, s: &tinydelta::Snapshot) -> Result<(u64, u64)> {
+    let mut rows = 0u64;
+    let mut files = 0u64;
+    for f in s.files.iter().filter(|f| !f.has_stats) {
+        let (file, _) = t.open_rows(f, &s.schema)?;
+        rows += tinydelta::count_rows(file, &t.root().join(&f.path))?;
+        files += 1;
+    }
+    Ok((rows, files))
+}
+
+/// Rows a commit wrote: Delta's `numOutputRows`, or delta-rs's `num_added_rows`.
+fn rows_of(ci: &tinydelta::CommitInfo) -> u64 {
+    ci.metric("numOutputRows")
+        .or_else(|| ci.metric("num_added_rows"))
+        .unwrap_or(0)
+}
+
+trait RowsAdded {
+    fn snapshot_rows_added(&self, v: u64) -> Result<u64>;
+}
+
+impl RowsAdded for Table {
+    fn snapshot_rows_added(&self, v: u64) -> Result<u64> {
+        Ok(rows_of(&self.commit_info(v)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/CLI.md's "## Usage" section (up to the next `## ` heading).
+    fn usage_section() -> String {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/CLI.md")).expect("docs/CLI.md");
+        let start = readme.find("\n## Usage\n").expect("docs/CLI.md has a ## Usage section");
+        let rest = &readme[start + 1..];
+        let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
+        rest[..end].to_string()
+    }
+
+    /// The long and short flags (`--name`, `-x`) in `text`.
+    fn flags(text: &str) -> Vec<String> {
+        text.split(|c: char| c.is_whitespace() || "[]|(),`".contains(c))
+            .filter_map(|w| {
+                let w = w.split('=').next().unwrap_or(w);
+                let name = w.strip_prefix("--").or_else(|| w.strip_prefix('-'))?;
+                (!name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '-')).then(|| w.to_string())
+            })
+            .collect()
+    }
+
+    /// Whether `cmd`, one of its subcommands, or a global flag of `top` has the flag `flag`.
+    fn has_flag(top: &clap::Command, cmd: &clap::Command, flag: &str) -> bool {
+        let matches = |a: &clap::Arg| match flag.strip_prefix("--") {
+            Some(long) => a.get_long() == Some(long),
+            None => a.get_short() == flag.strip_prefix('-').and_then(|s| s.chars().next()),
+        };
+        cmd.get_arguments().any(matches)
+            || cmd.get_subcommands().any(|s| s.get_arguments().any(matches))
+            || top.get_arguments().any(|a| a.is_global_set() && matches(a))
+            || flag == "--help"
+            || flag == "--version"
+    }
+
+    /// Every command and flag the README's Usage section names exists in the clap definitions
+    /// (issue 13): the synopsis lines (`tinydelta CMD ... --flag`, continuation lines belong to
+    /// the command above) and inline code that starts with a subcommand (`read --as-of TIME`).
+    #[test]
+    fn readme_usage_names_only_real_commands_and_flags() {
+        let mut top = Cli::command();
+        top.build();
+        let mut mount = mount_cli::command();
+        mount.build();
+        let usage = usage_section();
+        let sub = |name: &str| top.find_subcommand(name).cloned();
+        let mut checked = 0;
+        let mut current: Option<(clap::Command, &clap::Command)> = None;
+        for line in usage.lines() {
+            let Some(code) = line.strip_prefix("    ") else {
+                current = None;
+                continue;
+            };
+            let words: Vec<&str> = code.split_whitespace().collect();
+            let cmd = match words.first() {
+                Some(&"tinydelta") => {
+                    let name = words.get(1).expect("a subcommand after tinydelta");
+                    let c = sub(name)
+                        .unwrap_or_else(|| panic!("README names `tinydelta {name}`, which clap does not define"));
+                    current = Some((c, &top));
+                    current.as_ref().map(|c| c.0.clone())
+                }
+                Some(&"tinydelta-mount") => {
+                    current = Some((mount.clone(), &mount));
+                    current.as_ref().map(|c| c.0.clone())
+                }
+                Some(w) if w.starts_with('[') || w.starts_with("--") => current.as_ref().map(|c| c.0.clone()),
+                _ => {
+                    current = None;
+                    None
+                }
+            };
+            let Some(cmd) = cmd else { continue };
+            let owner = current.as_ref().map_or(&top, |c| c.1);
+            for f in flags(code) {
+                assert!(
+                    has_flag(owner, &cmd, &f),
+                    "README's usage line {code:?} names {f}, which `{}` does not have",
+                    cmd.get_name()
+                );
+                checked += 1;
+            }
+        }
+        // Inline code in the prose: `read --as-of TIME`, `vacuum --retain 0s --force`, ...
+        for span in usage.split('`').skip(1).step_by(2) {
+            let mut words = span.split_whitespace();
+            let Some(first) = words.next() else { continue };
+            let (owner, cmd) = match first {
+                "tinydelta-mount" => (&mount, Some(mount.clone())),
+                "tinydelta" => (&top, words.next().and_then(sub)),
+                name => (&top, sub(name)),
+            };
+            let Some(cmd) = cmd else { continue };
+            for f in flags(span) {
+                assert!(
+                    has_flag(owner, &cmd, &f),
+                    "README's usage section has `{span}`, but `{}` has no {f}",
+                    cmd.get_name()
+                );
+                checked += 1;
+            }
+        }
+        assert!(
+            checked >= 40,
+            "only {checked} flags found in README's usage section: did its format change?"
+        );
+        // Every subcommand is in the synopsis.
+        for c in top.get_subcommands().filter(|c| c.get_name() != "help") {
+            assert!(
+                usage.contains(&format!("    tinydelta {}", c.get_name())),
+                "README's usage synopsis does not list `tinydelta {}`",
+                c.get_name()
+            );
+        }
+    }
+
+    #[test]
+    fn the_flags_parser_finds_flags() {
+        assert_eq!(
+            flags("TABLE [--retain DUR [--force]] [-o OPTIONS] `--json`"),
+            ["--retain", "--force", "-o", "--json"]
+        );
+    }
+}

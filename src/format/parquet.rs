@@ -1,0 +1,516 @@
+//! Parquet data files and Delta checkpoints, read with the Apache Arrow crates (`parquet` with
+//! its `arrow` feature): the rows of a Parquet data file as canonical JSONL (docs/FORMAT.md,
+//! "Parquet data files"), and the actions of a Delta Parquet checkpoint (PROTOCOL
+//! "Checkpoints").
+//!
+//! Nothing read here is trusted: a file that is cut, is not Parquet, or holds a value tinydelta
+//! cannot write as JSON is an [`Error::Corrupt`] naming the file (and the column and row where
+//! one is to blame), never a partial answer.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Date32Type, Date64Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
+    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType, UInt8Type,
+    UInt16Type, UInt32Type, UInt64Type,
+};
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::{DataType, TimeUnit};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use crate::format::actions::Action;
+use crate::error::{Error, Result};
+use crate::format::schema::{ColumnType, Schema};
+
+/// Rows per Arrow batch while converting.
+const BATCH_ROWS: usize = 8192;
+
+/// Whether a data file is Parquet by its name (delta-rs and Spark write `*.parquet`); files of
+/// any other name are read as JSONL, and one holding Parquet's `PAR1` magic is named as such.
+pub fn is_parquet_name(rel: &str) -> bool {
+    rel.ends_with(".parquet")
+}
+
+fn corrupt(path: &Path, reason: impl Into<String>) -> Error {
+    Error::Corrupt {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+fn open_reader(file: File, path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>> {
+    ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| corrupt(path, format!("data file is not readable Parquet: {e}")))
+}
+
+/// Write the rows of the Parquet data file `file` (at `path`, for messages) to `out` as
+/// canonical JSONL under `schema`: one compact object per row, keys in schema order, every
+/// column present (a column the file lacks is `null`, as Delta readers read a column missing
+/// from an older file), partition columns filled from `partition` (the `add`'s
+/// `partitionValues`, typed by the schema). Values as docs/FORMAT.md, "Parquet data files".
+/// Returns the number of rows.
+///
+/// Errors: [`Error::Corrupt`] naming `path` when the file is not readable Parquet (cut,
+/// garbage), a column's Parquet type does not fit its Delta type, a value has no JSON form
+/// (NaN, an out-of-range date), or a partition value does not parse; [`Error::Io`] on `out`.
+pub fn write_jsonl(
+    file: File,
+    path: &Path,
+    schema: &Schema,
+    partition: &BTreeMap<String, Option<String>>,
+    out: &mut impl Write,
+) -> Result<u64> {
+    let builder = open_reader(file, path)?.with_batch_size(BATCH_ROWS);
+    let declared = builder.metadata().file_metadata().num_rows();
+    let reader = builder
+        .build()
+        .map_err(|e| corrupt(path, format!("data file is not readable Parquet: {e}")))?;
+    // Key prefixes (`"name":`) and partition values (already JSON), once.
+    let prefixes: Vec<Vec<u8>> = schema
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut p = if i == 0 { b"{".to_vec() } else { b",".to_vec() };
+            let _ = serde_json::to_writer(&mut p, &c.name);
+            p.push(b':');
+            p
+        })
+        .collect();
+    let mut fixed: Vec<Option<Vec<u8>>> = Vec::with_capacity(schema.columns.len());
+    for c in &schema.columns {
+        let pv = partition
+            .iter()
+            .find(|(k, _)| *k == &c.name)
+            .or_else(|| partition.iter().find(|(k, _)| k.eq_ignore_ascii_case(&c.name)));
+        fixed.push(match pv {
+            None => None,
+            Some((_, None)) => Some(b"null".to_vec()),
+            Some((_, Some(s))) => Some(
+                partition_json(c.ty, s)
+                    .map_err(|why| corrupt(path, format!("partition value of column {:?}: {why}", c.name)))?,
+            ),
+        });
+    }
+    let mut rows = 0u64;
+    let mut line = Vec::with_capacity(1 << 10);
+    for batch in reader {
+        let batch = batch.map_err(|e| corrupt(path, format!("data file is not readable Parquet: {e}")))?;
+        let cols = batch_columns(&batch, schema, &fixed);
+        for r in 0..batch.num_rows() {
+            line.clear();
+            for (ci, c) in schema.columns.iter().enumerate() {
+                line.extend_from_slice(&prefixes[ci]);
+                let at = line.len();
+                match (&fixed[ci], cols[ci]) {
+                    (Some(v), _) => line.extend_from_slice(v),
+                    (None, None) => line.extend_from_slice(b"null"),
+                    (None, Some(a)) => value_json(a, r, c.ty, &mut line).map_err(|why| {
+                        corrupt(path, format!("row {}, column {:?}: {why}", rows + r as u64 + 1, c.name))
+                    })?,
+                }
+                // A NOT NULL column holds no null, whatever the file format (as JSONL data).
+                if !c.nullable && &line[at..] == b"null" {
+                    return Err(corrupt(
+                        path,
+                        format!(
+                            "row {}, column {:?}: null value for a NOT NULL column",
+                            rows + r as u64 + 1,
+                            c.name
+                        ),
+                    ));
+                }
+            }
+            if schema.columns.is_empty() {
+                line.push(b'{');
+            }
+            line.extend_from_slice(b"}\n");
+            out.write_all(&line)
+                .map_err(|e| Error::io("write", "<converted rows>", e))?;
+        }
+        rows += batch.num_rows() as u64;
+    }
+    if i64::try_from(rows).ok() != Some(declared) {
+        return Err(corrupt(
+            path,
+            format!("data file's footer records {declared} rows, but {rows} were read"),
+        ));
+    }
+    Ok(rows)
+}
+
+/// The Arrow column of each schema column in `batch` (exact name, else the same name
+/// regardless of case: Delta column names are case-insensitive); `None` for partition columns
+/// and for columns the file lacks.
+fn batch_columns<'a>(batch: &'a RecordBatch, schema: &Schema, fixed: &[Option<Vec<u8>>]) -> Vec<Option<&'a dyn Array>> {
+    let fields = batch.schema_ref().fields().clone();
+    schema
+        .columns
+        .iter()
+        .zip(fixed)
+        .map(|(c, f)| {
+            if f.is_some() {
+                return None;
+            }
+            let i = fields
+                .iter()
+                .position(|x| x.name() == &c.name)
+                .or_else(|| fields.iter().position(|x| x.name().eq_ignore_ascii_case(&c.name)))?;
+            Some(batch.column(i).as_ref())
+        })
+        .collect()
+}
+
+/// A partition value (Delta PROTOCOL "Partition Value Serialization") as canonical JSON of `ty`.
+fn partition_json(ty: ColumnType, s: &str) -> std::result::Result<Vec<u8>, String> {
+    let bad = || format!("{s:?} is not a {}", ty.cli_name());
+    let mut out = Vec::new();
+    match ty {
+        // An empty value is null for every type, strings included (PROTOCOL "Partition Value
+        // Serialization": "an empty string for any type translates to a null partition value").
+        _ if s.is_empty() => out.extend_from_slice(b"null"),
+        ColumnType::Str => {
+            let _ = serde_json::to_writer(&mut out, s);
+        }
+        ColumnType::Int => out.extend_from_slice(s.parse::<i64>().map_err(|_| bad())?.to_string().as_bytes()),
+        ColumnType::Float => {
+            let f: f64 = s.parse().map_err(|_| bad())?;
+            float_json(f, &mut out)?;
+        }
+        ColumnType::Bool => match s {
+            "true" => out.extend_from_slice(b"true"),
+            "false" => out.extend_from_slice(b"false"),
+            _ => return Err(bad()),
+        },
+        ColumnType::Date => {
+            let d = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").map_err(|_| bad())?;
+            date_json(d, &mut out)?;
+        }
+        ColumnType::Timestamp => {
+            let us = parse_partition_timestamp(s).ok_or_else(bad)?;
+            micros_json(us, &mut out)?;
+        }
+    }
+    Ok(out)
+}
+
+/// `{year}-{month}-{day} {hour}:{minute}:{second}[.micros]` (UTC), or RFC 3339.
+fn parse_partition_timestamp(s: &str) -> Option<i64> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Some(t.timestamp_micros());
+    }
+    chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f")
+        .ok()
+        .map(|t| t.and_utc().timestamp_micros())
+}
+
+/// A finite float in serde_json's form (`18.0`, `1e300`); NaN and infinities have no JSON form.
+fn float_json(f: f64, out: &mut Vec<u8>) -> std::result::Result<(), String> {
+    if !f.is_finite() {
+        return Err(format!("{f} has no JSON form (tinydelta's floats are finite)"));
+    }
+    let _ = serde_json::to_writer(&mut *out, &f);
+    Ok(())
+}
+
+fn date_json(d: chrono::NaiveDate, out: &mut Vec<u8>) -> std::result::Result<(), String> {
+    use chrono::Datelike;
+    if !(0..=9999).contains(&d.year()) {
+        return Err(format!("date {d} is outside the years 0000-9999"));
+    }
+    write!(out, "\"{}\"", d.format("%Y-%m-%d")).map_err(|e| e.to_string())
+}
+
+/// Microseconds since the epoch as `"YYYY-MM-DDTHH:MM:SS.ffffffZ"`.
+fn micros_json(us: i64, out: &mut Vec<u8>) -> std::result::Result<(), String> {
+    use chrono::Datelike;
+    let t = chrono::DateTime::from_timestamp_micros(us).ok_or_else(|| format!("timestamp {us} us is out of range"))?;
+    if !(0..=9999).contains(&t.year()) {
+        return Err(format!("timestamp {us} us is outside the years 0000-9999"));
+    }
+    write!(out, "\"{}\"", t.format("%Y-%m-%dT%H:%M:%S%.6fZ")).map_err(|e| e.to_string())
+}
+
+/// Row `r` of `a` as canonical JSON of a column of type `ty`.
+fn value_json(a: &dyn Array, r: usize, ty: ColumnType, out: &mut Vec<u8>) -> std::result::Result<(), String> {
+    if a.is_null(r) {
+        out.extend_from_slice(b"null");
+        return Ok(());
+    }
+    if let Some(d) = a.as_any_dictionary_opt() {
+        let k = d.normalized_keys()[r];
+        return value_json(d.values().as_ref(), k, ty, out);
+    }
+    let mismatch = || {
+        format!(
+            "Parquet type {} does not hold a {} column",
+            a.data_type(),
+            ty.cli_name()
+        )
+    };
+    macro_rules! int {
+        ($t:ty) => {
+            if let Some(p) = a.as_primitive_opt::<$t>() {
+                let v = p.value(r);
+                return match ty {
+                    ColumnType::Int => {
+                        let v = i64::try_from(v).map_err(|_| format!("{v} is outside the 64-bit integer range"))?;
+                        out.extend_from_slice(v.to_string().as_bytes());
+                        Ok(())
+                    }
+                    ColumnType::Float => float_json(v as f64, out),
+                    _ => Err(mismatch()),
+                };
+            }
+        };
+    }
+    int!(Int8Type);
+    int!(Int16Type);
+    int!(Int32Type);
+    int!(Int64Type);
+    int!(UInt8Type);
+    int!(UInt16Type);
+    int!(UInt32Type);
+    int!(UInt64Type);
+    match (a.data_type(), ty) {
+        (DataType::Float32, ColumnType::Float) => {
+            let v = a.as_primitive::<Float32Type>().value(r);
+            if !v.is_finite() {
+                return Err(format!("{v} has no JSON form (tinydelta's floats are finite)"));
+            }
+            // The shortest form that reads back as the same f32 (`1.1`, not `1.100000023841858`).
+            let _ = serde_json::to_writer(&mut *out, &v);
+            Ok(())
+        }
+        (DataType::Float64, ColumnType::Float) => float_json(a.as_primitive::<Float64Type>().value(r), out),
+        (DataType::Boolean, ColumnType::Bool) => {
+            out.extend_from_slice(if a.as_boolean().value(r) { b"true" } else { b"false" });
+            Ok(())
+        }
+        (DataType::Utf8, ColumnType::Str) => {
+            let _ = serde_json::to_writer(&mut *out, a.as_string::<i32>().value(r));
+            Ok(())
+        }
+        (DataType::LargeUtf8, ColumnType::Str) => {
+            let _ = serde_json::to_writer(&mut *out, a.as_string::<i64>().value(r));
+            Ok(())
+        }
+        (DataType::Utf8View, ColumnType::Str) => {
+            let _ = serde_json::to_writer(&mut *out, a.as_string_view().value(r));
+            Ok(())
+        }
+        (DataType::Date32, ColumnType::Date) => {
+            let days = a.as_primitive::<Date32Type>().value(r);
+            let d = chrono::NaiveDate::from_ymd_opt(1970, 1, 1)
+                .and_then(|e| e.checked_add_signed(chrono::TimeDelta::days(i64::from(days))))
+                .ok_or_else(|| format!("date {days} days from 1970-01-01 is out of range"))?;
+            date_json(d, out)
+        }
+        (DataType::Date64, ColumnType::Date) => {
+            let ms = a.as_primitive::<Date64Type>().value(r);
+            let d = chrono::DateTime::from_timestamp_millis(ms)
+                .ok_or_else(|| format!("date {ms} ms is out of range"))?
+                .date_naive();
+            date_json(d, out)
+        }
+        (DataType::Timestamp(unit, _), ColumnType::Timestamp) => {
+            let us = match unit {
+                TimeUnit::Second => a.as_primitive::<TimestampSecondType>().value(r).checked_mul(1_000_000),
+                TimeUnit::Millisecond => a.as_primitive::<TimestampMillisecondType>().value(r).checked_mul(1000),
+                TimeUnit::Microsecond => Some(a.as_primitive::<TimestampMicrosecondType>().value(r)),
+                // Nanoseconds (Spark's INT96) are truncated towards the past to microseconds.
+                TimeUnit::Nanosecond => Some(a.as_primitive::<TimestampNanosecondType>().value(r).div_euclid(1000)),
+            }
+            .ok_or_else(|| "timestamp out of range".to_string())?;
+            micros_json(us, out)
+        }
+        _ => Err(mismatch()),
+    }
+}
+
+/// The actions of a Delta Parquet checkpoint (one part of it), in row order: each row's
+/// non-null top-level action column (`add`, `remove`, `metaData`, `protocol`, `txn`, ...) as
+/// the JSON object a commit line would hold, parsed as an [`Action`].
+///
+/// Errors: [`Error::Corrupt`] naming `path` when it is not readable Parquet or a row is not a
+/// valid action.
+pub fn read_checkpoint(file: File, path: &Path) -> Result<Vec<Action>> {
+    let reader = open_reader(file, path)?
+        .with_batch_size(BATCH_ROWS)
+        .build()
+        .map_err(|e| corrupt(path, format!("checkpoint is not readable Parquet: {e}")))?;
+    let mut actions = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| corrupt(path, format!("checkpoint is not readable Parquet: {e}")))?;
+        let schema = batch.schema();
+        for r in 0..batch.num_rows() {
+            let mut obj = serde_json::Map::new();
+            for (i, f) in schema.fields().iter().enumerate() {
+                if !matches!(f.name().as_str(), "add" | "remove" | "metaData" | "protocol" | "txn") {
+                    continue;
+                }
+                let col = batch.column(i);
+                if col.is_null(r) {
+                    continue;
+                }
+                let v = to_json(col.as_ref(), r).map_err(|why| corrupt(path, format!("row {}: {why}", r + 1)))?;
+                obj.insert(f.name().clone(), v);
+            }
+            if obj.is_empty() {
+                continue;
+            }
+            let a: Action = serde_json::from_value(serde_json::Value::Object(obj))
+                .map_err(|e| corrupt(path, format!("row {}: not a valid Delta action: {e}", r + 1)))?;
+            actions.push(a);
+        }
+    }
+    Ok(actions)
+}
+
+/// Row `r` of `a` as a JSON value, for the action structs of a checkpoint (structs, maps,
+/// lists, strings, integers, booleans); null struct fields are left out, as a commit leaves
+/// them out.
+fn to_json(a: &dyn Array, r: usize) -> std::result::Result<serde_json::Value, String> {
+    use serde_json::Value;
+    if a.is_null(r) {
+        return Ok(Value::Null);
+    }
+    if let Some(s) = a.as_struct_opt() {
+        let mut m = serde_json::Map::new();
+        for (f, c) in s.fields().iter().zip(s.columns()) {
+            if c.is_null(r) {
+                continue;
+            }
+            m.insert(f.name().clone(), to_json(c.as_ref(), r)?);
+        }
+        return Ok(Value::Object(m));
+    }
+    if let Some(m) = a.as_map_opt() {
+        let (start, end) = (m.value_offsets()[r] as usize, m.value_offsets()[r + 1] as usize);
+        let mut out = serde_json::Map::new();
+        for i in start..end {
+            let k = match to_json(m.keys().as_ref(), i)? {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            out.insert(k, to_json(m.values().as_ref(), i)?);
+        }
+        return Ok(Value::Object(out));
+    }
+    if let Some(l) = a.as_list_opt::<i32>() {
+        let v = l.value(r);
+        return (0..v.len())
+            .map(|i| to_json(v.as_ref(), i))
+            .collect::<std::result::Result<_, _>>()
+            .map(Value::Array);
+    }
+    if let Some(d) = a.as_any_dictionary_opt() {
+        return to_json(d.values().as_ref(), d.normalized_keys()[r]);
+    }
+    macro_rules! num {
+        ($t:ty) => {
+            if let Some(p) = a.as_primitive_opt::<$t>() {
+                return Ok(Value::from(p.value(r)));
+            }
+        };
+    }
+    num!(Int8Type);
+    num!(Int16Type);
+    num!(Int32Type);
+    num!(Int64Type);
+    num!(UInt8Type);
+    num!(UInt16Type);
+    num!(UInt32Type);
+    num!(UInt64Type);
+    num!(Float32Type);
+    num!(Float64Type);
+    match a.data_type() {
+        DataType::Utf8 => Ok(Value::from(a.as_string::<i32>().value(r))),
+        DataType::LargeUtf8 => Ok(Value::from(a.as_string::<i64>().value(r))),
+        DataType::Utf8View => Ok(Value::from(a.as_string_view().value(r))),
+        DataType::Boolean => Ok(Value::from(a.as_boolean().value(r))),
+        DataType::Timestamp(..) | DataType::Date32 | DataType::Date64 => {
+            let mut out = Vec::new();
+            let ty = if matches!(a.data_type(), DataType::Timestamp(..)) {
+                ColumnType::Timestamp
+            } else {
+                ColumnType::Date
+            };
+            value_json(a, r, ty, &mut out)?;
+            serde_json::from_slice(&out).map_err(|e| e.to_string())
+        }
+        other => Err(format!("a checkpoint field of type {other} is not read")),
+    }
+}
+
+/// The file names of the complete Delta checkpoint of `version` among `names` (the entries of
+/// `_delta_log/`): the classic single file `<v:020>.checkpoint.parquet`, else every part of a
+/// multi-part checkpoint `<v:020>.checkpoint.<i:010>.<n:010>.parquet` for i in 1..=n (PROTOCOL
+/// "Checkpoints"). `None` when neither is complete (a V2 checkpoint named by a UUID is not read:
+/// its reader feature `v2Checkpoint` is refused).
+pub fn checkpoint_files<'a>(names: impl IntoIterator<Item = &'a str>, version: u64) -> Option<Vec<String>> {
+    let prefix = format!("{version:020}.checkpoint.");
+    let mut parts: BTreeMap<u64, std::collections::BTreeSet<u64>> = BTreeMap::new();
+    for name in names {
+        let Some(rest) = name.strip_prefix(&prefix).and_then(|r| r.strip_suffix("parquet")) else {
+            continue;
+        };
+        if rest.is_empty() {
+            return Some(vec![name.to_string()]);
+        }
+        let mut it = rest.trim_end_matches('.').split('.');
+        if let (Some(i), Some(n), None) = (it.next(), it.next(), it.next())
+            && i.len() == 10
+            && n.len() == 10
+            && let (Ok(i), Ok(n)) = (i.parse::<u64>(), n.parse::<u64>())
+            && (1..=n).contains(&i)
+        {
+            parts.entry(n).or_default().insert(i);
+        }
+    }
+    parts
+        .into_iter()
+        .find(|(n, have)| have.len() as u64 == *n)
+        .map(|(n, _)| (1..=n).map(|i| format!("{prefix}{i:010}.{n:010}.parquet")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_names() {
+        let v = 10u64;
+        let single = format!("{v:020}.checkpoint.parquet");
+        assert_eq!(checkpoint_files([single.as_str()], v), Some(vec![single.clone()]));
+        let p1 = format!("{v:020}.checkpoint.{:010}.{:010}.parquet", 1, 2);
+        let p2 = format!("{v:020}.checkpoint.{:010}.{:010}.parquet", 2, 2);
+        assert_eq!(checkpoint_files([p1.as_str()], v), None);
+        assert_eq!(
+            checkpoint_files([p2.as_str(), p1.as_str()], v),
+            Some(vec![p1.clone(), p2.clone()])
+        );
+        assert_eq!(checkpoint_files([single.as_str()], 11), None);
+        let uuid = format!("{v:020}.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.parquet");
+        assert_eq!(checkpoint_files([uuid.as_str()], v), None);
+    }
+
+    #[test]
+    fn partition_values_are_typed() {
+        assert_eq!(partition_json(ColumnType::Int, "2013").unwrap(), b"2013");
+        assert_eq!(partition_json(ColumnType::Int, "").unwrap(), b"null");
+        assert_eq!(partition_json(ColumnType::Str, "").unwrap(), b"null");
+        assert_eq!(partition_json(ColumnType::Str, " ").unwrap(), b"\" \"");
+        assert_eq!(partition_json(ColumnType::Float, "1").unwrap(), b"1.0");
+        assert_eq!(
+            partition_json(ColumnType::Timestamp, "2024-01-02 03:04:05").unwrap(),
+            b"\"2024-01-02T03:04:05.000000Z\""
+        );
+        assert!(partition_json(ColumnType::Int, "x").is_err());
+        assert!(partition_json(ColumnType::Float, "NaN").is_err());
+    }
+}

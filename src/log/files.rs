@@ -1,0 +1,291 @@
+//! The `_delta_log/` folder: typed file names and parsing commit files, with the completeness
+//! checks of docs/FORMAT.md ("Commit completeness").
+//!
+//! Names follow Delta PROTOCOL "Delta Log Entries": `{version:020}.json` is a commit;
+//! `{version:020}.crc` a version checksum; `{version:020}.checkpoint[.*].parquet` a Delta
+//! checkpoint; `_last_checkpoint` its pointer; `.{version:020}.{uuid}.tmp` is tinydelta's
+//! commit-in-progress; every other name is ignored. Listing and contiguity are
+//! [`crate::log::segment`]'s job: no other code walks the log.
+
+use std::path::Path;
+
+use crate::format::actions::{Action, CommitInfo, decode_path, is_safe_relative_path};
+use crate::error::{Error, Result};
+
+/// The log folder's name inside a table.
+pub const LOG_DIR: &str = "_delta_log";
+
+/// Where `check --repair` moves a damaged newest commit, inside `_delta_log/`.
+pub const CORRUPT_DIR: &str = "_corrupt";
+
+/// The largest commit file tinydelta reads, bytes (256 MiB): a larger one is damage naming its
+/// version, decided on the open descriptor's size before any byte is read (docs/FORMAT.md,
+/// "Commit completeness"), so a sparse multi-GB file cannot exhaust memory. The same bound
+/// applies to version checksums, private checkpoints and files in `_corrupt/`.
+pub const MAX_COMMIT_BYTES: u64 = 256 << 20;
+
+/// A file name in `_delta_log/`, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogFile {
+    /// `{version:020}.json`.
+    Commit(u64),
+    /// `.{version:020}.{uuid}.tmp`, a commit being written (never a version).
+    Temp(u64),
+    /// `{version:020}.crc`, a version checksum (PROTOCOL "Version Checksum File").
+    Crc(u64),
+    /// `{version:020}.checkpoint.parquet` or a multi-part `{version:020}.checkpoint.*.parquet`.
+    DeltaCheckpoint(u64),
+    /// `_last_checkpoint`.
+    LastCheckpoint,
+    /// Anything else (editors' leftovers, `_corrupt/`, ...).
+    Other,
+}
+
+fn version_prefix(name: &str) -> Option<(u64, &str)> {
+    let (stem, rest) = (name.get(..20)?, name.get(20..)?);
+    if !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((stem.parse().ok()?, rest))
+}
+
+impl LogFile {
+    /// Parse a bare file name.
+    pub fn parse(name: &str) -> LogFile {
+        if name == "_last_checkpoint" {
+            return LogFile::LastCheckpoint;
+        }
+        if let Some((v, rest)) = version_prefix(name) {
+            return match rest {
+                ".json" => LogFile::Commit(v),
+                ".crc" => LogFile::Crc(v),
+                r if r.starts_with(".checkpoint.") && r.ends_with(".parquet") => LogFile::DeltaCheckpoint(v),
+                _ => LogFile::Other,
+            };
+        }
+        if let Some(rest) = name.strip_prefix('.')
+            && name.ends_with(".tmp")
+            && rest.len() > 21
+            && rest.as_bytes()[20] == b'.'
+            && let Some((v, _)) = version_prefix(rest)
+        {
+            return LogFile::Temp(v);
+        }
+        LogFile::Other
+    }
+}
+
+/// `{version:020}.json`.
+pub fn commit_file_name(version: u64) -> String {
+    format!("{version:020}.json")
+}
+
+/// `{version:020}.crc`.
+pub fn crc_file_name(version: u64) -> String {
+    format!("{version:020}.crc")
+}
+
+/// One commit file, parsed and checked complete.
+#[derive(Debug, Clone)]
+pub struct Commit {
+    /// The version.
+    pub version: u64,
+    /// Its actions in file order; `add`/`remove` paths percent-decoded and checked safe. The
+    /// first `commitInfo` is moved out into `info` (its action stays, empty).
+    pub actions: Vec<Action>,
+    /// Its (first) commitInfo, if any.
+    pub info: Option<CommitInfo>,
+    /// The file's modification time, ms since epoch (for commits that record no timestamp).
+    pub mtime_ms: i64,
+    /// The file's size, bytes.
+    pub len: u64,
+}
+
+/// The error for a damaged commit: the same sentence wherever it is met (CLI, mount, check).
+pub fn damaged(path: &Path, version: u64, what: impl std::fmt::Display) -> Error {
+    let before = match version {
+        0 => "no version is readable".to_string(),
+        1 => "version 0 is still readable".to_string(),
+        v => format!("versions 0 to {} are still readable", v - 1),
+    };
+    Error::Corrupt {
+        path: path.to_path_buf(),
+        reason: format!("version {version} is damaged: {what} ({before}; run `tinydelta check`)"),
+    }
+}
+
+/// A commit of `len` bytes larger than [`MAX_COMMIT_BYTES`] is damage naming `version`
+/// (checked on the open descriptor's size before any byte is read).
+pub fn check_commit_size(path: &Path, version: u64, len: u64) -> Result<()> {
+    if len > MAX_COMMIT_BYTES {
+        return Err(damaged(
+            path,
+            version,
+            format!("the commit file is {len} bytes, more than the {MAX_COMMIT_BYTES} bytes tinydelta reads"),
+        ));
+    }
+    Ok(())
+}
+
+/// Parse the bytes of commit `version` and check them complete (docs/FORMAT.md, "Commit
+/// completeness"): not empty, every non-blank line a JSON object with well-formed known actions,
+/// safe paths; for tinydelta's own commits also a final newline and actions that agree with
+/// the counts their commitInfo records. `path` names the file in errors.
+///
+/// Errors: [`Error::Corrupt`] from [`damaged`], naming the version.
+pub fn parse_commit(version: u64, path: &Path, bytes: &[u8], mtime_ms: i64) -> Result<Commit> {
+    let bad = |what: String| damaged(path, version, what);
+    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        return Err(bad("the commit file is empty".into()));
+    }
+    let mut actions = Vec::new();
+    let mut info: Option<CommitInfo> = None;
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        if line.iter().all(|b| b.is_ascii_whitespace()) {
+            continue;
+        }
+        let mut a: Action =
+            serde_json::from_slice(line).map_err(|e| bad(format!("line {}: not a valid Delta action: {e}", i + 1)))?;
+        for p in [
+            a.add.as_mut().map(|a| &mut a.path),
+            a.remove.as_mut().map(|r| &mut r.path),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            match decode_path(p) {
+                Some(d) if is_safe_relative_path(&d) => *p = d,
+                _ => {
+                    return Err(bad(format!(
+                        "line {}: path {p:?} is not a relative path inside the table",
+                        i + 1
+                    )));
+                }
+            }
+        }
+        if info.is_none() && a.commit_info.is_some() {
+            // Moved, not cloned: replay reads the commitInfo from `Commit::info`.
+            info = a.commit_info.take();
+        }
+        actions.push(a);
+    }
+    if let Some(ci) = info.as_ref().filter(|c| c.is_tinydelta()) {
+        if bytes.last() != Some(&b'\n') {
+            return Err(bad("the last line has no newline (the file was cut short)".into()));
+        }
+        check_counts(ci, &actions).map_err(bad)?;
+    }
+    Ok(Commit {
+        version,
+        actions,
+        info,
+        mtime_ms,
+        len: bytes.len() as u64,
+    })
+}
+
+/// The metric checks of a tinydelta commit (docs/FORMAT.md, "Commit completeness").
+fn check_counts(ci: &CommitInfo, actions: &[Action]) -> std::result::Result<(), String> {
+    let adds = actions.iter().filter(|a| a.add.is_some()).count() as u64;
+    let removes = actions.iter().filter(|a| a.remove.is_some()).count() as u64;
+    let meta = actions.iter().filter(|a| a.metadata.is_some()).count() as u64;
+    let proto = actions.iter().filter(|a| a.protocol.is_some()).count() as u64;
+    let rows: u64 = actions
+        .iter()
+        .filter_map(|a| a.add.as_ref())
+        .map(|a| a.num_records().unwrap_or(0))
+        .fold(0u64, |s, n| s.saturating_add(n));
+    let expect = |name: &str, alt: &str, got: u64| -> std::result::Result<(), String> {
+        match ci.metric(name).or_else(|| ci.metric(alt)) {
+            Some(n) if n == got => Ok(()),
+            Some(n) => Err(format!("commitInfo records {name} = {n}, but the commit holds {got}")),
+            None => Err(format!("commitInfo of a {} records no {name}", ci.operation)),
+        }
+    };
+    match ci.operation.as_str() {
+        "CREATE TABLE" if meta != 1 || proto != 1 || adds != 0 || removes != 0 => {
+            return Err(format!(
+                "a CREATE TABLE commit must hold one protocol and one metaData action and no files; it holds \
+                 {proto} protocol, {meta} metaData, {adds} add, {removes} remove"
+            ));
+        }
+        "WRITE" => {
+            expect("numFiles", "numFiles", adds)?;
+            expect("numOutputRows", "numOutputRows", rows)?;
+            if ci.operation_parameters.get("mode").map(String::as_str) == Some("Overwrite") {
+                expect("numRemovedFiles", "numRemovedFiles", removes)?;
+            } else if removes != 0 {
+                return Err(format!("an append holds {removes} remove actions"));
+            }
+        }
+        "UPDATE" | "DELETE" | "MERGE" | "OPTIMIZE" => {
+            expect("numAddedFiles", "numAddedFiles", adds)?;
+            expect("numRemovedFiles", "numRemovedFiles", removes)?;
+        }
+        "VACUUM START" | "VACUUM END" if adds + removes + meta + proto != 0 => {
+            return Err(format!(
+                "a {} commit must hold only commitInfo; it holds {adds} add, {removes} remove, {meta} metaData, {proto} protocol",
+                ci.operation
+            ));
+        }
+        "RESTORE" => {
+            // tinydelta before 0.2 wrote numRestoredFile / numRemovedFile.
+            expect("numRestoredFiles", "numRestoredFile", adds)?;
+            expect("numRemovedFiles", "numRemovedFile", removes)?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(LogFile::parse("00000000000000000012.json"), LogFile::Commit(12));
+        assert_eq!(LogFile::parse(".00000000000000000012.0b2c.tmp"), LogFile::Temp(12));
+        assert_eq!(LogFile::parse("00000000000000000012.crc"), LogFile::Crc(12));
+        assert_eq!(
+            LogFile::parse("00000000000000000012.checkpoint.parquet"),
+            LogFile::DeltaCheckpoint(12)
+        );
+        assert_eq!(LogFile::parse("_last_checkpoint"), LogFile::LastCheckpoint);
+        for other in [
+            "12.json",
+            "0000000000000000001a.json",
+            ".00000000000000000012.tmp.swp",
+            "00000000000000000012.json.swp",
+        ] {
+            assert_eq!(LogFile::parse(other), LogFile::Other, "{other}");
+        }
+        assert_eq!(commit_file_name(7), "00000000000000000007.json");
+    }
+
+    fn parse(bytes: &str) -> Result<Commit> {
+        parse_commit(3, Path::new("x"), bytes.as_bytes(), 0)
+    }
+
+    #[test]
+    fn completeness() {
+        let ci = r#"{"commitInfo":{"timestamp":1,"operation":"WRITE","operationParameters":{"mode":"Append"},"operationMetrics":{"numFiles":"1","numOutputRows":"2"},"engineInfo":"tinydelta/0.1.0"}}"#;
+        let add = r#"{"add":{"path":"p%20q.jsonl","size":3,"stats":"{\"numRecords\":2}"}}"#;
+        let whole = format!("{ci}\n{add}\n");
+        let c = parse(&whole).expect("whole");
+        assert_eq!(c.actions[1].add.as_ref().unwrap().path, "p q.jsonl");
+        for (bytes, what) in [
+            (String::new(), "empty"),
+            ("\n\n".into(), "empty"),
+            (format!("{ci}\n"), "numFiles = 1"),
+            (format!("{ci}\n{add}"), "no newline"),
+            (format!("{ci}\n{}\n", &add[..20]), "line 2"),
+            ("garbage\n".into(), "line 1"),
+        ] {
+            let e = parse(&bytes).expect_err(what).to_string();
+            assert!(e.contains("version 3 is damaged") && e.contains(what), "{e}");
+        }
+        // Foreign commits: no commitInfo, no final newline, unknown actions: fine.
+        parse(r#"{"txn":{"appId":"a","version":1}}"#).expect("foreign");
+    }
+}

@@ -1,0 +1,290 @@
+//! Snapshots: the state of a table at one version, rebuilt by log replay of add/remove actions
+//! from version 0 (Delta PROTOCOL "Action Reconciliation").
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use crate::format::actions::{CommitInfo, Metadata, Protocol};
+use crate::error::{Error, Result};
+use crate::log::files::{self, LOG_DIR};
+
+use crate::format::schema::Schema;
+
+/// Highest Delta reader version tinydelta understands: 3 (table features), with only the
+/// reader features of [`READER_FEATURES`].
+pub const READER_VERSION: i64 = 3;
+
+/// The Delta reader features tinydelta reads (PROTOCOL "Table Features"): `timestampNtz`
+/// (read as `timestamp`, docs/FORMAT.md), `vacuumProtocolCheck` (a rule for writers' vacuums),
+/// and `columnMapping` while `delta.columnMapping.mode` is `none`. Any other is refused
+/// naming it ([`Error::UnsupportedFeature`]).
+pub const READER_FEATURES: [&str; 3] = ["timestampNtz", "vacuumProtocolCheck", "columnMapping"];
+
+/// Refuse a table tinydelta cannot read correctly: a reader version above [`READER_VERSION`],
+/// a reader feature outside [`READER_FEATURES`], or column mapping in use (reader version 2 or
+/// the `columnMapping` feature with `delta.columnMapping.mode` other than `none`).
+/// Errors: [`Error::UnsupportedProtocol`], [`Error::UnsupportedFeature`].
+pub fn check_readable(root: &Path, protocol: &Protocol, metadata: Option<&Metadata>) -> Result<()> {
+    if protocol.min_reader_version > READER_VERSION {
+        return Err(Error::UnsupportedProtocol {
+            table: root.to_path_buf(),
+            reader: protocol.min_reader_version,
+            writer: protocol.min_writer_version,
+        });
+    }
+    let unsupported = |f: &str| Error::UnsupportedFeature {
+        table: root.to_path_buf(),
+        feature: f.to_string(),
+    };
+    if protocol.min_reader_version >= 3 {
+        for f in protocol.reader_features.iter().flatten() {
+            if !READER_FEATURES.contains(&f.as_str()) {
+                return Err(unsupported(f));
+            }
+        }
+    }
+    let mode = metadata.and_then(|m| m.configuration.get("delta.columnMapping.mode"));
+    if protocol.min_reader_version >= 2 && mode.is_some_and(|m| m != "none") {
+        return Err(unsupported("columnMapping"));
+    }
+    Ok(())
+}
+/// Highest Delta writer version tinydelta writes.
+pub const WRITER_VERSION: i64 = 2;
+
+/// One live data file of a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileEntry {
+    /// Path relative to the table root (checked safe during replay).
+    pub path: String,
+    /// Bytes.
+    pub size: u64,
+    /// Rows, from `add.stats.numRecords` (0 if the stats are missing: see `has_stats`).
+    pub num_records: u64,
+    /// Whether the add action had stats with `numRecords` (other Delta writers may omit them).
+    pub has_stats: bool,
+    /// `add.modificationTime`, ms since epoch.
+    pub modification_time: i64,
+    /// `add.partitionValues`: the partition columns' values of its rows (Delta PROTOCOL
+    /// "Partition Value Serialization"); empty for tinydelta's own files.
+    pub partition_values: BTreeMap<String, Option<String>>,
+    /// The version whose commit holds the `add` action that made the file live (read it again
+    /// with [`crate::table::Table::add_action`]; snapshots keep no stats, to stay small).
+    pub added_in: u64,
+}
+
+/// A table frozen at one version: schema, live files in the order they were added, and the
+/// commit's provenance. Immutable once built.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Table root.
+    pub root: PathBuf,
+    /// The version.
+    pub version: u64,
+    /// `commitInfo.timestamp` of the version, ms since epoch.
+    pub timestamp: i64,
+    /// The commit's commitInfo.
+    pub commit_info: CommitInfo,
+    /// Schema in force at the version.
+    pub schema: Schema,
+    /// The `metaData` action in force.
+    pub metadata: Metadata,
+    /// The `protocol` action in force.
+    pub protocol: Protocol,
+    /// Live files; their concatenation is the version's rows.
+    pub files: Vec<std::sync::Arc<FileEntry>>,
+    /// The newest `txn` version of each application id (Delta PROTOCOL "Transaction
+    /// Identifiers"): never rolled back by a restore.
+    pub txns: BTreeMap<String, i64>,
+    /// How many `VACUUM START` commits the log holds up to this version (README, "Vacuum"):
+    /// while it is 0, no retention vacuum can have removed a file any version names.
+    pub vacuums: u64,
+}
+
+impl Snapshot {
+    /// Total rows.
+    pub fn num_records(&self) -> u64 {
+        self.files.iter().fold(0u64, |n, f| n.saturating_add(f.num_records))
+    }
+    /// Total bytes of the live files.
+    pub fn size_bytes(&self) -> u64 {
+        self.files.iter().fold(0u64, |n, f| n.saturating_add(f.size))
+    }
+}
+
+/// Incremental log replay, one commit at a time.
+#[derive(Debug, Default)]
+pub struct Replay {
+    seq: u64,
+    live: HashMap<String, FileEntry>,
+    /// Add order of each live path.
+    order: HashMap<String, u64>,
+    rows: u64,
+    /// Live files whose `add` has no row count in its stats (their rows are not in `rows`).
+    unstated: usize,
+    /// The paths the last applied commit added.
+    last_adds: Vec<String>,
+    metadata: Option<Metadata>,
+    protocol: Option<Protocol>,
+    txns: BTreeMap<String, i64>,
+    vacuums: u64,
+    /// Every path any `add` named so far.
+    pub ever_added: Option<std::collections::HashSet<String>>,
+}
+
+impl Replay {
+    /// Apply the actions of one commit (already checked complete by [`crate::log::files::parse_commit`],
+    /// paths decoded and safe). Errors: [`Error::UnsupportedProtocol`].
+    pub fn apply(&mut self, root: &Path, commit: &crate::log::files::Commit) -> Result<()> {
+        let version = commit.version;
+        if commit
+            .info
+            .as_ref()
+            .is_some_and(|i| i.operation == crate::format::actions::VACUUM_START)
+        {
+            self.vacuums = self.vacuums.saturating_add(1);
+        }
+        self.last_adds.clear();
+        for a in &commit.actions {
+            if let Some(p) = &a.protocol {
+                check_readable(root, p, None)?;
+                self.protocol = Some(p.clone());
+            }
+            if let Some(m) = &a.metadata {
+                self.metadata = Some(m.clone());
+            }
+            if let Some(t) = &a.txn {
+                self.txns.insert(t.app_id.clone(), t.version);
+            }
+            if let Some(add) = &a.add {
+                if let Some(set) = &mut self.ever_added {
+                    set.insert(add.path.clone());
+                }
+                self.seq += 1;
+                self.last_adds.push(add.path.clone());
+                let rows = add.num_records();
+                let entry = FileEntry {
+                    num_records: rows.unwrap_or(0),
+                    has_stats: rows.is_some(),
+                    size: add.size,
+                    modification_time: add.modification_time,
+                    partition_values: add.partition_values.clone(),
+                    added_in: version,
+                    path: add.path.clone(),
+                };
+                self.rows = self.rows.saturating_add(entry.num_records);
+                self.unstated += usize::from(!entry.has_stats);
+                self.order.insert(entry.path.clone(), self.seq);
+                if let Some(old) = self.live.insert(entry.path.clone(), entry) {
+                    self.rows = self.rows.saturating_sub(old.num_records);
+                    self.unstated = self.unstated.saturating_sub(usize::from(!old.has_stats));
+                }
+            }
+            if let Some(r) = &a.remove
+                && let Some(old) = self.live.remove(&r.path)
+            {
+                self.order.remove(&r.path);
+                self.rows = self.rows.saturating_sub(old.num_records);
+                self.unstated = self.unstated.saturating_sub(usize::from(!old.has_stats));
+            }
+        }
+        Ok(())
+    }
+
+    /// The replay state that yields `snap` (files keep their order).
+    pub fn from_snapshot(snap: &Snapshot) -> Self {
+        Replay {
+            seq: snap.files.len() as u64,
+            live: snap.files.iter().map(|f| (f.path.clone(), (**f).clone())).collect(),
+            order: snap
+                .files
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (f.path.clone(), i as u64))
+                .collect(),
+            rows: snap.num_records(),
+            unstated: snap.files.iter().filter(|f| !f.has_stats).count(),
+            last_adds: Vec::new(),
+            metadata: Some(snap.metadata.clone()),
+            protocol: Some(snap.protocol.clone()),
+            txns: snap.txns.clone(),
+            vacuums: snap.vacuums,
+            ever_added: None,
+        }
+    }
+
+    /// A replay that also records every path any `add` names (for vacuum).
+    pub fn recording_added() -> Self {
+        Replay {
+            ever_added: Some(Default::default()),
+            ..Default::default()
+        }
+    }
+
+    /// Whether `path` is live so far.
+    pub fn is_live(&self, path: &str) -> bool {
+        self.live.contains_key(path)
+    }
+
+    /// (rows, files) live so far. The rows are those the live files' stats count: see
+    /// [`Replay::live_without_stats`] for the files they leave out.
+    pub fn live_rows(&self) -> (u64, usize) {
+        (self.rows, self.live.len())
+    }
+
+    /// The live files whose `add` has no row count in its stats (another writer's, Delta
+    /// PROTOCOL "Per-file Statistics" makes stats optional); empty when there are none (the
+    /// usual case, no walk over the live files).
+    pub fn live_without_stats(&self) -> Vec<FileEntry> {
+        if self.unstated == 0 {
+            return Vec::new();
+        }
+        self.live.values().filter(|f| !f.has_stats).cloned().collect()
+    }
+
+    /// The files the last applied commit added that are still live after it.
+    pub fn last_added(&self) -> Vec<FileEntry> {
+        self.last_adds
+            .iter()
+            .filter_map(|p| self.live.get(p))
+            .cloned()
+            .collect()
+    }
+
+    /// The schema string of the newest `metaData` replayed so far.
+    pub fn schema_string(&self) -> Option<&str> {
+        self.metadata.as_ref().map(|m| m.schema_string.as_str())
+    }
+
+    /// Freeze the replay so far as the snapshot of `version`.
+    pub fn snapshot(&self, root: &Path, version: u64, commit_info: CommitInfo) -> Result<Snapshot> {
+        let log_path = || root.join(LOG_DIR).join(files::commit_file_name(version));
+        let metadata = self.metadata.clone().ok_or_else(|| Error::Corrupt {
+            path: log_path(),
+            reason: "no metaData action at or before this version".into(),
+        })?;
+        let protocol = self.protocol.clone().ok_or_else(|| Error::Corrupt {
+            path: log_path(),
+            reason: "no protocol action at or before this version".into(),
+        })?;
+        check_readable(root, &protocol, Some(&metadata))?;
+        let schema = Schema::from_schema_string(&metadata.schema_string).map_err(|reason| Error::Corrupt {
+            path: log_path(),
+            reason,
+        })?;
+        let mut files: Vec<FileEntry> = self.live.values().cloned().collect();
+        files.sort_unstable_by_key(|f| self.order.get(&f.path).copied().unwrap_or(0));
+        Ok(Snapshot {
+            root: root.to_path_buf(),
+            version,
+            timestamp: commit_info.timestamp,
+            commit_info,
+            schema,
+            metadata,
+            protocol,
+            files: files.into_iter().map(std::sync::Arc::new).collect(),
+            txns: self.txns.clone(),
+            vacuums: self.vacuums,
+        })
+    }
+}

@@ -1,0 +1,824 @@
+//! What the mount knows about versions: cached, immutable facts, and reads of a version's
+//! `data.jsonl` as a concatenation of its data files.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::util::sync::lock;
+use crate::table::Table;
+use crate::sys::beneath::Dir;
+use crate::error::Error;
+use crate::util::lru::Lru;
+use crate::log::snapshot::Snapshot;
+use crate::table::CommitStamp;
+
+use super::errno::{FsError, FsResult};
+
+/// The cheap facts of a version: when it was committed and its commit file.
+#[derive(Debug)]
+pub struct VersionHead {
+    /// `commitInfo.timestamp`, ms since the epoch.
+    pub timestamp_ms: i64,
+    /// Its size in bytes.
+    pub commit_size: u64,
+    /// The commit file's stamp when this head was read: a cached head is used only while the
+    /// commit file still has it.
+    stamp: CommitStamp,
+}
+
+/// The facts of a version that need a log replay: its data files and its schema.
+#[derive(Debug)]
+pub struct VersionBody {
+    /// The data files in snapshot order, with their offsets in `data.jsonl`.
+    pub data: Arc<Concat>,
+    /// `schema.json`.
+    pub schema_json: Arc<[u8]>,
+    /// The data files as the log names them (decoded paths), in snapshot order: the parts of
+    /// `data` are these, or their converted rows for Parquet data files.
+    pub sources: Arc<[String]>,
+    /// The Parquet data files among them with their `add.size` in bytes: checked beneath the
+    /// table at every open and getattr ([`VersionSet::check_parquet`]) before their converted
+    /// rows are served.
+    pub parquet: Arc<[(String, u64)]>,
+    /// The stamp of the version's commit file when the body was replayed (as for heads).
+    stamp: CommitStamp,
+}
+
+/// One file of a concatenation.
+#[derive(Debug, Clone)]
+pub struct Part {
+    /// Path relative to the table folder (`part-....jsonl`, `_delta_log/....json`).
+    pub rel: String,
+    /// Absolute path, for messages.
+    pub path: PathBuf,
+    /// Offset of its first byte in the concatenation.
+    pub start: u64,
+    /// Its length in bytes, as the log records it (for a Parquet data file: the length of its
+    /// converted rows).
+    pub len: u64,
+    /// The folder `rel` is beneath when it is not the table folder: the converted-rows cache
+    /// folder of a Parquet data file ([`crate::table::parquet_cache`]).
+    pub dir: Option<Dir>,
+}
+
+/// Files read as one: `data.jsonl` (the data files) or `commit.json` (one commit file).
+#[derive(Debug)]
+pub struct Concat {
+    /// The parts, in order, with increasing `start`.
+    pub parts: Vec<Part>,
+    /// Total length.
+    pub len: u64,
+}
+
+impl Concat {
+    /// Concatenate `files` (path relative to `root`, length in bytes) in order; empty files are
+    /// left out.
+    pub fn new(root: &Path, files: impl IntoIterator<Item = (String, u64)>) -> Concat {
+        Concat::new_in(root, files.into_iter().map(|(rel, len)| (rel, len, None)))
+    }
+
+    /// [`Concat::new`] for files each beneath its own folder (`None`: the table folder `root`).
+    pub fn new_in(root: &Path, files: impl IntoIterator<Item = (String, u64, Option<Dir>)>) -> Concat {
+        let mut start = 0u64;
+        let parts = files
+            .into_iter()
+            .filter(|(_, len, _)| *len > 0)
+            .map(|(rel, len, dir)| {
+                let p = Part {
+                    path: dir.as_ref().map_or_else(|| root.join(&rel), |d| d.join(&rel)),
+                    rel,
+                    start,
+                    len,
+                    dir,
+                };
+                start = start.saturating_add(len);
+                p
+            })
+            .collect();
+        Concat { parts, len: start }
+    }
+
+    /// The one file this concatenation is, if it has exactly one part (a candidate for FUSE
+    /// passthrough, see README "Reading").
+    pub fn single(&self) -> Option<&Part> {
+        match self.parts.as_slice() {
+            [p] => Some(p),
+            _ => None,
+        }
+    }
+}
+
+/// How many data and commit files the daemon keeps open at most ([`FilePool`]).
+pub const MAX_OPEN_FILES: usize = 512;
+
+/// The open data and commit files of a mounted table, shared by every handle that reads them:
+/// one descriptor per file however many handles are open (README "Limits"), at most
+/// [`MAX_OPEN_FILES`], the least recently used closed first.
+///
+/// Every file is opened beneath the table folder with [`Dir::open_file`] (no symlink at any
+/// component, a regular file, no blocking on a FIFO), and its size is checked on the open
+/// descriptor against the size the log records: never checked by path and then opened
+/// (README "Security").
+#[derive(Debug)]
+pub struct FilePool {
+    root: Dir,
+    open: Mutex<Lru<(String, u64), File>>,
+}
+
+impl FilePool {
+    /// A pool for the table folder `root`.
+    pub fn new(root: Dir) -> FilePool {
+        FilePool {
+            root,
+            open: Mutex::new(Lru::new(MAX_OPEN_FILES)),
+        }
+    }
+
+    /// The open file of `part`. Errors ([`Error::Corrupt`], EIO at the mount): it is a symlink
+    /// or passes through one, is not a regular file, or its size differs from the log's;
+    /// [`Error::Io`] naming the path otherwise (ENOENT for a missing file).
+    pub fn get(&self, part: &Part) -> FsResult<Arc<File>> {
+        let key = (part.path.to_string_lossy().into_owned(), part.len);
+        if let Some(f) = lock(&self.open).get(&key) {
+            return Ok(f);
+        }
+        // The one opener of data files, shared with the CLI (docs/FORMAT.md, "Data files").
+        let dir = part.dir.as_ref().unwrap_or(&self.root);
+        let file = Arc::new(crate::table::open_data_file(dir, &part.rel, part.len)?);
+        lock(&self.open).put(key, file.clone());
+        Ok(file)
+    }
+
+    /// [`FilePool::get`], with the size checked again on the descriptor even when it was already
+    /// open: for opens whose reads the kernel serves from the file directly (passthrough), which
+    /// read up to the file's own end, not the size the log records.
+    pub fn get_checked(&self, part: &Part) -> FsResult<Arc<File>> {
+        let file = self.get(part)?;
+        let size = file.metadata().map_err(|e| Error::io("stat", &part.path, e))?.len();
+        if size != part.len {
+            return Err(FsError::Table(Error::Corrupt {
+                path: part.path.clone(),
+                reason: format!("the file is {size} bytes but the log records {} bytes", part.len),
+            }));
+        }
+        Ok(file)
+    }
+
+    /// Files open now.
+    #[cfg(test)]
+    pub fn open_count(&self) -> usize {
+        lock(&self.open).len()
+    }
+}
+
+/// An open `data.jsonl` (or `commit.json`): positional reads mapped onto the parts. The parts'
+/// descriptors come from the table's [`FilePool`], so a handle holds no descriptor of its own;
+/// an open reader keeps reading the version it opened, whatever is committed later.
+#[derive(Debug)]
+pub struct ConcatReader {
+    concat: Arc<Concat>,
+    pool: Arc<FilePool>,
+}
+
+impl ConcatReader {
+    /// Total length.
+    #[cfg(test)]
+    pub fn len(&self) -> u64 {
+        self.concat.len
+    }
+
+    /// A reader of `concat`, opening its files through `pool`.
+    pub fn new(concat: Arc<Concat>, pool: Arc<FilePool>) -> ConcatReader {
+        ConcatReader { concat, pool }
+    }
+
+    /// Up to `size` bytes at `offset` (fewer only at the end).
+    pub fn read(&self, offset: u64, size: usize) -> FsResult<Vec<u8>> {
+        let mut buf = Vec::new();
+        self.read_into(offset, size, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Up to `size` bytes at `offset` into `buf` (cleared first; its capacity is reused, so a
+    /// caller that keeps one buffer per thread allocates and zero-fills nothing per read).
+    pub fn read_into(&self, offset: u64, size: usize, buf: &mut Vec<u8>) -> FsResult<()> {
+        buf.clear();
+        if offset >= self.concat.len || size == 0 {
+            return Ok(());
+        }
+        let end = self.concat.len.min(offset.saturating_add(size as u64));
+        let want = (end - offset) as usize;
+        buf.reserve(want);
+        let parts = &self.concat.parts;
+        // The last part starting at or before offset.
+        let mut idx = parts.partition_point(|p| p.start <= offset).saturating_sub(1);
+        let mut pos = offset;
+        while pos < end && idx < parts.len() {
+            let part = &parts[idx];
+            let in_part = pos - part.start;
+            let n = (part.len - in_part).min(end - pos) as usize;
+            let file = self.pool.get(part)?;
+            read_exact_at(&file, buf, n, in_part, &part.path)?;
+            pos += n as u64;
+            idx += 1;
+        }
+        Ok(())
+    }
+}
+
+/// The smallest read answered from a mapping ([`ConcatReader::map`]); smaller reads are copied
+/// with `pread`, which costs less than setting up and tearing down a mapping.
+pub const MAP_MIN: usize = 128 << 10;
+
+/// Bytes of one data file mapped read-only (`mmap(2)` `MAP_SHARED`) for the length of one
+/// reply, unmapped on drop.
+///
+/// Why: a read reply is written to `/dev/fuse` with `writev`, and the kernel copies it from the
+/// daemon's memory into the reader's buffer (or the mount's page cache). Handing it the mapped
+/// file instead of a buffer filled by `pread` saves one copy of every byte (README "Reading").
+///
+/// Why it cannot crash the daemon: no code of the daemon reads the mapped bytes; only the
+/// kernel does, inside `writev`. The range is checked against the file's size, which was
+/// checked against the log when the file was opened ([`FilePool`]); if the file is truncated
+/// afterwards (damage, or another program), the kernel's copy faults in kernel mode, `writev`
+/// fails with EFAULT and the kernel ends the request with EIO (fs/fuse/dev.c,
+/// `fuse_dev_do_write`): the reader gets EIO, never a SIGBUS in the daemon, never wrong bytes.
+/// The mapping is per reply, so the daemon's resident set grows by at most one request
+/// (1 MiB) per worker thread.
+#[derive(Debug)]
+pub struct Mapped {
+    base: std::ptr::NonNull<std::ffi::c_void>,
+    map_len: usize,
+    skip: usize,
+    len: usize,
+}
+
+impl Mapped {
+    /// How many bytes are mapped for the reply.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The mapped bytes.
+    ///
+    /// # Safety
+    /// Only for handing to a system call that copies them (the reply's `writev`): the file can
+    /// be truncated by another program at any time, and a read of the bytes by the daemon's own
+    /// code would then raise SIGBUS. The slice must not outlive `self`.
+    pub unsafe fn bytes(&self) -> &[u8] {
+        // SAFETY: `base` maps `map_len` bytes and `skip + len == map_len`; the caller's
+        // contract covers truncation (see the type's documentation).
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().cast::<u8>().add(self.skip), self.len) }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`map_len` are exactly what mmap returned, and no slice of it outlives
+        // `self` (see `bytes`).
+        if let Err(e) = unsafe { rustix::mm::munmap(self.base.as_ptr(), self.map_len) } {
+            log::warn!("munmap of a read reply failed: {e}");
+        }
+    }
+}
+
+impl ConcatReader {
+    /// Map the `size` bytes at `offset` (fewer at the end) when they lie in one data file and
+    /// are at least [`MAP_MIN`] bytes; `None` otherwise (then read with
+    /// [`ConcatReader::read_into`]). Errors name the file (opening it, or `mmap`).
+    pub fn map(&self, offset: u64, size: usize) -> FsResult<Option<Mapped>> {
+        if offset >= self.concat.len {
+            return Ok(None);
+        }
+        let end = self.concat.len.min(offset.saturating_add(size as u64));
+        let len = (end - offset) as usize;
+        let parts = &self.concat.parts;
+        let idx = parts.partition_point(|p| p.start <= offset).saturating_sub(1);
+        let Some(part) = parts.get(idx) else {
+            return Ok(None);
+        };
+        if len < MAP_MIN || end > part.start.saturating_add(part.len) {
+            return Ok(None);
+        }
+        let in_part = offset - part.start;
+        let page = rustix::param::page_size() as u64;
+        let map_off = in_part - in_part % page;
+        let skip = (in_part - map_off) as usize;
+        let map_len = skip + len;
+        let file = self.pool.get(part)?;
+        // A file cut short since it was opened is damage, named here as `pread` would (a cut
+        // racing with the reply still only makes the kernel answer EIO, see `Mapped`).
+        let size = file.metadata().map_err(|e| Error::io("stat", &part.path, e))?.len();
+        if size < part.len {
+            return Err(FsError::Table(Error::Corrupt {
+                path: part.path.clone(),
+                reason: "data file is shorter than its add action says".into(),
+            }));
+        }
+        // SAFETY: a fresh read-only shared mapping at an address the kernel picks; it aliases
+        // no Rust object. Its bytes are only ever read by the kernel (see `Mapped`).
+        let base = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                rustix::mm::ProtFlags::READ,
+                rustix::mm::MapFlags::SHARED,
+                &*file,
+                map_off,
+            )
+        }
+        .map_err(|e| Error::io("mmap", &part.path, std::io::Error::from_raw_os_error(e.raw_os_error())))?;
+        let Some(base) = std::ptr::NonNull::new(base) else {
+            return Ok(None);
+        };
+        Ok(Some(Mapped {
+            base,
+            map_len,
+            skip,
+            len,
+        }))
+    }
+
+    /// The stretches of data files that make up the `size` bytes at `offset` (fewer at the end;
+    /// empty past it), for a reply spliced from them ([`super::splice::Replies`]). Each file is
+    /// opened and its size checked against the log first: a file cut short is
+    /// [`Error::Corrupt`] naming it, as [`ConcatReader::read_into`] says.
+    pub fn pieces(&self, offset: u64, size: usize) -> FsResult<Vec<super::splice::Piece>> {
+        let mut out = Vec::new();
+        if offset >= self.concat.len || size == 0 {
+            return Ok(out);
+        }
+        let end = self.concat.len.min(offset.saturating_add(size as u64));
+        let parts = &self.concat.parts;
+        let mut idx = parts.partition_point(|p| p.start <= offset).saturating_sub(1);
+        let mut pos = offset;
+        while pos < end && idx < parts.len() {
+            let part = &parts[idx];
+            let in_part = pos - part.start;
+            let n = (part.len - in_part).min(end - pos) as usize;
+            let file = self.pool.get(part)?;
+            let size = file.metadata().map_err(|e| Error::io("stat", &part.path, e))?.len();
+            if size < part.len {
+                return Err(FsError::Table(Error::Corrupt {
+                    path: part.path.clone(),
+                    reason: "data file is shorter than its add action says".into(),
+                }));
+            }
+            if n > 0 {
+                out.push(super::splice::Piece {
+                    file,
+                    offset: in_part,
+                    len: n,
+                    path: part.path.clone(),
+                });
+            }
+            pos += n as u64;
+            idx += 1;
+        }
+        Ok(out)
+    }
+}
+
+/// Append exactly `n` bytes of `file` at `offset` to `buf` (into its spare capacity, no
+/// zero-fill); a file shorter than that is damage, never zeros.
+fn read_exact_at(file: &File, buf: &mut Vec<u8>, n: usize, mut offset: u64, path: &Path) -> FsResult<()> {
+    let target = buf.len() + n;
+    buf.reserve(n);
+    while buf.len() < target {
+        let left = target - buf.len();
+        let spare = &mut buf.spare_capacity_mut()[..left];
+        match rustix::io::pread(file, spare, offset) {
+            Ok(([], _)) => {
+                return Err(FsError::Table(Error::Corrupt {
+                    path: path.to_path_buf(),
+                    reason: "data file is shorter than its add action says".into(),
+                }));
+            }
+            Ok((done, _)) => {
+                let k = done.len();
+                // SAFETY: pread initialised the first k bytes of the spare capacity.
+                unsafe { buf.set_len(buf.len() + k) };
+                offset += k as u64;
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => {
+                return Err(Error::io("read", path, std::io::Error::from_raw_os_error(e.raw_os_error())).into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Versions of one table, as the mount sees them. Facts about a version never change, so they
+/// are cached (bounded); only the newest version number is asked of the log each time.
+#[derive(Debug)]
+pub struct Versions {
+    table: Table,
+    /// The newest version seen so far: versions up to it exist without asking the log.
+    seen_latest: AtomicU64,
+    heads: Mutex<Lru<u64, VersionHead>>,
+    bodies: Mutex<Lru<u64, VersionBody>>,
+    /// The open data and commit files, shared by every reader.
+    files: Arc<FilePool>,
+    /// The newest snapshot built so far: a newer version is replayed from it, one commit per
+    /// version, instead of from version 0 (readers of `latest` after each commit).
+    tip: Mutex<Option<(Arc<Snapshot>, CommitStamp)>>,
+    /// Versions whose commit file was found replaced after they were served (a cached head or
+    /// body with another stamp): their files are opened without keep-cache from then on, so the
+    /// kernel drops pages it cached from the old commit's rows (same size, same inode number).
+    replaced: Mutex<std::collections::HashSet<u64>>,
+}
+
+impl Versions {
+    /// The versions of `table`. Errors: the table folder cannot be opened ([`Error::Io`]).
+    pub fn new(table: Table) -> FsResult<Versions> {
+        let root = Dir::open(table.root())?;
+        Ok(Versions {
+            files: Arc::new(FilePool::new(root)),
+            table,
+            seen_latest: AtomicU64::new(0),
+            heads: Mutex::new(Lru::new(1024)),
+            bodies: Mutex::new(Lru::new(32)),
+            tip: Mutex::new(None),
+            replaced: Mutex::new(Default::default()),
+        })
+    }
+
+    /// The shared open files of the table.
+    pub fn files(&self) -> &Arc<FilePool> {
+        &self.files
+    }
+
+    /// The table.
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// The newest version, from the table's log segment now (a listing, or one fstat while
+    /// `_delta_log/` is unchanged), with every commit up to it checked complete: a hole, a
+    /// non-regular commit name or a damaged commit anywhere is the same error (EIO) that the
+    /// damaged versions give, as in the CLI.
+    pub fn latest(&self) -> FsResult<u64> {
+        let v = self.table.latest_version()?;
+        self.table.verify_through(v)?;
+        self.seen_latest.fetch_max(v, Ordering::Relaxed);
+        Ok(v)
+    }
+
+    /// The newest readable version, for listing `v/` and its attributes: versions before damage
+    /// stay listed (and readable), none past it are. Errors: EIO when no version is readable.
+    pub fn listed_latest(&self) -> FsResult<u64> {
+        match self.table.readable_through()? {
+            Some(v) => Ok(v),
+            None => Err(self
+                .table
+                .latest_version()
+                .err()
+                .map_or(FsError::NotFound, FsError::Table)),
+        }
+    }
+
+    /// Whether `version` exists: `Ok(true)` for a readable version, `Ok(false)` past the newest
+    /// commit, the damage error (EIO) for a version at or past damage in the log.
+    pub fn exists(&self, version: u64) -> FsResult<bool> {
+        if version <= self.seen_latest.load(Ordering::Relaxed) {
+            return Ok(true);
+        }
+        let seg = self.table.segment()?;
+        match seg.check(version) {
+            Some(Ok(())) => {
+                self.table.verify_through(version)?;
+                self.seen_latest.fetch_max(version, Ordering::Relaxed);
+                Ok(true)
+            }
+            Some(Err(e)) => Err(e.into()),
+            None => Ok(false),
+        }
+    }
+
+    /// Whether `version`'s commit file was found replaced after the mount served it (then its
+    /// files are opened without keep-cache).
+    pub fn replaced(&self, version: u64) -> bool {
+        lock(&self.replaced).contains(&version)
+    }
+
+    /// The head of `version` (which must exist).
+    pub fn head(&self, version: u64) -> FsResult<Arc<VersionHead>> {
+        // A version's commit is never rewritten; one that was (moved aside by `check --repair`
+        // and committed again, or damaged in place) is read again, never answered from cache.
+        let stamp = self.table.commit_stamp(version);
+        if let Some(h) = lock(&self.heads).get(&version) {
+            if Some(h.stamp) == stamp {
+                return Ok(h);
+            }
+            lock(&self.replaced).insert(version);
+        }
+        let commit = self.table.read_commit(version)?;
+        let info = self.table.commit_info(version)?;
+        let commit_size = commit.len;
+        let head = Arc::new(VersionHead {
+            timestamp_ms: info.timestamp,
+            commit_size,
+            stamp: stamp.unwrap_or(CommitStamp::UNKNOWN),
+        });
+        if stamp.is_some() {
+            lock(&self.heads).put(version, head.clone());
+        }
+        Ok(head)
+    }
+
+    /// Whether a retention vacuum deleted data files of `version` (README, "Vacuum"): then its
+    /// `data.jsonl` is ENOENT while `commit.json` and `schema.json` stay. One stat per data
+    /// file, beneath the table folder, asked now (never cached: a vacuum may run at any time).
+    /// A missing file no recorded `VACUUM START` explains is damage: `false` here, and reading
+    /// the file is EIO naming it, as before.
+    pub fn data_gone(&self, version: u64) -> FsResult<bool> {
+        let body = self.body(version)?;
+        for p in body.sources.iter() {
+            if self.table.dir().stat(p)?.is_none() {
+                return Ok(crate::table::history::vacuum_that_deleted(&self.table, version, p)?.is_some());
+            }
+        }
+        Ok(false)
+    }
+
+    /// Check that every Parquet data file of `version` is still what the log says: present
+    /// beneath the table, a regular file (no symlink) of its `add.size`, on the open descriptor
+    /// ([`crate::table::open_data_file`]), as a JSONL data file is checked when opened. Asked at
+    /// every open and getattr of `data.jsonl` and `parts/`, so a resized or deleted Parquet file
+    /// is EIO naming it, never answered from its converted rows. Errors: [`Error::Corrupt`].
+    pub fn check_parquet(&self, version: u64) -> FsResult<()> {
+        let body = self.body(version)?;
+        for (path, size) in body.parquet.iter() {
+            crate::table::open_data_file(self.table.dir(), path, *size)?;
+        }
+        Ok(())
+    }
+
+    /// The body of `version` (log replay on a cache miss).
+    pub fn body(&self, version: u64) -> FsResult<Arc<VersionBody>> {
+        let stamp = self.table.commit_stamp(version);
+        if let Some(b) = lock(&self.bodies).get(&version) {
+            if Some(b.stamp) == stamp {
+                return Ok(b);
+            }
+            lock(&self.replaced).insert(version);
+        }
+        let snap = self.snapshot(version)?;
+        let root = self.table.root();
+        // A Parquet data file is served as its converted rows, converted now (the first stat or
+        // read of a version naming it), never at mount time.
+        let mut files = Vec::with_capacity(snap.files.len());
+        for f in &snap.files {
+            if crate::format::parquet::is_parquet_name(&f.path) {
+                let c = self
+                    .table
+                    .converted(f, &snap.schema)
+                    .map_err(|e| crate::table::history::explain_missing(&self.table, version, &f.path, e))?;
+                files.push((c.rel, c.len, Some(c.dir)));
+            } else {
+                files.push((f.path.clone(), f.size, None));
+            }
+        }
+        let data = Concat::new_in(root, files);
+        let body = Arc::new(VersionBody {
+            data: Arc::new(data),
+            schema_json: Arc::from(snap.schema.to_pretty_json().into_bytes()),
+            sources: snap.files.iter().map(|f| f.path.clone()).collect(),
+            parquet: snap
+                .files
+                .iter()
+                .filter(|f| crate::format::parquet::is_parquet_name(&f.path))
+                .map(|f| (f.path.clone(), f.size))
+                .collect(),
+            stamp: stamp.unwrap_or(CommitStamp::UNKNOWN),
+        });
+        if stamp.is_some() {
+            lock(&self.bodies).put(version, body.clone());
+        }
+        Ok(body)
+    }
+}
+
+impl Versions {
+    /// The snapshot of `version`: from the cached tip when it is older, else a full replay.
+    fn snapshot(&self, version: u64) -> FsResult<Snapshot> {
+        // Stamped before the replay reads it (see `Table::commit_stamp`).
+        let stamp = self.table.commit_stamp(version);
+        let tip = lock(&self.tip)
+            .clone()
+            .filter(|(t, st)| t.version < version && self.table.commit_stamp(t.version) == Some(*st));
+        let snap = match tip {
+            Some((t, _)) => self.table.snapshot_after(&t, version)?,
+            None => self.table.snapshot(version)?,
+        };
+        if let Some(stamp) = stamp {
+            let mut tip = lock(&self.tip);
+            let stale = tip
+                .as_ref()
+                .is_some_and(|(t, st)| self.table.commit_stamp(t.version) != Some(*st));
+            if stale || tip.as_ref().is_none_or(|(t, _)| t.version <= snap.version) {
+                *tip = Some((Arc::new(snap.clone()), stamp));
+            }
+        }
+        Ok(snap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concat_reads_across_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = Vec::new();
+        let mut all = Vec::new();
+        for (i, text) in ["{a}\n", "", "{efg\n", "{\n", "{klmnopqrstuvwxy\n"].iter().enumerate() {
+            let rel = format!("f{i}");
+            std::fs::write(dir.path().join(&rel), text).unwrap();
+            files.push((rel, text.len() as u64));
+            all.extend_from_slice(text.as_bytes());
+        }
+        let pool = Arc::new(FilePool::new(Dir::open(dir.path()).unwrap()));
+        let r = ConcatReader::new(Arc::new(Concat::new(dir.path(), files)), pool);
+        assert_eq!(r.len(), all.len() as u64);
+        for off in 0..=all.len() + 2 {
+            for size in [0, 1, 2, 3, 7, 100] {
+                let got = r.read(off as u64, size).unwrap();
+                let lo = off.min(all.len());
+                let hi = (off + size).min(all.len());
+                assert_eq!(got, &all[lo..hi], "off {off} size {size}");
+            }
+        }
+    }
+
+    #[test]
+    fn short_file_is_an_error_not_zeros() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("f"), "{\n").unwrap();
+        let pool = Arc::new(FilePool::new(Dir::open(dir.path()).unwrap()));
+        // The size is checked when the file is opened...
+        let r = ConcatReader::new(Arc::new(Concat::new(dir.path(), [("f".into(), 5)])), pool.clone());
+        assert_eq!(r.read(0, 5).unwrap_err().errno(), libc::EIO);
+        // ...and a file that shrinks after that reads short: an error, never zeros.
+        let r = ConcatReader::new(Arc::new(Concat::new(dir.path(), [("f".into(), 2)])), pool);
+        assert_eq!(r.read(0, 2).unwrap(), b"{\n");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("f"))
+            .unwrap()
+            .set_len(1)
+            .unwrap();
+        assert_eq!(r.read(0, 2).unwrap_err().errno(), libc::EIO);
+    }
+
+    #[test]
+    fn data_files_are_opened_beneath_the_table_without_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("t");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(dir.path().join("secret"), "root:x").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret"), root.join("part-1.jsonl")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), root.join("sub")).unwrap();
+        std::fs::write(root.join("ok.jsonl"), "{}\n").unwrap();
+        let pool = Arc::new(FilePool::new(Dir::open(&root).unwrap()));
+        for rel in ["part-1.jsonl", "sub/secret", "../secret"] {
+            let r = ConcatReader::new(Arc::new(Concat::new(&root, [(rel.to_string(), 6)])), pool.clone());
+            let e = r.read(0, 6).unwrap_err();
+            assert_eq!(e.errno(), libc::EIO, "{rel}: {e}");
+        }
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            root.join("fifo"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let r = ConcatReader::new(Arc::new(Concat::new(&root, [("fifo".to_string(), 6)])), pool.clone());
+        assert_eq!(r.read(0, 6).unwrap_err().errno(), libc::EIO);
+        let r = ConcatReader::new(Arc::new(Concat::new(&root, [("ok.jsonl".to_string(), 3)])), pool);
+        assert_eq!(r.read(0, 3).unwrap(), b"{}\n");
+    }
+
+    /// A file/symlink swap racing with opens (issue 9, item 1: 186 of 7,687 check-then-open
+    /// reads printed the secret): the open itself refuses the symlink, so the secret never shows.
+    #[test]
+    fn symlink_swaps_racing_with_opens_never_show_the_target() {
+        use std::sync::atomic::AtomicBool;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("t");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(dir.path().join("secret"), "SECRET").unwrap();
+        std::fs::write(root.join("good"), "public").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret"), root.join("evil")).unwrap();
+        std::fs::copy(root.join("good"), root.join("part")).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (root, stop) = (root.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    // rename(2) replaces the name atomically: always a file or a symlink.
+                    if i.is_multiple_of(2) {
+                        std::os::unix::fs::symlink(root.parent().unwrap().join("secret"), root.join("tmp")).unwrap();
+                    } else {
+                        std::fs::copy(root.join("good"), root.join("tmp")).unwrap();
+                    }
+                    std::fs::rename(root.join("tmp"), root.join("part")).unwrap();
+                    i += 1;
+                }
+            })
+        };
+        let (mut served, mut refused) = (0, 0);
+        for _ in 0..3000 {
+            // A new pool each time: every read opens the file again.
+            let pool = Arc::new(FilePool::new(Dir::open(&root).unwrap()));
+            let r = ConcatReader::new(Arc::new(Concat::new(&root, [("part".to_string(), 6)])), pool);
+            match r.read(0, 6) {
+                Ok(b) => {
+                    assert_eq!(b, b"public");
+                    served += 1;
+                }
+                Err(e) => {
+                    assert_eq!(e.errno(), libc::EIO, "{e}");
+                    refused += 1;
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        assert!(served + refused == 3000);
+    }
+
+    #[test]
+    fn one_descriptor_per_file_however_many_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = Vec::new();
+        for i in 0..3 {
+            std::fs::write(dir.path().join(format!("p{i}")), "{bc\n").unwrap();
+            files.push((format!("p{i}"), 4));
+        }
+        let pool = Arc::new(FilePool::new(Dir::open(dir.path()).unwrap()));
+        let concat = Arc::new(Concat::new(dir.path(), files));
+        let readers: Vec<_> = (0..1000)
+            .map(|_| ConcatReader::new(concat.clone(), pool.clone()))
+            .collect();
+        for r in &readers {
+            assert_eq!(r.read(0, 12).unwrap(), b"{bc\n{bc\n{bc\n");
+        }
+        assert_eq!(pool.open_count(), 3);
+    }
+
+    #[test]
+    fn incremental_snapshots_match_full_replay() {
+        use crate::table::WriteOptions;
+        use crate::format::schema::Schema;
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Schema::parse_cli(&["id:int!".to_string()]).unwrap();
+        let t = Table::create(dir.path(), &schema).unwrap();
+        let w = WriteOptions::default();
+        let vs = Versions::new(t.clone()).unwrap();
+        for i in 0..4 {
+            t.append("x", format!("{{\"id\":{i}}}\n").as_bytes(), &w).unwrap();
+            // A reader of latest after every commit: the tip moves one commit at a time.
+            vs.body(t.latest_version().unwrap()).unwrap();
+        }
+        t.overwrite("x", &b"{\"id\":9}\n"[..], &w).unwrap();
+        t.restore(2, &w).unwrap();
+        t.append("x", &b"{\"id\":10}\n"[..], &w).unwrap();
+        let latest = t.latest_version().unwrap();
+        for v in (0..=latest).rev().chain(0..=latest) {
+            let full: Vec<_> = t
+                .snapshot(v)
+                .unwrap()
+                .files
+                .iter()
+                .map(|f| (dir.path().join(&f.path), f.size))
+                .collect();
+            let got: Vec<_> = vs
+                .body(v)
+                .unwrap()
+                .data
+                .parts
+                .iter()
+                .map(|p| (p.path.clone(), p.len))
+                .collect();
+            assert_eq!(got, full, "version {v}");
+        }
+    }
+
+    #[test]
+    fn lru_evicts_least_recent() {
+        let mut l = Lru::new(2);
+        l.put(1, Arc::new(1));
+        l.put(2, Arc::new(2));
+        assert!(l.get(&1).is_some());
+        l.put(3, Arc::new(3));
+        assert!(l.get(&2).is_none());
+        assert!(l.get(&1).is_some() && l.get(&3).is_some());
+    }
+}

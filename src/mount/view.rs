@@ -1,0 +1,1114 @@
+//! The mount's inner file system: every operation of README "The mount", with no `fuser` types, so
+//! it can be tested without a kernel. The `fuser` wrapper in [`super::fs`] only converts
+//! arguments and replies.
+//!
+//! Concurrency: the view is shared by the daemon's worker threads. Short critical sections take
+//! one lock for `incoming/` metadata and one for the handle table; file I/O runs outside them,
+//! except that writes to, truncates of and commits of one staged file are serialised by that
+//! file's own I/O lock (a commit of one file never blocks reads, other files or other commits).
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::util::sync::lock;
+use crate::table::Table;
+
+use super::changes::ChangesNode;
+use super::errno::{FsError, FsResult};
+use super::incoming::Incoming;
+use super::inode::{self, MAX_PARTS, MAX_PARTS_VERSION, MAX_VERSION, Node, VersionFile};
+use super::process::{ProcFs, Processes};
+use super::versions::{Concat, ConcatReader, Mapped, Versions};
+use crate::table::staging::{STAGING_ID_PARAM, Staging};
+
+/// Settings of the view.
+#[derive(Debug, Clone)]
+pub struct ViewConfig {
+    /// Owner shown for every node (the mounting user).
+    pub uid: u32,
+    /// Group shown for every node.
+    pub gid: u32,
+    /// How long the kernel may cache entries and attributes of immutable version nodes.
+    pub version_ttl: Duration,
+    /// Share `incoming/` read-only with others (0755 and 0644) instead of keeping it private
+    /// to the mounting user (0700 and 0600).
+    pub share_incoming: bool,
+}
+
+impl Default for ViewConfig {
+    fn default() -> Self {
+        // SAFETY: geteuid/getegid cannot fail.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        ViewConfig {
+            uid,
+            gid,
+            version_ttl: Duration::from_secs(24 * 3600),
+            share_incoming: false,
+        }
+    }
+}
+
+/// The kind of a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A directory.
+    Dir,
+    /// A regular file.
+    File,
+    /// A symbolic link.
+    Symlink,
+}
+
+/// A node's attributes, with how long the kernel may cache them (and the entry naming it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attr {
+    /// Inode number.
+    pub ino: u64,
+    /// File type.
+    pub kind: Kind,
+    /// Size in bytes.
+    pub size: u64,
+    /// Permission bits.
+    pub perm: u16,
+    /// Link count.
+    pub nlink: u32,
+    /// Modification time (a version's commit time).
+    pub mtime: SystemTime,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Cache lifetime for this attribute and the entry.
+    pub ttl: Duration,
+    /// Reads of this file are served by the daemon in requests as large as the mount allows
+    /// (a `data.jsonl` of several data files): `st_blksize` advertises 1 MiB, so tools that size
+    /// their buffers by it (`cat`, `cp`, `dd`) read 1 MiB per call (README "Reading").
+    pub large_io: bool,
+}
+
+/// One directory entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DirEntry {
+    /// Inode number.
+    pub ino: u64,
+    /// File type.
+    pub kind: Kind,
+    /// Name.
+    pub name: String,
+    /// The offset to pass back to continue after this entry.
+    pub next_offset: u64,
+}
+
+/// An open file handle and how the kernel should treat its page cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opened {
+    /// The handle.
+    pub fh: u64,
+    /// Keep cached pages from earlier opens (immutable files).
+    pub keep_cache: bool,
+    /// The kernel need not send `flush` on close (read-only handles).
+    pub no_flush: bool,
+}
+
+/// Who is calling, as far as commit-on-close cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Caller {
+    /// Thread-group id (process id) of the caller, if known.
+    pub tgid: Option<u32>,
+    /// The caller is exiting because a signal killed it (its close must not commit).
+    pub killed: bool,
+    /// After this close the caller still has another descriptor of the same file (a shell
+    /// restoring a redirected fd with dup2): not its last close, so not a commit point.
+    pub still_open: bool,
+    /// The inode a closing request names (`None`: not a close).
+    pub ino: Option<u64>,
+}
+
+/// Attribute changes of `setattr`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetAttrs {
+    /// New size (truncate).
+    pub size: Option<u64>,
+    /// New modification time.
+    pub mtime: Option<SystemTime>,
+    /// New mode (permission bits are kept for `incoming/` files).
+    pub mode: Option<u32>,
+    /// Any other change (owner, atime...): accepted and ignored in `incoming/`, refused
+    /// elsewhere.
+    pub other: bool,
+}
+
+/// File-system statistics (of the file system holding the table).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StatFs {
+    /// Total blocks.
+    pub blocks: u64,
+    /// Free blocks.
+    pub bfree: u64,
+    /// Free blocks for unprivileged users.
+    pub bavail: u64,
+    /// Total inodes.
+    pub files: u64,
+    /// Free inodes.
+    pub ffree: u64,
+    /// Block size.
+    pub bsize: u32,
+    /// Maximum name length.
+    pub namelen: u32,
+    /// Fragment size.
+    pub frsize: u32,
+}
+
+/// An open file or directory handle.
+#[derive(Debug)]
+pub(super) enum Handle {
+    Concat(ConcatReader),
+    Bytes(Arc<[u8]>),
+    Staged {
+        seq: u64,
+        writable: bool,
+        opener: Option<u32>,
+        /// Opened with `O_APPEND`: every write goes to the end of the batch the handle writes,
+        /// whatever offset the kernel computed from the size it last saw of the inode, which
+        /// other processes' batches of the same name share (README "Concurrent writers").
+        append: bool,
+    },
+    Dir(Arc<[DirEntry]>),
+    /// `changes.jsonl` (read at any offset from the feed's index).
+    Changes,
+}
+
+/// The inner file system of one mounted table.
+#[derive(Debug)]
+pub struct TableView {
+    pub(super) versions: Versions,
+    pub(super) staging: Staging,
+    pub(super) cfg: ViewConfig,
+    started: SystemTime,
+    pub(super) incoming: Mutex<Incoming>,
+    pub(super) handles: Mutex<HashMap<u64, Arc<Handle>>>,
+    next_fh: AtomicU64,
+    pub(super) procs: Box<dyn Processes>,
+    /// Signalled when a handle of a staged file is released (its counts dropped).
+    pub(super) released: std::sync::Condvar,
+    /// The newest listing of `incoming/`, shared by the handles that opened it.
+    last_listing: Mutex<Option<Arc<[DirEntry]>>>,
+    /// `changes.jsonl` and `at/`.
+    changes: ChangesNode,
+}
+
+/// Up to `limit` entries of a listing of `total` entries computed from their index (`entry(i)`:
+/// inode, kind, name), starting after `offset`: nothing is built per handle or per call beyond
+/// the entries returned.
+fn computed(offset: u64, limit: usize, total: u64, entry: impl Fn(u64) -> (u64, Kind, String)) -> Vec<DirEntry> {
+    (offset..total)
+        .take(limit)
+        .map(|i| {
+            let (ino, kind, name) = entry(i);
+            DirEntry {
+                ino,
+                kind,
+                name,
+                next_offset: i + 1,
+            }
+        })
+        .collect()
+}
+
+fn ms_to_time(ms: i64) -> SystemTime {
+    if ms >= 0 {
+        UNIX_EPOCH + Duration::from_millis(ms as u64)
+    } else {
+        UNIX_EPOCH
+    }
+}
+
+/// The version a `v/` entry names: canonical decimal only (`7`, not `07` or `+7`).
+fn parse_version(name: &str) -> Option<u64> {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) || (name.len() > 1 && name.starts_with('0')) {
+        return None;
+    }
+    name.parse().ok().filter(|v| *v <= MAX_VERSION)
+}
+
+impl TableView {
+    /// Open the table at `root` for mounting: take the staging lock and bring back the files
+    /// staged by an earlier mount, minus those the log shows were already committed.
+    pub fn load(root: &Path, cfg: ViewConfig) -> FsResult<TableView> {
+        let (table, unwatched) = Table::open(root)?.watch_log();
+        let staging = Staging::open(root)?;
+        // (Said once the staging lock is held: a second mount of the table says only that.)
+        match unwatched {
+            None => log::info!("_delta_log/ is watched with inotify: its listing is kept current"),
+            Some(why) => log::info!("_delta_log/ is listed again after each change: {why}"),
+        }
+        let found = staging.scan()?;
+        let committed = if found.is_empty() {
+            Default::default()
+        } else {
+            committed_staging_ids(&table)?
+        };
+        let view = TableView {
+            versions: Versions::new(table)?,
+            staging,
+            cfg,
+            started: SystemTime::now(),
+            incoming: Mutex::new(Incoming::default()),
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            procs: Box::new(ProcFs::default()),
+            released: std::sync::Condvar::new(),
+            last_listing: Mutex::new(None),
+            changes: ChangesNode::default(),
+        };
+        view.restore_staged(found, &committed)?;
+        Ok(view)
+    }
+
+    /// Load what the first request of a fresh mount most likely needs, before the mount reports
+    /// ready: the listing of versions and the newest version's snapshot and data file sizes (the
+    /// answers for `v/`, `latest` and `latest/data.jsonl`). Best effort: a table this cannot
+    /// read still mounts, and each request reports its own error as before. Measured on the
+    /// one-file bench table (issue 10): the first `cat v/1/data.jsonl` after a fresh mount
+    /// waited 0.5 ms for the lookup of `v` alone, which replayed the log.
+    pub fn warm(&self) {
+        let newest = self
+            .node_attr(Node::VDir)
+            .and_then(|_| self.node_attr(Node::Latest))
+            .and_then(|_| self.versions.listed_latest())
+            .and_then(|v| self.node_attr(Node::VersionFile(v, VersionFile::Data)));
+        if let Err(e) = newest {
+            log::debug!("nothing loaded before the first request: {e}");
+        }
+    }
+
+    /// Use `procs` to find out who is calling (the daemon passes one that knows the mount id;
+    /// tests pass a simulation).
+    pub fn set_processes(&mut self, procs: Box<dyn Processes>) {
+        self.procs = procs;
+    }
+
+    /// The table.
+    pub fn table(&self) -> &Table {
+        self.versions.table()
+    }
+
+    /// Names currently listed in `incoming/` (staged files only, without `.error` notes).
+    #[cfg(any(test, feature = "internal-api"))]
+    pub fn incoming_names(&self) -> Vec<String> {
+        self.incoming_list()
+            .into_iter()
+            .filter(|(ino, _, _)| matches!(Node::from_ino(*ino), Some(Node::Staged(_))))
+            .map(|(_, _, name)| name)
+            .collect()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn attr(
+        &self,
+        ino: u64,
+        kind: Kind,
+        size: u64,
+        perm: u16,
+        nlink: u32,
+        mtime: SystemTime,
+        ttl: Duration,
+    ) -> Attr {
+        Attr {
+            ino,
+            kind,
+            size,
+            perm,
+            nlink,
+            mtime,
+            uid: self.cfg.uid,
+            gid: self.cfg.gid,
+            ttl,
+            large_io: false,
+        }
+    }
+
+    fn latest_time(&self, latest: u64) -> FsResult<SystemTime> {
+        Ok(ms_to_time(self.versions.head(latest)?.timestamp_ms))
+    }
+
+    /// Attributes of an inode.
+    pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
+        let node = Node::from_ino(ino).ok_or(FsError::NotFound)?;
+        self.node_attr(node)
+    }
+
+    fn node_attr(&self, node: Node) -> FsResult<Attr> {
+        let ino = node.ino();
+        let vttl = self.cfg.version_ttl;
+        match node {
+            Node::Root => Ok(self.attr(ino, Kind::Dir, 0, 0o555, 4, self.started, Duration::ZERO)),
+            Node::VDir => {
+                let latest = self.versions.listed_latest()?;
+                let nlink = 2u32.saturating_add(u32::try_from(latest + 1).unwrap_or(u32::MAX));
+                let t = self.latest_time(latest)?;
+                Ok(self.attr(ino, Kind::Dir, 0, 0o555, nlink, t, Duration::ZERO))
+            }
+            Node::Latest => {
+                let latest = self.versions.latest()?;
+                let t = self.latest_time(latest)?;
+                let size = format!("v/{latest}").len() as u64;
+                Ok(self.attr(ino, Kind::Symlink, size, 0o777, 1, t, Duration::ZERO))
+            }
+            Node::Incoming => {
+                let t = lock(&self.incoming).mtime.unwrap_or(self.started);
+                let perm = if self.cfg.share_incoming { 0o755 } else { 0o700 };
+                Ok(self.attr(ino, Kind::Dir, 0, perm, 2, t, Duration::ZERO))
+            }
+            Node::VersionDir(v) => {
+                self.check_version(v)?;
+                let t = ms_to_time(self.versions.head(v)?.timestamp_ms);
+                // 2 + the `parts/` sub-folder.
+                let nlink = if v <= MAX_PARTS_VERSION { 3 } else { 2 };
+                Ok(self.attr(ino, Kind::Dir, 0, 0o555, nlink, t, vttl))
+            }
+            Node::VersionFile(v, f) => {
+                self.check_version(v)?;
+                let head = self.versions.head(v)?;
+                if f == VersionFile::Data {
+                    if self.versions.data_gone(v)? {
+                        return Err(FsError::NotFound);
+                    }
+                    self.versions.check_parquet(v)?;
+                }
+                let (size, large_io) = match f {
+                    VersionFile::Data => {
+                        let data = &self.versions.body(v)?.data;
+                        (data.len, data.parts.len() > 1)
+                    }
+                    VersionFile::Commit => (head.commit_size, false),
+                    VersionFile::Schema => (self.versions.body(v)?.schema_json.len() as u64, false),
+                };
+                let mut a = self.attr(ino, Kind::File, size, 0o444, 1, ms_to_time(head.timestamp_ms), vttl);
+                a.large_io = large_io;
+                Ok(a)
+            }
+            Node::Staged(_) | Node::ErrorNote(_) => self.staged_attr(node),
+            // TTL 0: the size grows the moment a commit is published (README, "changes.jsonl").
+            Node::Changes => {
+                let (size, t) = self.changes.size(self.table())?;
+                let t = t.map_or(self.started, ms_to_time);
+                Ok(self.attr(ino, Kind::File, size, 0o444, 1, t, Duration::ZERO))
+            }
+            Node::AtDir => Ok(self.attr(ino, Kind::Dir, 0, 0o555, 2, self.started, Duration::ZERO)),
+            Node::AtLink(v) => {
+                let t = ms_to_time(self.changes.time_of(self.table(), v)?);
+                let size = format!("../v/{v}").len() as u64;
+                Ok(self.attr(ino, Kind::Symlink, size, 0o777, 1, t, Duration::ZERO))
+            }
+            Node::PartsDir(v) => {
+                self.parts_of(v)?;
+                let t = ms_to_time(self.versions.head(v)?.timestamp_ms);
+                Ok(self.attr(ino, Kind::Dir, 0, 0o555, 2, t, vttl))
+            }
+            Node::Part(v, i) => {
+                let part = self.part(v, i)?;
+                self.versions.check_parquet(v)?;
+                let t = ms_to_time(self.versions.head(v)?.timestamp_ms);
+                Ok(self.attr(ino, Kind::File, part.len, 0o444, 1, t, vttl))
+            }
+        }
+    }
+
+    /// The parts of `v/<v>/data.jsonl` (README "Reading": `parts/`). `ENOENT` when the version
+    /// does not exist, its data files were vacuumed, or it is past [`MAX_PARTS_VERSION`].
+    fn parts_of(&self, v: u64) -> FsResult<Arc<Concat>> {
+        if v > MAX_PARTS_VERSION {
+            return Err(FsError::NotFound);
+        }
+        self.check_version(v)?;
+        if self.versions.data_gone(v)? {
+            return Err(FsError::NotFound);
+        }
+        Ok(self.versions.body(v)?.data.clone())
+    }
+
+    /// Part `i` of version `v`'s `data.jsonl`, as [`TableView::parts_of`] finds it.
+    fn part(&self, v: u64, i: u64) -> FsResult<super::versions::Part> {
+        let data = self.parts_of(v)?;
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| data.parts.get(i))
+            .cloned()
+            .ok_or(FsError::NotFound)
+    }
+
+    fn check_version(&self, v: u64) -> FsResult<()> {
+        if self.versions.exists(v)? {
+            Ok(())
+        } else {
+            Err(FsError::NotFound)
+        }
+    }
+
+    /// Look `name` up in directory `parent`.
+    pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Attr> {
+        let parent = Node::from_ino(parent).ok_or(FsError::NotFound)?;
+        let name = name.to_str().ok_or(FsError::NotFound)?;
+        let node = match parent {
+            Node::Root => match name {
+                "v" => Node::VDir,
+                "latest" => Node::Latest,
+                "incoming" => Node::Incoming,
+                "changes.jsonl" => Node::Changes,
+                "at" => Node::AtDir,
+                _ => return Err(FsError::NotFound),
+            },
+            Node::AtDir => Node::AtLink(self.changes.lookup(self.table(), name)?),
+            Node::VDir => Node::VersionDir(parse_version(name).ok_or(FsError::NotFound)?),
+            Node::VersionDir(v) if name == "parts" => Node::PartsDir(v),
+            Node::VersionDir(v) => Node::VersionFile(v, VersionFile::from_name(name).ok_or(FsError::NotFound)?),
+            Node::PartsDir(v) => Node::Part(v, inode::parse_part_name(name).ok_or(FsError::NotFound)?),
+            Node::Incoming => self.incoming_node(name)?,
+            Node::Latest
+            | Node::VersionFile(..)
+            | Node::Staged(_)
+            | Node::ErrorNote(_)
+            | Node::Changes
+            | Node::AtLink(_)
+            | Node::Part(..) => {
+                return Err(FsError::NotDir);
+            }
+        };
+        self.node_attr(node)
+    }
+
+    /// The target of the `latest` symlink, read from the log now.
+    pub fn readlink(&self, ino: u64) -> FsResult<Vec<u8>> {
+        match Node::from_ino(ino) {
+            Some(Node::Latest) => Ok(format!("v/{}", self.versions.latest()?).into_bytes()),
+            Some(Node::AtLink(v)) => Ok(format!("../v/{v}").into_bytes()),
+            Some(_) => Err(FsError::Invalid),
+            None => Err(FsError::NotFound),
+        }
+    }
+
+    /// Open directory `ino`. `incoming/` is listed from a snapshot taken here, so a listing
+    /// read in several calls is consistent.
+    pub fn opendir(&self, ino: u64) -> FsResult<u64> {
+        let node = Node::from_ino(ino).ok_or(FsError::NotFound)?;
+        match node {
+            Node::Incoming => {
+                let mut list = vec![
+                    (inode::INCOMING, Kind::Dir, ".".to_string()),
+                    (inode::ROOT, Kind::Dir, "..".to_string()),
+                ];
+                list.extend(self.incoming_list());
+                let entries: Vec<DirEntry> = list
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (ino, kind, name))| DirEntry {
+                        ino,
+                        kind,
+                        name,
+                        next_offset: i as u64 + 1,
+                    })
+                    .collect();
+                Ok(self.new_handle(Handle::Dir(self.shared_listing(entries))))
+            }
+            Node::Root | Node::VDir | Node::AtDir => Ok(0),
+            Node::VersionDir(v) => {
+                self.check_version(v)?;
+                Ok(0)
+            }
+            Node::PartsDir(v) => {
+                self.parts_of(v)?;
+                Ok(0)
+            }
+            Node::Latest
+            | Node::VersionFile(..)
+            | Node::Staged(_)
+            | Node::ErrorNote(_)
+            | Node::Changes
+            | Node::AtLink(_)
+            | Node::Part(..) => Err(FsError::NotDir),
+        }
+    }
+
+    /// Up to `limit` entries of directory `ino` after `offset` (0 for the start).
+    pub fn readdir(&self, ino: u64, fh: u64, offset: u64, limit: usize) -> FsResult<Vec<DirEntry>> {
+        let node = Node::from_ino(ino).ok_or(FsError::NotFound)?;
+        let fixed = |list: Vec<(u64, Kind, String)>| -> Vec<DirEntry> {
+            list.into_iter()
+                .enumerate()
+                .skip(offset as usize)
+                .take(limit)
+                .map(|(i, (ino, kind, name))| DirEntry {
+                    ino,
+                    kind,
+                    name,
+                    next_offset: i as u64 + 1,
+                })
+                .collect()
+        };
+        match node {
+            Node::Root => Ok(fixed(vec![
+                (inode::ROOT, Kind::Dir, ".".into()),
+                (inode::ROOT, Kind::Dir, "..".into()),
+                (inode::LATEST, Kind::Symlink, "latest".into()),
+                (inode::V_DIR, Kind::Dir, "v".into()),
+                (inode::INCOMING, Kind::Dir, "incoming".into()),
+                (inode::CHANGES, Kind::File, "changes.jsonl".into()),
+                (inode::AT_DIR, Kind::Dir, "at".into()),
+            ])),
+            Node::AtDir => {
+                // Entry i: ".", "..", then the version i - 2 past the first, named by its time.
+                let (first, times) = self.changes.times(self.table())?;
+                let total = (times.len() as u64).saturating_add(2);
+                Ok(computed(offset, limit, total, |i| match i {
+                    0 => (inode::AT_DIR, Kind::Dir, ".".to_string()),
+                    1 => (inode::ROOT, Kind::Dir, "..".to_string()),
+                    n => (
+                        Node::AtLink(first + n - 2).ino(),
+                        Kind::Symlink,
+                        ChangesNode::at_name(times[(n - 2) as usize]),
+                    ),
+                }))
+            }
+            Node::VersionDir(v) => {
+                let mut list = vec![
+                    (Node::VersionDir(v).ino(), Kind::Dir, ".".to_string()),
+                    (inode::V_DIR, Kind::Dir, "..".to_string()),
+                ];
+                let gone = self.versions.data_gone(v)?;
+                for f in VersionFile::ALL
+                    .into_iter()
+                    .filter(|f| !(gone && *f == VersionFile::Data))
+                {
+                    list.push((Node::VersionFile(v, f).ino(), Kind::File, f.name().to_string()));
+                }
+                if !gone && v <= MAX_PARTS_VERSION {
+                    list.push((Node::PartsDir(v).ino(), Kind::Dir, "parts".to_string()));
+                }
+                Ok(fixed(list))
+            }
+            Node::PartsDir(v) => {
+                // Entry i: ".", "..", then part i - 2.
+                let data = self.parts_of(v)?;
+                let total = (data.parts.len() as u64).min(MAX_PARTS).saturating_add(2);
+                Ok(computed(offset, limit, total, |i| match i {
+                    0 => (node.ino(), Kind::Dir, ".".to_string()),
+                    1 => (Node::VersionDir(v).ino(), Kind::Dir, "..".to_string()),
+                    n => (Node::Part(v, n - 2).ino(), Kind::File, inode::part_name(n - 2)),
+                }))
+            }
+            Node::VDir => {
+                // Entry i: ".", "..", then version i - 2; computed from the offset, so a long
+                // listing costs nothing per call beyond its own entries.
+                let latest = self.versions.listed_latest()?;
+                Ok(computed(offset, limit, latest.saturating_add(3), |i| match i {
+                    0 => (inode::V_DIR, Kind::Dir, ".".to_string()),
+                    1 => (inode::ROOT, Kind::Dir, "..".to_string()),
+                    n => (Node::VersionDir(n - 2).ino(), Kind::Dir, (n - 2).to_string()),
+                }))
+            }
+            Node::Incoming => match self.handle(fh)?.as_ref() {
+                Handle::Dir(entries) => Ok(entries.iter().skip(offset as usize).take(limit).cloned().collect()),
+                _ => Err(FsError::BadHandle),
+            },
+            Node::Latest
+            | Node::VersionFile(..)
+            | Node::Staged(_)
+            | Node::ErrorNote(_)
+            | Node::Changes
+            | Node::AtLink(_)
+            | Node::Part(..) => Err(FsError::NotDir),
+        }
+    }
+
+    /// The listing `entries` as one shared copy: every open handle of `incoming/` whose
+    /// listing is the same holds the same allocation, so 5,000 open handles on a large
+    /// directory cost one copy, not 5,000 (README "Limits"). The built list is dropped at once.
+    fn shared_listing(&self, entries: Vec<DirEntry>) -> Arc<[DirEntry]> {
+        let mut last = lock(&self.last_listing);
+        if let Some(l) = last.as_ref()
+            && **l == *entries
+        {
+            return l.clone();
+        }
+        let l: Arc<[DirEntry]> = Arc::from(entries);
+        *last = Some(l.clone());
+        l
+    }
+
+    /// Close a directory handle.
+    pub fn releasedir(&self, fh: u64) {
+        if fh != 0 {
+            lock(&self.handles).remove(&fh);
+        }
+    }
+
+    pub(super) fn new_handle(&self, h: Handle) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        lock(&self.handles).insert(fh, Arc::new(h));
+        fh
+    }
+
+    pub(super) fn handle(&self, fh: u64) -> FsResult<Arc<Handle>> {
+        lock(&self.handles).get(&fh).cloned().ok_or(FsError::BadHandle)
+    }
+
+    /// Open file `ino` for reading, or for writing when `write` (only in `incoming/`); `trunc`:
+    /// `O_TRUNC` (the mount asks for atomic `O_TRUNC`).
+    #[cfg(any(test, feature = "internal-api"))]
+    pub fn open(&self, ino: u64, write: bool, trunc: bool, caller: Caller) -> FsResult<Opened> {
+        self.open_flags(ino, write, if trunc { libc::O_TRUNC } else { 0 }, caller)
+    }
+
+    /// [`TableView::open`] with the open flags: `O_TRUNC` and `O_APPEND` matter (an `O_APPEND`
+    /// writer of a staged file writes at the end of its own batch, README "incoming/").
+    pub fn open_flags(&self, ino: u64, write: bool, flags: i32, caller: Caller) -> FsResult<Opened> {
+        let trunc = flags & libc::O_TRUNC != 0;
+        let append = write && flags & libc::O_APPEND != 0;
+        let node = Node::from_ino(ino).ok_or(FsError::NotFound)?;
+        match node {
+            Node::VersionFile(v, f) => {
+                if write {
+                    return Err(FsError::ReadOnly);
+                }
+                self.check_version(v)?;
+                if f == VersionFile::Data {
+                    if self.versions.data_gone(v)? {
+                        return Err(FsError::NotFound);
+                    }
+                    self.versions.check_parquet(v)?;
+                }
+                let handle = match f {
+                    VersionFile::Data => Handle::Concat(ConcatReader::new(
+                        self.versions.body(v)?.data.clone(),
+                        self.versions.files().clone(),
+                    )),
+                    VersionFile::Commit => Handle::Concat(ConcatReader::new(
+                        Arc::new(self.commit_concat(v)?),
+                        self.versions.files().clone(),
+                    )),
+                    VersionFile::Schema => Handle::Bytes(self.versions.body(v)?.schema_json.clone()),
+                };
+                Ok(Opened {
+                    fh: self.new_handle(handle),
+                    // Immutable, unless its commit was replaced (damage repaired and committed
+                    // again): then the kernel's pages of the old rows must go.
+                    keep_cache: !self.versions.replaced(v),
+                    no_flush: true,
+                })
+            }
+            Node::Staged(seq) => self.open_staged(seq, write, trunc, append, caller),
+            Node::ErrorNote(seq) => {
+                if write {
+                    return Err(FsError::Denied);
+                }
+                let text = self.note_text(seq)?;
+                Ok(Opened {
+                    fh: self.new_handle(Handle::Bytes(Arc::from(text.into_bytes()))),
+                    keep_cache: false,
+                    no_flush: true,
+                })
+            }
+            Node::Changes => {
+                if write {
+                    return Err(FsError::ReadOnly);
+                }
+                // No FOPEN_KEEP_CACHE: the kernel drops cached pages when the size grows.
+                Ok(Opened {
+                    fh: self.new_handle(Handle::Changes),
+                    keep_cache: false,
+                    no_flush: true,
+                })
+            }
+            Node::Part(v, i) => {
+                if write {
+                    return Err(FsError::ReadOnly);
+                }
+                let part = self.part(v, i)?;
+                self.versions.check_parquet(v)?;
+                let one = Concat::new_in(self.table().root(), [(part.rel, part.len, part.dir)]);
+                Ok(Opened {
+                    fh: self.new_handle(Handle::Concat(ConcatReader::new(
+                        Arc::new(one),
+                        self.versions.files().clone(),
+                    ))),
+                    keep_cache: !self.versions.replaced(v),
+                    no_flush: true,
+                })
+            }
+            Node::Root | Node::VDir | Node::Incoming | Node::VersionDir(_) | Node::AtDir | Node::PartsDir(_) => {
+                Err(FsError::IsDir)
+            }
+            Node::Latest | Node::AtLink(_) => Err(FsError::Invalid),
+        }
+    }
+
+    /// The one file on disk that read-only node `ino` is, when it is one: `data.jsonl` of a
+    /// version with a single data file, and every `commit.json`. Opened beneath the table with
+    /// its size checked against the log now (EIO otherwise), for FUSE passthrough (README
+    /// "Reading"). `None` for every other node.
+    pub fn backing_file(&self, ino: u64) -> FsResult<Option<Arc<File>>> {
+        if let Some(Node::Part(v, i)) = Node::from_ino(ino) {
+            self.versions.check_parquet(v)?;
+            return Ok(Some(self.versions.files().get_checked(&self.part(v, i)?)?));
+        }
+        let Some(Node::VersionFile(v, f)) = Node::from_ino(ino) else {
+            return Ok(None);
+        };
+        let files = self.versions.files();
+        match f {
+            VersionFile::Data => {
+                let body = self.versions.body(v)?;
+                self.versions.check_parquet(v)?;
+                match body.data.single() {
+                    Some(part) => Ok(Some(files.get_checked(part)?)),
+                    None => Ok(None),
+                }
+            }
+            VersionFile::Commit => {
+                let concat = self.commit_concat(v)?;
+                match concat.single() {
+                    Some(part) => Ok(Some(files.get_checked(part)?)),
+                    None => Ok(None),
+                }
+            }
+            VersionFile::Schema => Ok(None),
+        }
+    }
+
+    fn commit_concat(&self, v: u64) -> FsResult<Concat> {
+        let head = self.versions.head(v)?;
+        let rel = format!("{}/{}", crate::log::files::LOG_DIR, crate::log::files::commit_file_name(v));
+        Ok(Concat::new(self.table().root(), [(rel, head.commit_size)]))
+    }
+
+    /// Create `name` in `parent` (only `incoming/`) and open it. `flags`: the open flags
+    /// (`O_EXCL`, `O_TRUNC` matter).
+    pub fn create(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        write: bool,
+        flags: i32,
+        caller: Caller,
+    ) -> FsResult<(Attr, Opened)> {
+        self.writable_dir(parent)?;
+        let name = Self::check_name(name)?;
+        let excl = flags & libc::O_EXCL != 0;
+        let trunc = flags & libc::O_TRUNC != 0;
+        let append = write && flags & libc::O_APPEND != 0;
+        let (seq, opened) = self.create_staged(name, write, trunc, append, excl, caller)?;
+        let attr = self.node_attr(Node::Staged(seq))?;
+        Ok((attr, opened))
+    }
+
+    /// Create `name` in `parent` (only `incoming/`) without opening it (`mknod`).
+    pub fn mknod(&self, parent: u64, name: &OsStr) -> FsResult<Attr> {
+        self.writable_dir(parent)?;
+        let name = Self::check_name(name)?;
+        let seq = self.new_staged(name)?;
+        self.node_attr(Node::Staged(seq))
+    }
+
+    /// Check that `parent` is `incoming/` for a change to the directory's entries.
+    fn writable_dir(&self, parent: u64) -> FsResult<()> {
+        match Node::from_ino(parent).ok_or(FsError::NotFound)? {
+            // A table of Parquet data files takes no JSONL: EROFS (README, "incoming/").
+            Node::Incoming => Ok(self.table().check_accepts_writes("a write into incoming/")?),
+            Node::Root | Node::VDir | Node::VersionDir(_) | Node::AtDir | Node::PartsDir(_) => Err(FsError::ReadOnly),
+            Node::Latest
+            | Node::VersionFile(..)
+            | Node::Staged(_)
+            | Node::ErrorNote(_)
+            | Node::Changes
+            | Node::AtLink(_)
+            | Node::Part(..) => Err(FsError::NotDir),
+        }
+    }
+
+    /// [`TableView::read`] into `buf` (cleared first). Version files are read straight into its
+    /// spare capacity, so a caller that keeps one buffer per thread allocates and zero-fills
+    /// nothing per request.
+    pub fn read_into(&self, fh: u64, offset: u64, size: u32, buf: &mut Vec<u8>) -> FsResult<()> {
+        match self.handle(fh)?.as_ref() {
+            Handle::Concat(r) => r.read_into(offset, size as usize, buf),
+            _ => {
+                *buf = self.read(fh, offset, size)?;
+                Ok(())
+            }
+        }
+    }
+
+    /// The `size` bytes at `offset` of handle `fh` mapped from the one data file they lie in,
+    /// for a reply the kernel copies straight from that file's page cache ([`Mapped`]). `None`
+    /// when the handle is not a version file, the range crosses two data files, or is past
+    /// the end: read with [`TableView::read_into`] then.
+    pub fn map(&self, fh: u64, offset: u64, size: u32) -> FsResult<Option<Mapped>> {
+        match self.handle(fh)?.as_ref() {
+            Handle::Concat(r) => r.map(offset, size as usize),
+            _ => Ok(None),
+        }
+    }
+
+    /// The stretches of data files that make up the `size` bytes at `offset` of handle `fh`,
+    /// for a spliced reply ([`super::splice::Replies`]). `None` when the handle is not a
+    /// version file: read with [`TableView::read_into`] then.
+    pub fn pieces(&self, fh: u64, offset: u64, size: u32) -> FsResult<Option<Vec<super::splice::Piece>>> {
+        match self.handle(fh)?.as_ref() {
+            Handle::Concat(r) => r.pieces(offset, size as usize).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// Read up to `size` bytes at `offset`.
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+        match self.handle(fh)?.as_ref() {
+            Handle::Concat(r) => r.read(offset, size as usize),
+            Handle::Bytes(b) => {
+                let start = (offset.min(b.len() as u64)) as usize;
+                let end = start.saturating_add(size as usize).min(b.len());
+                Ok(b[start..end].to_vec())
+            }
+            Handle::Staged { seq, .. } => self.read_staged(*seq, offset, size),
+            Handle::Dir(_) => Err(FsError::IsDir),
+            Handle::Changes => {
+                let mut buf = Vec::new();
+                self.changes.read(self.table(), offset, size, &mut buf)?;
+                Ok(buf)
+            }
+        }
+    }
+
+    pub(super) fn staged_handle(&self, fh: u64) -> FsResult<(u64, bool, Option<u32>)> {
+        match self.handle(fh)?.as_ref() {
+            Handle::Staged {
+                seq, writable, opener, ..
+            } => Ok((*seq, *writable, *opener)),
+            Handle::Concat(_) | Handle::Bytes(_) | Handle::Changes => Err(FsError::ReadOnly),
+            Handle::Dir(_) => Err(FsError::IsDir),
+        }
+    }
+
+    /// Write `data` at `offset` (only staged files). Returns the bytes written.
+    #[cfg(any(test, feature = "internal-api"))]
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<usize> {
+        self.write_from(fh, offset, data, false)
+    }
+
+    /// [`TableView::write`]; `cached`: the kernel writes back pages of its page cache (a
+    /// shared writable mapping, `FUSE_WRITE_CACHE`) through `fh`, which may be any writable
+    /// handle of the inode: the offset is then the page's, even through an `O_APPEND` handle
+    /// (whose own writes go to the end of its batch).
+    pub fn write_from(&self, fh: u64, offset: u64, data: &[u8], cached: bool) -> FsResult<usize> {
+        let (_, writable, _) = self.staged_handle(fh)?;
+        if !writable {
+            return Err(FsError::BadHandle);
+        }
+        self.write_staged(fh, offset, data, cached)
+    }
+
+    /// Change attributes. Outside `incoming/` every change is refused with EROFS.
+    pub fn setattr(&self, ino: u64, fh: Option<u64>, set: SetAttrs) -> FsResult<Attr> {
+        let node = Node::from_ino(ino).ok_or(FsError::NotFound)?;
+        let changes = set.size.is_some() || set.mtime.is_some() || set.mode.is_some() || set.other;
+        match node {
+            Node::Staged(seq) => {
+                // ftruncate/fchmod act on the batch the descriptor writes (it may have moved
+                // away from the inode when another process took the name).
+                let staged_fh = fh.filter(|f| matches!(self.handle(*f).as_deref(), Ok(Handle::Staged { .. })));
+                self.setattr_staged(seq, staged_fh, set)?;
+                let shown = match staged_fh {
+                    Some(f) => match self.handle(f)?.as_ref() {
+                        Handle::Staged { seq, .. } => Node::Staged(*seq),
+                        _ => node,
+                    },
+                    None => node,
+                };
+                let mut a = self.node_attr(shown)?;
+                a.ino = ino;
+                Ok(a)
+            }
+            // rsync -a and cp -p set the times and mode of the directory they copy into.
+            Node::Incoming if set.size.is_none() => self.node_attr(node),
+            Node::ErrorNote(_) if changes => Err(FsError::Denied),
+            _ if changes => Err(FsError::ReadOnly),
+            _ => self.node_attr(node),
+        }
+    }
+
+    /// `setxattr`/`removexattr`: accepted and dropped on `incoming/` files (shutil.copy2, cp -a
+    /// and rsync -X copy extended attributes after the data; the table keeps none), EROFS
+    /// elsewhere.
+    pub fn set_xattr(&self, ino: u64) -> FsResult<()> {
+        match Node::from_ino(ino).ok_or(FsError::NotFound)? {
+            Node::Staged(seq) => lock(&self.incoming).get(seq).map(|_| ()),
+            Node::ErrorNote(_) | Node::Incoming => Err(FsError::OpNotSupported),
+            _ => Err(FsError::ReadOnly),
+        }
+    }
+
+    /// Whether `fh` is a staged file opened for writing by process `tgid` (whose close may be a
+    /// commit point).
+    pub fn opened_by(&self, fh: u64, tgid: u32) -> bool {
+        matches!(self.handle(fh).as_deref(), Ok(Handle::Staged { writable: true, opener: Some(o), .. }) if *o == tgid)
+    }
+
+    /// The process behind request `pid` (a thread id), as commit points care: its thread-group
+    /// id (for every staged-file request) and, for a close by the opener, whether it was killed
+    /// by a signal and whether it still holds another descriptor of inode `ino`.
+    pub fn caller(&self, pid: u32, closing: Option<(u64, u64)>) -> Caller {
+        let mut who = self.closing_caller(pid, closing);
+        self.check_killed(pid, &mut who, closing);
+        who
+    }
+
+    /// The cheap half of [`TableView::caller`] (no `/proc/PID/stat` read, which may have to
+    /// wait for an exec): the thread group and, for a close by the opener, whether it still
+    /// holds another descriptor. Either fact can make the close no commit point; then
+    /// [`TableView::flush`] answers at once and `killed` is never needed.
+    pub fn closing_caller(&self, pid: u32, closing: Option<(u64, u64)>) -> Caller {
+        let mut who = Caller {
+            tgid: self.procs.tgid(pid),
+            killed: false,
+            still_open: false,
+            ino: closing.map(|(_, ino)| ino),
+        };
+        if let (Some(tgid), Some((fh, ino))) = (who.tgid, closing)
+            && self.opened_by(fh, tgid)
+        {
+            who.still_open = self.procs.holds_open(tgid, ino);
+        }
+        who
+    }
+
+    /// Whether a close with `who` ([`TableView::closing_caller`]) of handle `fh` may be a commit
+    /// point: the opener's close with no other descriptor of the file left.
+    pub fn may_commit(&self, fh: u64, who: &Caller) -> bool {
+        who.tgid.is_some_and(|t| self.opened_by(fh, t)) && !who.still_open
+    }
+
+    /// The other half of [`TableView::caller`]: for a close that [`TableView::may_commit`],
+    /// whether the process was killed by a signal.
+    pub fn check_killed(&self, pid: u32, who: &mut Caller, closing: Option<(u64, u64)>) {
+        if let Some((fh, _)) = closing
+            && self.may_commit(fh, who)
+        {
+            who.killed = self.procs.killed_by_signal(pid);
+        }
+    }
+
+    /// `close()` of a descriptor: commit point for the process that opened it for writing.
+    pub fn flush(&self, fh: u64, caller: Caller) -> FsResult<()> {
+        match self.handle(fh)?.as_ref() {
+            Handle::Staged { writable, opener, .. } => self.flush_staged(fh, *writable, *opener, caller),
+            Handle::Concat(_) | Handle::Bytes(_) | Handle::Dir(_) | Handle::Changes => Ok(()),
+        }
+    }
+
+    /// `fsync()`: a commit point through a descriptor opened for writing (see the README).
+    pub fn fsync(&self, fh: u64) -> FsResult<()> {
+        match self.handle(fh)?.as_ref() {
+            Handle::Staged { writable, opener, .. } => self.fsync_staged(fh, *writable, *opener),
+            Handle::Concat(_) | Handle::Bytes(_) | Handle::Dir(_) | Handle::Changes => Ok(()),
+        }
+    }
+
+    /// The last descriptor of an open was closed.
+    pub fn release(&self, fh: u64) {
+        if matches!(self.handle(fh).as_deref(), Ok(Handle::Staged { .. })) {
+            self.release_staged(fh);
+        } else {
+            lock(&self.handles).remove(&fh);
+        }
+    }
+
+    /// Remove `name` from `parent` (only `incoming/`): discards a staged file, forgets a
+    /// committed name, or clears the note of a failed commit (`rm NAME.error`).
+    pub fn unlink(&self, parent: u64, name: &OsStr) -> FsResult<()> {
+        self.writable_dir(parent)?;
+        let name = name.to_str().ok_or(FsError::NotFound)?;
+        self.unlink_staged(name)
+    }
+
+    /// Rename within `incoming/` (see [`TableView::rename_staged`]). `RENAME_EXCHANGE` is EINVAL.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        noreplace: bool,
+        caller: Caller,
+    ) -> FsResult<()> {
+        self.writable_dir(parent)?;
+        self.writable_dir(newparent)?;
+        let old = name.to_str().ok_or(FsError::NotFound)?;
+        self.rename_staged(old, newname, noreplace, caller)
+    }
+
+    /// `access(2)`: write access only in `incoming/`.
+    pub fn access(&self, ino: u64, write: bool) -> FsResult<()> {
+        let node = Node::from_ino(ino).ok_or(FsError::NotFound)?;
+        self.node_attr(node)?;
+        match node {
+            _ if !write => Ok(()),
+            Node::Incoming | Node::Staged(_) => Ok(()),
+            Node::ErrorNote(_) => Err(FsError::Denied),
+            Node::Root
+            | Node::VDir
+            | Node::Latest
+            | Node::VersionDir(_)
+            | Node::VersionFile(..)
+            | Node::Changes
+            | Node::AtDir
+            | Node::AtLink(_)
+            | Node::PartsDir(_)
+            | Node::Part(..) => Err(FsError::ReadOnly),
+        }
+    }
+
+    /// Statistics of the file system that holds the table.
+    pub fn statfs(&self) -> FsResult<StatFs> {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(self.table().root().as_os_str().as_bytes()).map_err(|_| FsError::Invalid)?;
+        // SAFETY: statvfs writes into the zeroed struct we pass; the path is NUL-terminated.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::statvfs(path.as_ptr(), &mut st) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error().into());
+        }
+        Ok(StatFs {
+            blocks: st.f_blocks,
+            bfree: st.f_bfree,
+            bavail: st.f_bavail,
+            files: st.f_files,
+            ffree: st.f_ffree,
+            bsize: st.f_bsize as u32,
+            namelen: 255,
+            frsize: st.f_frsize as u32,
+        })
+    }
+}
+
+/// Staging ids recorded in the log (`commitInfo.operationParameters.stagingId`).
+fn committed_staging_ids(table: &Table) -> FsResult<std::collections::HashSet<String>> {
+    let latest = table.latest_version()?;
+    let mut ids = std::collections::HashSet::new();
+    for v in 0..=latest {
+        if let Some(id) = table.commit_info(v)?.operation_parameters.get(STAGING_ID_PARAM) {
+            ids.insert(id.clone());
+        }
+    }
+    Ok(ids)
+}
+
+mod incoming;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,443 @@
+//! `tinydelta check`: prove a table whole, in the spirit of `git fsck` (docs/FORMAT.md,
+//! "Checking a table"). Every commit complete and contiguous; every data file that a readable
+//! version names present with its recorded size (a file only older versions name and that is
+//! deleted by a recorded `VACUUM START` is a warning, any other missing file damage); checkpoints and version checksums consistent with log replay
+//! (warnings: readers never need them); with `deep`, every live file re-read and its rows
+//! counted against its stats. `repair` moves a damaged *newest* commit into
+//! `_delta_log/_corrupt/` (never deletes it), so the table is whole at the version before.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::log::files::{CORRUPT_DIR, commit_file_name};
+use crate::log::segment::Listing;
+use crate::log::snapshot::Snapshot;
+use crate::table::Table;
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The table is not whole: some version cannot be read.
+    Damage,
+    /// Something optional is missing or stale; every version still reads.
+    Warning,
+}
+
+/// One finding.
+#[derive(Debug, Clone, Serialize)]
+pub struct Problem {
+    /// Damage or warning.
+    pub severity: Severity,
+    /// The version involved, if one is.
+    pub version: Option<u64>,
+    /// What is wrong (names the file).
+    pub message: String,
+    /// What the user can do.
+    pub hint: String,
+}
+
+/// What `check` found.
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    /// Newest readable version, if any.
+    pub readable_through: Option<u64>,
+    /// Findings, in log order.
+    pub problems: Vec<Problem>,
+    /// What `repair` did.
+    pub repaired: Vec<String>,
+    /// Versions without a version checksum (summed up in one warning).
+    #[serde(skip)]
+    pub missing_crcs: Vec<u64>,
+}
+
+impl Report {
+    /// The report for a table that cannot even be opened (its log is damaged at the start).
+    pub fn unopenable(e: Error) -> Report {
+        let mut r = Report::default();
+        r.damage(Some(0), e.to_string(), RESTORE_HINT);
+        r
+    }
+
+    /// Whether the table is whole (warnings allowed).
+    pub fn is_whole(&self) -> bool {
+        !self.problems.iter().any(|p| p.severity == Severity::Damage)
+    }
+    fn damage(&mut self, version: Option<u64>, message: String, hint: &str) {
+        self.problems.push(Problem {
+            severity: Severity::Damage,
+            version,
+            message,
+            hint: hint.into(),
+        });
+    }
+    fn warn(&mut self, version: Option<u64>, message: String, hint: &str) {
+        self.problems.push(Problem {
+            severity: Severity::Warning,
+            version,
+            message,
+            hint: hint.into(),
+        });
+    }
+}
+
+const RESTORE_HINT: &str =
+    "restore the file from a backup; versions before it stay readable (`tinydelta read --version N`)";
+
+const HOLE_HINT: &str = "if the newer commit files are strays (copied into _delta_log/ by mistake), move them out of \
+     _delta_log/; otherwise restore the missing commit from a backup; versions before it stay readable";
+
+const NEWEST_HINT: &str = "`tinydelta check --repair` moves the damaged newest commit into _delta_log/_corrupt/ (the \
+     table is then whole at the version before; its data files are kept), or restore the file from a backup";
+
+/// What the user can do about damage at `version` (`message` says what is wrong).
+fn hint(version: u64, newest: u64, message: &str) -> &'static str {
+    if message.contains("a hole in the log") {
+        HOLE_HINT
+    } else if version == newest {
+        NEWEST_HINT
+    } else {
+        RESTORE_HINT
+    }
+}
+
+/// Check `table`. Errors: only when the log folder cannot be listed at all.
+pub fn check(table: &Table, deep: bool, repair: bool) -> Result<Report> {
+    let mut report = Report::default();
+    let listing = Listing::read(table.log_dir_handle())?;
+    for (name, v) in &listing.not_regular {
+        if v.is_none() {
+            report.damage(
+                None,
+                format!("{}: not a regular file", table.log_dir_handle().join(name).display()),
+                "remove it: tinydelta never follows symlinks or opens special files in _delta_log/",
+            );
+        }
+    }
+    let seg = match table.segment() {
+        Ok(s) => s,
+        Err(e) => {
+            report.damage(Some(0), e.to_string(), RESTORE_HINT);
+            return Ok(report);
+        }
+    };
+    // Every commit present, each on its own: all damage is listed, not only the first.
+    let mut first_bad = seg.damage.as_ref().map(|d| d.version);
+    if let Some(d) = &seg.damage {
+        let message = d.error().to_string();
+        let h = hint(d.version, seg.newest_present, &message);
+        report.damage(Some(d.version), message, h);
+    }
+    // Only the versions whose commit the listing shows: a stray name far in the future (version
+    // 10^19) is one hole, not 10^19 missing commits to ask for.
+    let mut present: Vec<u64> = listing
+        .commits
+        .iter()
+        .copied()
+        .chain(listing.not_regular.iter().filter_map(|(_, v)| *v))
+        .filter(|v| (seg.first..=seg.newest_present).contains(v))
+        .collect();
+    present.sort_unstable();
+    present.dedup();
+    for v in present {
+        if seg.damage.as_ref().is_some_and(|d| d.version == v) {
+            continue;
+        }
+        match table.read_commit(v) {
+            Ok(_) => {}
+            Err(Error::VersionNotFound { .. }) => {}
+            Err(e) if seg.damage.as_ref().is_some_and(|d| v > d.version) && e.to_string().contains("hole") => {}
+            Err(e) => {
+                first_bad = Some(first_bad.map_or(v, |b| b.min(v)));
+                let message = e.to_string();
+                let h = hint(v, seg.newest_present, &message);
+                report.damage(Some(v), message, h);
+            }
+        }
+    }
+    let end = match first_bad {
+        Some(0) => None,
+        Some(b) => Some(b - 1),
+        None => Some(seg.end),
+    };
+    report.readable_through = end;
+    if let Some(end) = end {
+        check_versions(table, seg.first, end, deep, &mut report)?;
+    }
+    if let (Some(first), Some(last)) = (
+        report.missing_crcs.first().copied(),
+        report.missing_crcs.last().copied(),
+    ) {
+        let n = report.missing_crcs.len();
+        report.warn(
+            Some(last),
+            if n == 1 {
+                format!("1 version ({first}) has no version checksum (.crc)")
+            } else {
+                format!("{n} versions (from {first} to {last}) have no version checksum (.crc)")
+            },
+            "nothing to do: readers do not need them; tinydelta writes one after each commit",
+        );
+    }
+    if repair {
+        repair_newest(table, &seg, first_bad, &mut report)?;
+    }
+    Ok(report)
+}
+
+/// Replay `first..=end`, checking data files, checkpoints and version checksums.
+fn check_versions(table: &Table, first: u64, end: u64, deep: bool, report: &mut Report) -> Result<()> {
+    let base = match table.snapshot(first) {
+        Ok(s) => s,
+        Err(e) => {
+            report.damage(Some(first), e.to_string(), RESTORE_HINT);
+            return Ok(());
+        }
+    };
+    // Data files: every file some readable version names: path -> (size, last version naming it).
+    let mut named: BTreeMap<String, (u64, u64, bool)> = BTreeMap::new();
+    let mut snap = base;
+    loop {
+        check_side_files(table, &snap, report);
+        for f in &snap.files {
+            named.insert(f.path.clone(), (f.size, snap.version, false));
+        }
+        let v = snap.version + 1;
+        if v > end {
+            break;
+        }
+        snap = match table.snapshot_after(&snap, v) {
+            Ok(s) => s,
+            Err(e) => {
+                report.damage(Some(v), e.to_string(), RESTORE_HINT);
+                return Ok(());
+            }
+        };
+    }
+    let latest = snap;
+    for f in &latest.files {
+        if let Some(e) = named.get_mut(&f.path) {
+            e.2 = true;
+        }
+    }
+    for (path, (size, last, live)) in &named {
+        match table.open_data_file(path, *size) {
+            Ok(file) => {
+                if deep
+                    && *live
+                    && let Some(entry) = latest.files.iter().find(|f| &f.path == path)
+                {
+                    let full = table.root().join(path);
+                    if crate::format::parquet::is_parquet_name(path) {
+                        // Converting a Parquet file reads every row and checks the count: from
+                        // the Parquet file itself, never from the converted-rows cache.
+                        if let Err(e) = crate::table::parquet_cache::convert_fresh(table.dir(), entry, &latest.schema, false) {
+                            report.damage(Some(entry.added_in), e.to_string(), RESTORE_HINT);
+                        }
+                        continue;
+                    }
+                    let rows = match canonical_rows(file, &full, &latest.schema)? {
+                        Ok(rows) => rows,
+                        Err(why) => {
+                            report.damage(Some(entry.added_in), format!("{}: {why}", full.display()), RESTORE_HINT);
+                            continue;
+                        }
+                    };
+                    if entry.has_stats && rows != entry.num_records {
+                        report.damage(
+                            Some(entry.added_in),
+                            format!(
+                                "{}: {}, but its add action's stats say {}",
+                                table.root().join(path).display(),
+                                crate::format::diagnose::count(rows, "row", "rows"),
+                                entry.num_records
+                            ),
+                            RESTORE_HINT,
+                        );
+                    }
+                }
+            }
+            Err(e) if !live && crate::table::is_missing_data_file(&e) => {
+                match crate::table::history::vacuum_that_deleted(table, *last, path)? {
+                    Some((v, ts)) => report.warn(
+                        Some(*last),
+                        format!(
+                            "{} (named by versions up to {last}) was deleted by the vacuum of {} (version {v}): those versions are no longer readable",
+                            table.root().join(path).display(),
+                            crate::util::time::shown_ms(ts)
+                        ),
+                        "nothing to do unless you need to read those old versions",
+                    ),
+                    None => report.damage(
+                        Some(*last),
+                        format!(
+                            "{} (named by versions up to {last}) is missing, and no vacuum deleted it",
+                            table.root().join(path).display()
+                        ),
+                        RESTORE_HINT,
+                    ),
+                }
+            }
+            Err(e) if crate::table::is_unsupported_format(&e) => report.warn(
+                Some(*last),
+                e.to_string(),
+                "read the versions naming it with a Parquet-capable Delta reader; the others read with tinydelta",
+            ),
+            Err(e) => report.damage(Some(*last), e.to_string(), RESTORE_HINT),
+        }
+    }
+    Ok(())
+}
+
+/// Rows of a data file that must be canonical JSONL (docs/FORMAT.md, "Data files"): every line
+/// is re-canonicalised against `schema` and must come out byte for byte the same, and the last
+/// line must end with `\n`. A line written before `alter add-column` (docs/FORMAT.md, "Schema
+/// evolution") lacks the trailing nullable columns added since: it is canonical when it comes out
+/// the same under `schema` cut to its first `k` columns, where every column after `k` is
+/// nullable. Returns `Ok(Ok(rows))`, or `Ok(Err(reason))` naming the first line that is not
+/// canonical. Errors: [`Error::Io`] naming `path`.
+pub fn canonical_rows(
+    file: std::fs::File,
+    path: &std::path::Path,
+    schema: &crate::format::schema::Schema,
+) -> Result<std::result::Result<u64, String>> {
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut line = Vec::new();
+    let mut out = Vec::new();
+    let mut n = 0u64;
+    let mut c = crate::format::rows::LineCheck::new(schema.clone());
+    // The shortest schema an older row may have been written under: the trailing columns it
+    // lacks must all be nullable (ADD COLUMNS only appends nullable fields).
+    let cols = schema.columns.len();
+    let shortest = cols - schema.columns.iter().rev().take_while(|col| col.nullable).count();
+    let mut older: Vec<Option<crate::format::rows::LineCheck>> = (0..cols).map(|_| None).collect();
+    let mut last_older = None;
+    loop {
+        line.clear();
+        let k = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| Error::io("read", path, e))?;
+        if k == 0 {
+            return Ok(Ok(n));
+        }
+        n += 1;
+        if line.last() != Some(&b'\n') {
+            return Ok(Err(format!("line {n} has no final newline")));
+        }
+        out.clear();
+        if let Err(e) = c.feed("data file", &line, &mut out) {
+            return Ok(Err(format!("line {n} is not a valid row: {e}")));
+        }
+        if out == line {
+            continue;
+        }
+        let mut tries = last_older.into_iter().chain((shortest.max(1)..cols).rev());
+        let found = tries.find(|&k: &usize| {
+            let check = older[k].get_or_insert_with(|| {
+                crate::format::rows::LineCheck::new(crate::format::schema::Schema {
+                    columns: schema.columns[..k].to_vec(),
+                })
+            });
+            out.clear();
+            if check.feed("data file", &line, &mut out).is_err() {
+                // A failed check keeps no state worth keeping: start the next one afresh.
+                older[k] = None;
+                return false;
+            }
+            out == line
+        });
+        match found {
+            Some(k) => last_older = Some(k),
+            None => return Ok(Err(format!("line {n} is not canonical JSONL (as tinydelta writes it)"))),
+        }
+    }
+}
+
+const CHECKPOINT_HINT: &str = "delete it from _tinydelta/checkpoints/ (readers replay the commits instead while they exist); it is rewritten when needed";
+
+/// Version checksum and checkpoint of one version (warnings only).
+fn check_side_files(table: &Table, s: &Snapshot, report: &mut Report) {
+    match crate::log::crc::read(table.log_dir_handle(), s.version) {
+        Ok(Some(crc)) => {
+            if let Some(m) = crc.mismatch(s) {
+                report.warn(
+                    Some(s.version),
+                    format!("version checksum {}: {m}", crate::log::files::crc_file_name(s.version)),
+                    "delete the .crc file; readers do not need it",
+                );
+            }
+        }
+        Ok(None) => report.missing_crcs.push(s.version),
+        Err(e) => report.warn(
+            Some(s.version),
+            e.to_string(),
+            "delete the .crc file; readers do not need it",
+        ),
+    }
+    if crate::log::checkpoint::newest_at_or_before(table.dir(), s.version) == Some(s.version) {
+        match crate::log::checkpoint::read(table.dir(), s.version) {
+            Ok(cp) if cp.files == s.files => {}
+            Ok(_) => report.damage(
+                Some(s.version),
+                format!(
+                    "{}: the checkpoint of version {} disagrees with the replay of the commits it covers",
+                    table
+                        .root()
+                        .join(crate::log::checkpoint::CHECKPOINT_DIR)
+                        .join(crate::log::checkpoint::file_name(s.version))
+                        .display(),
+                    s.version
+                ),
+                CHECKPOINT_HINT,
+            ),
+            Err(e) => report.damage(Some(s.version), e.to_string(), CHECKPOINT_HINT),
+        }
+    }
+}
+
+/// Move a damaged newest commit aside into `_delta_log/_corrupt/`.
+fn repair_newest(
+    table: &Table,
+    seg: &crate::log::segment::LogSegment,
+    first_bad: Option<u64>,
+    report: &mut Report,
+) -> Result<()> {
+    let Some(bad) = first_bad else { return Ok(()) };
+    if bad != seg.newest_present || bad == 0 || seg.damage.as_ref().is_some_and(|d| d.version != bad) {
+        report.repaired.push(format!(
+            "nothing moved: only a damaged newest commit is repaired automatically (the damage is at version {bad}, the newest commit is {})",
+            seg.newest_present
+        ));
+        return Ok(());
+    }
+    let log = table.log_dir_handle();
+    let corrupt = log.create_dir(CORRUPT_DIR, 0o755)?;
+    let name = commit_file_name(bad);
+    let mut to = name.clone();
+    let mut n = 0;
+    while corrupt.stat(&to)?.is_some() {
+        n += 1;
+        to = format!("{name}.{n}");
+    }
+    log.rename(&name, &corrupt, &to)
+        .map_err(|e| Error::io("rename", log.join(&name), e))?;
+    let crc = crate::log::files::crc_file_name(bad);
+    if log.stat(&crc)?.is_some() {
+        log.rename(&crc, &corrupt, &format!("{to}.crc"))
+            .map_err(|e| Error::io("rename", log.join(&crc), e))?;
+    }
+    log.sync()?;
+    corrupt.sync()?;
+    report.repaired.push(format!(
+        "moved {} to {}; the table is whole at version {} (the moved commit's data files are kept by vacuum; recover its rows with `tinydelta append` from those files if you need them, then delete the file from `_delta_log/_corrupt/`)",
+        log.join(&name).display(),
+        corrupt.join(&to).display(),
+        bad - 1
+    ));
+    report.problems.retain(|p| p.version != Some(bad));
+    report.readable_through = Some(bad - 1);
+    Ok(())
+}

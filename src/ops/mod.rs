@@ -1,0 +1,9 @@
+//! Operations on a whole table, each with an options value and a report: check, vacuum,
+//! optimize, alter, the change data feed and export (docs/CLI.md, docs/ARCHITECTURE.md).
+
+pub mod alter;
+pub mod changes;
+pub mod check;
+pub mod export;
+pub mod optimize;
+pub mod vacuum;

@@ -1,0 +1,318 @@
+//! `OPTIMIZE` (Delta bin-packing compaction; README, "Optimize"; docs/FORMAT.md, "Optimize"):
+//! rewrite the latest version's small data files into files near a target size, in one commit
+//! of `remove`s and `add`s with `dataChange: false`.
+//!
+//! Order is kept: files before the first small one stay; from it on, runs of small files are
+//! packed in order into bins of at most the target size (each bin one new file: the inputs'
+//! bytes concatenated, so `read` gives the same bytes in the same order), and a file at or over
+//! the target between them is re-added as is (same path, never also removed: one path in both an
+//! `add` and a `remove` of one commit is not allowed) so that replay keeps it in place. The
+//! commit is WriteSerializable ([`crate::table::commit::commit_loop_serializable`]): it rebases over blind
+//! appends (their rows then come before the optimized files) and conflicts with a commit that
+//! removed or re-added one of its inputs (an overwrite or a restore), or changed the metadata.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::{BufReader, Write};
+
+use crate::format::actions::{Action, Add, Remove};
+use crate::error::{Error, IoContext, Result};
+use crate::format::rows;
+use crate::log::snapshot::FileEntry;
+use crate::table::{Table, WriteOptions};
+
+/// Delta's default target file size for OPTIMIZE: 128 MiB.
+pub const DEFAULT_TARGET_SIZE: u64 = 128 << 20;
+
+/// What an optimize did.
+#[derive(Debug, Default, Clone)]
+pub struct OptimizeReport {
+    /// The OPTIMIZE version, `None` when there was nothing to compact (nothing committed).
+    pub version: Option<u64>,
+    /// Data files removed (compacted).
+    pub removed_files: usize,
+    /// Their bytes.
+    pub removed_bytes: u64,
+    /// New data files written.
+    pub added_files: usize,
+    /// Live files after the commit.
+    pub files_after: usize,
+}
+
+enum Step<'a> {
+    /// Re-add a file as it is (to keep its place in the order).
+    Keep(&'a FileEntry),
+    /// Concatenate these files (two or more) into one new file.
+    Pack(Vec<&'a FileEntry>),
+}
+
+/// Plan the bins of `files` (snapshot order) for `target` bytes: the index of the first file
+/// that moves, and the steps from it on. `None` when no bin would hold two files.
+fn plan(files: &[std::sync::Arc<FileEntry>], target: u64) -> Option<(usize, Vec<Step<'_>>)> {
+    let start = files.iter().position(|f| f.size < target)?;
+    let mut steps = Vec::new();
+    let mut bin: Vec<&FileEntry> = Vec::new();
+    let mut bin_size = 0u64;
+    fn push_bin<'a>(bin: &mut Vec<&'a FileEntry>, steps: &mut Vec<Step<'a>>) {
+        match bin.len() {
+            0 => {}
+            1 => steps.push(Step::Keep(bin[0])),
+            _ => steps.push(Step::Pack(std::mem::take(bin))),
+        }
+        bin.clear();
+    }
+    for f in &files[start..] {
+        if f.size >= target {
+            push_bin(&mut bin, &mut steps);
+            bin_size = 0;
+            steps.push(Step::Keep(f));
+            continue;
+        }
+        if !bin.is_empty() && bin_size.saturating_add(f.size) > target {
+            push_bin(&mut bin, &mut steps);
+            bin_size = 0;
+        }
+        bin.push(f);
+        bin_size = bin_size.saturating_add(f.size);
+    }
+    push_bin(&mut bin, &mut steps);
+    // Leading kept files need not move.
+    let lead = steps.iter().take_while(|s| matches!(s, Step::Keep(_))).count();
+    if !steps.iter().any(|s| matches!(s, Step::Pack(_))) {
+        return None;
+    }
+    let steps: Vec<Step<'_>> = steps.into_iter().skip(lead).collect();
+    Some((start + lead, steps))
+}
+
+/// Write the concatenation of `inputs` as a new `part-<uuid>.jsonl` (bytes copied as they are,
+/// fsynced), and its `add` action (`dataChange: false`) with stats computed from its rows under
+/// `table`'s latest schema. Errors: as [`Table::open_data_file`]; [`Error::Corrupt`] when the
+/// rows do not match the inputs' stats.
+fn write_bin(table: &Table, schema: &crate::format::schema::Schema, inputs: &[&FileEntry]) -> Result<Add> {
+    let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
+    let path = table.root().join(&name);
+    let result = (|| {
+        let mut out = table.dir().create_new(&name, 0o644)?;
+        let mut bytes = 0u64;
+        for f in inputs {
+            let (mut src, _) = table.open_rows_fresh(f, schema)?;
+            bytes += std::io::copy(&mut src, &mut out).map_err(|e| Error::io("copy", table.root().join(&f.path), e))?;
+        }
+        out.flush().ctx("write", &path)?;
+        out.sync_all().ctx("fsync", &path)?;
+        drop(out);
+        let file = table.dir().open_file(&name)?;
+        let stats = rows::canonicalize(
+            schema,
+            &path.display().to_string(),
+            BufReader::with_capacity(1 << 20, file),
+            &mut std::io::sink(),
+            &path,
+        )?;
+        let expected: u64 = inputs.iter().map(|f| f.num_records).sum();
+        if inputs.iter().all(|f| f.has_stats) && stats.num_records != expected {
+            return Err(Error::Corrupt {
+                path: path.clone(),
+                reason: format!(
+                    "the compacted files hold {} rows, but their add actions say {expected}",
+                    stats.num_records
+                ),
+            });
+        }
+        Ok(Add {
+            path: name.clone(),
+            partition_values: BTreeMap::new(),
+            size: bytes,
+            modification_time: crate::util::time::now_ms(),
+            data_change: false,
+            stats: Some(stats.to_stats_json(schema)),
+            parsed_rows: Default::default(),
+        })
+    })();
+    if result.is_err() {
+        let _ = table.dir().try_unlink(&name);
+    }
+    result
+}
+
+/// Compact the latest version's data files smaller than `target_size` bytes (see the module
+/// doc). Returns what was done; nothing is committed when no bin would hold two files.
+///
+/// Errors: [`Error::ConcurrentWrite`] (exit 3) when a commit after the version it read removed
+/// or re-added one of its inputs or changed the metadata, or `expect_version` no longer holds
+/// (then its new files are deleted); [`Error::InvalidArgument`] for a zero target; errors of reading the
+/// data files (a vacuumed or damaged file) and of the commit.
+pub fn optimize(table: &Table, target_size: u64, opts: &WriteOptions) -> Result<OptimizeReport> {
+    if target_size == 0 {
+        return Err(Error::InvalidArgument("--target-size must be more than 0 bytes".into()));
+    }
+    let read_version = table.latest_version()?;
+    let snap = table.snapshot(read_version)?;
+    table.check_writable_as(&snap, "optimize")?;
+    if let Some(e) = opts.expect_version.filter(|e| *e != read_version) {
+        return Err(Error::ConcurrentWrite {
+            table: table.root().to_path_buf(),
+            read_version: e,
+            version: read_version.max(e + 1),
+        });
+    }
+    let Some((start, steps)) = plan(&snap.files, target_size) else {
+        return Ok(OptimizeReport {
+            files_after: snap.files.len(),
+            ..Default::default()
+        });
+    };
+    let kept: Vec<&FileEntry> = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Keep(f) => Some(*f),
+            Step::Pack(_) => None,
+        })
+        .collect();
+    let mut kept_adds = table.add_actions(&kept)?.into_iter();
+    let mut adds: Vec<Add> = Vec::new();
+    let mut removed: Vec<&FileEntry> = Vec::new();
+    let mut written: Vec<String> = Vec::new();
+    for step in &steps {
+        match step {
+            Step::Keep(_) => {
+                let mut a = kept_adds.next().ok_or_else(|| Error::Corrupt {
+                    path: table.commit_path(read_version),
+                    reason: "an add action went missing while planning OPTIMIZE".into(),
+                })?;
+                a.data_change = false;
+                a.path = crate::format::actions::encode_path(&a.path);
+                adds.push(a);
+            }
+            Step::Pack(inputs) => match write_bin(table, &snap.schema, inputs) {
+                Ok(a) => {
+                    written.push(a.path.clone());
+                    removed.extend(inputs.iter().copied());
+                    adds.push(a);
+                }
+                Err(e) => {
+                    for w in &written {
+                        let _ = table.dir().try_unlink(w);
+                    }
+                    return Err(e);
+                }
+            },
+        }
+    }
+    let read_files: HashSet<String> = snap.files[start..].iter().map(|f| f.path.clone()).collect();
+    let new_files = written.len();
+    let mut params = BTreeMap::from([
+        ("predicate".to_string(), "[]".to_string()),
+        ("zOrderBy".to_string(), "[]".to_string()),
+        ("auto".to_string(), "false".to_string()),
+        ("targetSize".to_string(), target_size.to_string()),
+    ]);
+    params.extend(opts.extra_params.iter().cloned());
+    let removed_bytes: u64 = removed.iter().map(|f| f.size).sum();
+    let metrics = BTreeMap::from([
+        ("numAddedFiles".to_string(), adds.len().to_string()),
+        ("numRemovedFiles".to_string(), removed.len().to_string()),
+        (
+            "numAddedBytes".to_string(),
+            adds.iter().map(|a| a.size).sum::<u64>().to_string(),
+        ),
+        ("numRemovedBytes".to_string(), removed_bytes.to_string()),
+    ]);
+    let res = crate::table::commit::commit_loop_serializable(table, read_version, &read_files, opts.expect_version, |_, ts| {
+        let mut actions = vec![crate::table::serializable_info(
+            "OPTIMIZE",
+            &params,
+            &metrics,
+            read_version,
+            ts,
+        )];
+        actions.extend(removed.iter().map(|f| {
+            Action::remove(Remove {
+                path: crate::format::actions::encode_path(&f.path),
+                deletion_timestamp: Some(ts),
+                data_change: false,
+                extended_file_metadata: Some(true),
+                partition_values: Some(BTreeMap::new()),
+                size: Some(f.size),
+            })
+        }));
+        actions.extend(adds.iter().cloned().map(Action::add));
+        actions
+    });
+    let files: Vec<&str> = written.iter().map(String::as_str).collect();
+    let v = table.finish(res, &files, &snap)?;
+    Ok(OptimizeReport {
+        version: Some(v),
+        removed_files: removed.len(),
+        removed_bytes,
+        added_files: new_files,
+        files_after: snap.files.len() - removed.len() + new_files,
+    })
+}
+
+/// Parse a size: bytes, or a number with a unit (`128MiB`, `1GiB`, `64KiB`, `10MB`, `1k`).
+/// `None` when it is not one.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "kb" => 1000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(path: &str, size: u64) -> std::sync::Arc<FileEntry> {
+        std::sync::Arc::new(FileEntry {
+            path: path.into(),
+            size,
+            num_records: 1,
+            has_stats: true,
+            modification_time: 0,
+            partition_values: Default::default(),
+            added_in: 1,
+        })
+    }
+
+    #[test]
+    fn bins_keep_order() {
+        let files = [
+            f("a", 200),
+            f("b", 10),
+            f("c", 10),
+            f("d", 500),
+            f("e", 30),
+            f("f", 90),
+            f("g", 5),
+        ];
+        let (start, steps) = plan(&files, 100).expect("a plan");
+        assert_eq!(start, 1);
+        let shape: Vec<Vec<&str>> = steps
+            .iter()
+            .map(|s| match s {
+                Step::Keep(f) => vec![f.path.as_str()],
+                Step::Pack(v) => v.iter().map(|f| f.path.as_str()).collect(),
+            })
+            .collect();
+        assert_eq!(shape, vec![vec!["b", "c"], vec!["d"], vec!["e"], vec!["f", "g"]]);
+        assert!(plan(&[f("a", 10)], 100).is_none());
+        assert!(plan(&[f("a", 200), f("b", 300)], 100).is_none());
+        assert!(plan(&[f("a", 60), f("b", 60)], 100).is_none());
+        assert_eq!(parse_size("128MiB"), Some(128 << 20));
+        assert_eq!(parse_size("1000"), Some(1000));
+        assert_eq!(parse_size("10 MB"), Some(10_000_000));
+        assert_eq!(parse_size("lots"), None);
+    }
+}

@@ -1,0 +1,6 @@
+//! The operating system beneath the table: opens that cannot leave the table folder, I/O
+//! helpers, the one mountinfo reader and failpoints (docs/ARCHITECTURE.md).
+
+pub mod beneath;
+pub mod failpoint;
+pub mod mountinfo;

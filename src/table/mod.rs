@@ -1,0 +1,2439 @@
+//! A table on disk and its operations: create, append, overwrite, restore, snapshots, history.
+//!
+//! Every read of the log goes through [`Table::segment`] (which versions exist, proven from one
+//! listing) and [`Table::read_commit`] (one commit, checked complete); every data file through
+//! [`Table::open_data_file`]. See docs/FORMAT.md.
+
+pub mod commit;
+pub mod history;
+pub mod parquet_cache;
+pub mod request;
+pub mod staging;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::File;
+use std::io::{BufRead, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::format::actions::{Action, Add, CommitInfo, Format, Metadata, Protocol, Remove};
+use crate::sys::beneath::Dir;
+use crate::log::checkpoint;
+use crate::log::publish::{self, Isolation, Publish};
+use crate::error::{Error, IoContext, Result};
+use crate::sys::failpoint;
+use crate::log::files::{self, Commit, LOG_DIR};
+use crate::format::rows;
+use crate::format::schema::Schema;
+use crate::log::segment::LogSegment;
+use crate::log::snapshot::{Replay, Snapshot, WRITER_VERSION};
+
+/// `commitInfo.engineInfo`.
+pub const ENGINE_INFO: &str = concat!("tinydelta/", env!("CARGO_PKG_VERSION"));
+
+/// Options shared by every write.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// Commit only if the latest version is still this one (`--expect-version`).
+    pub expect_version: Option<u64>,
+    /// Extra `commitInfo.operationParameters` (e.g. the mount's `stagingId`).
+    pub extra_params: Vec<(String, String)>,
+}
+
+/// What identifies one state of `_delta_log/`'s entries: inode, mtime and ctime of the folder
+/// (any create, link, rename or unlink in it changes ctime).
+type Stamp = crate::log::segment::FolderStamp;
+
+/// A listing-proven segment and the folder stamp it was proven at.
+#[derive(Debug, Clone)]
+struct CachedSegment {
+    stamp: Stamp,
+    segment: LogSegment,
+}
+
+/// A table folder: data files plus `_delta_log/`.
+#[derive(Debug, Clone)]
+pub struct Table {
+    root: PathBuf,
+    log_dir: PathBuf,
+    /// The table folder, opened once: every file below it is opened beneath it (never by path).
+    dir: Dir,
+    /// `_delta_log/`, opened beneath `dir`.
+    log: Dir,
+    /// The last segment proven by a listing, reused while the folder's stamp is unchanged
+    /// (shared by clones). See docs/FORMAT.md, "The log segment".
+    segment: Arc<Mutex<Option<CachedSegment>>>,
+    /// The newest version whose commit was checked complete by [`Table::latest_version`]
+    /// (`u64::MAX`: none yet).
+    newest_ok: Arc<AtomicU64>,
+    /// Every version up to this one was checked complete ([`Table::verify_through`]).
+    verified: Arc<AtomicU64>,
+    /// The newest snapshot this table (or a clone) built, to replay later versions from, with
+    /// the stamp of its version's commit file when it was built ([`CommitStamp`]): a tip whose
+    /// commit file changed since (moved aside by `check --repair` and written again by another
+    /// commit, or cut in place) is never used.
+    tip: Arc<Mutex<Option<StampedSnapshot>>>,
+    /// The inotify watch keeping a listing of `_delta_log/` current ([`Table::watch_log`]; the
+    /// mount's), shared by clones.
+    watch: Option<Arc<crate::log::watch::LogWatch>>,
+}
+
+/// A snapshot and the stamp of its version's commit file taken before it was read.
+type StampedSnapshot = (Arc<Snapshot>, CommitStamp);
+
+/// Which commit file a version's `_delta_log/{version:020}.json` is on disk: inode, size, and
+/// modification and change times (`fstatat`), or `None` when there is none (a version reached
+/// through a checkpoint whose commits were deleted). A commit is never written again in place,
+/// so a different stamp means the version's commit was replaced or damaged after a snapshot
+/// was built from it: caches keyed by version number check it before use (README, "Trust").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitStamp(Option<(u64, i64, i64, i64, i64, i64)>);
+
+impl CommitStamp {
+    /// A stamp no commit file has (for a value built when the stamp could not be taken, which
+    /// is then never cached).
+    pub const UNKNOWN: CommitStamp = CommitStamp(Some((u64::MAX, -1, -1, -1, -1, -1)));
+}
+
+/// What an append did ([`Table::append_txn`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnOutcome {
+    /// Committed as this version.
+    Committed(u64),
+    /// The table already records this version or a later one for the app id: nothing committed.
+    AlreadyApplied {
+        /// The version the table records for the app id.
+        recorded: i64,
+    },
+    /// No rows and no txn: nothing committed.
+    NoRows,
+}
+
+/// One line of `history`.
+#[derive(Debug, Clone)]
+pub struct HistoryEntry {
+    /// The version.
+    pub version: u64,
+    /// The commit's commitInfo (timestamp resolved, see [`Table::commit_info`]).
+    pub commit_info: CommitInfo,
+    /// Rows the commit wrote: its `numOutputRows` (Delta) or `num_added_rows` (delta-rs)
+    /// metric, or for a commit that records neither, the rows of the files it added (stats,
+    /// else counted in the files); `None` when a file to count could not be read.
+    pub rows: Option<u64>,
+    /// Rows live after the commit: the live files' stats, plus the rows counted in the live
+    /// files whose `add` has no row count (each such file read once per `history`). `None`
+    /// when such a file could not be read (removed by a vacuum, missing, damaged): the number
+    /// is unknown, never a guess.
+    pub table_rows: Option<u64>,
+    /// Live files after the commit.
+    pub table_files: usize,
+}
+
+fn not_found(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// A commit's time when it records none: its file's mtime raised to one ms after the previous
+/// version's time (docs/FORMAT.md, "Commit times").
+fn resolve_time(mut info: CommitInfo, mtime_ms: i64, previous: Option<i64>) -> CommitInfo {
+    if !info.timestamp_recorded {
+        info.timestamp = match previous {
+            Some(p) => mtime_ms.max(p.saturating_add(1)),
+            None => mtime_ms,
+        };
+    }
+    info
+}
+
+impl Table {
+    /// Open an existing table. Errors: [`Error::TableNotFound`] when `root` has no log;
+    /// [`Error::Corrupt`] when `_delta_log` is a symlink or not a folder.
+    pub fn open(root: impl AsRef<Path>) -> Result<Table> {
+        let root = root.as_ref().to_path_buf();
+        let dir = match Dir::open(&root) {
+            Ok(d) => d,
+            Err(e) if not_found(&e) => return Err(Error::TableNotFound(root)),
+            Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::ENOTDIR) => {
+                return Err(Error::TableNotFound(root));
+            }
+            Err(e) => return Err(e),
+        };
+        let log = match dir.try_dir(LOG_DIR)? {
+            Some(l) => l,
+            None => return Err(Error::TableNotFound(root)),
+        };
+        let t = Table::new(root, dir, log);
+        if t.log.stat(&files::commit_file_name(0))?.is_none() {
+            // No version 0: a table whose old commits were cleaned up, or none at all.
+            t.segment()?;
+        }
+        Ok(t)
+    }
+
+    fn new(root: PathBuf, dir: Dir, log: Dir) -> Table {
+        Table {
+            log_dir: root.join(LOG_DIR),
+            root,
+            dir,
+            log,
+            segment: Arc::new(Mutex::new(None)),
+            newest_ok: Arc::new(AtomicU64::new(u64::MAX)),
+            verified: Arc::new(AtomicU64::new(u64::MAX)),
+            tip: Arc::new(Mutex::new(None)),
+            watch: None,
+        }
+    }
+
+    /// Keep the listing of `_delta_log/` current with an inotify watch from now on
+    /// ([`crate::log::watch`]), for a long-running process that asks for the segment on every
+    /// request and commit (the mount): [`Table::segment`] then lists the folder only when an
+    /// event cannot be applied to the listing it keeps. Clones made after this share the watch.
+    /// Returns the table and, when the folder cannot be watched, why (the table then lists as
+    /// without a watch).
+    pub fn watch_log(mut self) -> (Table, Option<String>) {
+        match crate::log::watch::LogWatch::start(&self.log) {
+            crate::log::watch::Started::Watching(w) => {
+                self.watch = Some(Arc::from(w));
+                (self, None)
+            }
+            crate::log::watch::Started::Unwatched(why) => (self, Some(why)),
+        }
+    }
+
+    /// Create a table with `schema` as version 0 (`CREATE TABLE`: commitInfo, protocol,
+    /// metaData). The folder may exist (empty or not) but must hold no table.
+    ///
+    /// Errors: [`Error::TableExists`]; [`Error::InvalidArgument`] for column names equal regardless of
+    /// case (Delta column names are case-insensitive); [`Error::Io`].
+    pub fn create(root: impl AsRef<Path>, schema: &Schema) -> Result<Table> {
+        let root = root.as_ref().to_path_buf();
+        schema.check_unique_names()?;
+        std::fs::create_dir_all(&root).ctx("create", &root)?;
+        let dir = Dir::open(&root)?;
+        let log = dir.create_dir(LOG_DIR, 0o755)?;
+        if log.stat(&files::commit_file_name(0))?.is_some() {
+            return Err(Error::TableExists(root));
+        }
+        if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
+            let _ = publish::fsync_dir(parent);
+        }
+        dir.sync()?;
+        let ts = crate::util::time::now_ms();
+        let schema_string = schema.to_schema_string();
+        let actions = vec![
+            Action::commit_info(CommitInfo {
+                timestamp: ts,
+                timestamp_recorded: true,
+                operation: "CREATE TABLE".into(),
+                operation_parameters: BTreeMap::from([
+                    ("mode".into(), "ErrorIfExists".into()),
+                    ("partitionBy".into(), "[]".into()),
+                    ("description".into(), String::new()),
+                    ("properties".into(), "{}".into()),
+                ]),
+                read_version: None,
+                isolation_level: Some("Serializable".into()),
+                is_blind_append: true,
+                operation_metrics: BTreeMap::new(),
+                engine_info: Some(ENGINE_INFO.into()),
+            }),
+            Action::protocol(Protocol {
+                min_reader_version: 1,
+                min_writer_version: WRITER_VERSION,
+                reader_features: None,
+                writer_features: None,
+            }),
+            Action::metadata(Metadata {
+                id: uuid::Uuid::new_v4().to_string(),
+                format: Format {
+                    provider: "json".into(),
+                    options: BTreeMap::new(),
+                },
+                schema_string,
+                partition_columns: vec![],
+                configuration: BTreeMap::new(),
+                created_time: Some(ts),
+            }),
+        ];
+        let t = Table::new(root.clone(), dir, log);
+        match publish::publish(&t.dir, &t.log, 0, &publish::encode(&actions))? {
+            Publish::Won => {
+                t.write_crc_after(0, None);
+                Ok(t)
+            }
+            Publish::Lost => Err(Error::TableExists(root)),
+        }
+    }
+
+    /// The table folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The table folder's directory handle.
+    pub fn dir(&self) -> &Dir {
+        &self.dir
+    }
+
+    /// `_delta_log/`'s directory handle.
+    pub fn log_dir_handle(&self) -> &Dir {
+        &self.log
+    }
+
+    /// Check that `_delta_log` in the table folder is still the folder this table opened (same
+    /// device and inode), so a commit is never published into a log that was moved aside or
+    /// replaced after a long-running process (the mount) opened the table: the writer would be
+    /// told it committed while the table at its path shows nothing. Called before each publish
+    /// attempt ([`crate::table::commit::commit_loop`]); a move between this check and the link is not seen.
+    ///
+    /// Errors: [`Error::Corrupt`] naming `_delta_log` when it is gone, moved or replaced;
+    /// [`Error::Io`].
+    pub fn check_log_in_place(&self) -> Result<()> {
+        let held = rustix::fs::fstat(self.log.fd()).map_err(|e| {
+            Error::io(
+                "stat",
+                self.log_dir.clone(),
+                std::io::Error::from_raw_os_error(e.raw_os_error()),
+            )
+        })?;
+        match self.dir.stat(LOG_DIR)? {
+            Some(st) if st.st_ino == held.st_ino && st.st_dev == held.st_dev => Ok(()),
+            _ => Err(Error::Corrupt {
+                path: self.log_dir.clone(),
+                reason: "the folder was moved, removed or replaced after this process opened the table; nothing was committed (remount, or run the command again)".into(),
+            }),
+        }
+    }
+
+    /// `_delta_log/{version:020}.json` (for messages).
+    pub fn commit_path(&self, version: u64) -> PathBuf {
+        self.log_dir.join(files::commit_file_name(version))
+    }
+
+    fn stamp(&self) -> Result<Stamp> {
+        let st = rustix::fs::fstat(self.log.fd()).map_err(|e| {
+            Error::io(
+                "stat",
+                &self.log_dir,
+                std::io::Error::from_raw_os_error(e.raw_os_error()),
+            )
+        })?;
+        Ok((
+            st.st_ino as u64,
+            st.st_mtime as i64,
+            st.st_mtime_nsec as i64,
+            st.st_ctime as i64,
+            st.st_ctime_nsec as i64,
+        ))
+    }
+
+    /// The log segment: which versions exist and where the first damage is, proven from one
+    /// listing of `_delta_log/`. A listing is reused while the folder's inode, mtime and ctime
+    /// are unchanged and its ctime was older than the listing by more than the file system's
+    /// timestamp granularity (50 ms when ctime has nanoseconds, else 2 s, for file systems with
+    /// 1 s timestamps), so a change in the same clock tick cannot hide. With a watch
+    /// ([`Table::watch_log`], the mount's), the listing is kept current by inotify instead and
+    /// the folder is listed only when an event cannot be applied. Errors: [`Error::Io`] naming the folder;
+    /// [`Error::TableNotFound`]; [`Error::Corrupt`] (see [`LogSegment::new`]).
+    pub fn segment(&self) -> Result<LogSegment> {
+        if let Some(w) = &self.watch
+            && let Some(seg) = w.segment(&self.log, |l| {
+                LogSegment::new(&self.root, l, || checkpoint::versions(&self.dir))
+            })
+        {
+            return seg;
+        }
+        let stamp = self.stamp()?;
+        if let Ok(c) = self.segment.lock()
+            && let Some(c) = c.as_ref()
+            && c.stamp == stamp
+        {
+            return Ok(c.segment.clone());
+        }
+        // Within one request of the mount, one listing per unchanged folder
+        // (request::one_request).
+        let key = Arc::as_ptr(&self.segment) as usize;
+        if let Some(seg) = crate::table::request::listing(key, &stamp) {
+            return Ok(seg);
+        }
+        let now = crate::util::time::now_ms();
+        let (_, seg) = crate::log::segment::list_segment(&self.log, |l| {
+            LogSegment::new(&self.root, l, || checkpoint::versions(&self.dir))
+        })?;
+        let seg = seg?;
+        crate::table::request::remember_listing(key, stamp, &seg);
+        let ctime_ms = stamp.3.saturating_mul(1000).saturating_add(stamp.4 / 1_000_000);
+        // A ctime with nanoseconds comes from a file system with fine timestamps (a clock tick,
+        // at most 10 ms); without, it may have whole seconds (ext3 with small inodes).
+        let margin = if stamp.4 == 0 { 2000 } else { 50 };
+        if ctime_ms.saturating_add(margin) < now
+            && let Ok(mut c) = self.segment.lock()
+        {
+            *c = Some(CachedSegment {
+                stamp,
+                segment: seg.clone(),
+            });
+        }
+        Ok(seg)
+    }
+
+    /// The newest version: the end of the [`Table::segment`], whose commit is checked complete.
+    ///
+    /// Errors: [`Error::Corrupt`] naming the damaged version when the log has a hole, a commit
+    /// name that is not a regular file, or a damaged newest commit (the same error every read of
+    /// a version at or past it gives); [`Error::Io`].
+    pub fn latest_version(&self) -> Result<u64> {
+        let seg = self.segment()?;
+        if let Some(d) = &seg.damage {
+            return Err(d.error());
+        }
+        if self.newest_ok.load(Ordering::Acquire) != seg.end {
+            self.read_commit(seg.end)?;
+            self.newest_ok.store(seg.end, Ordering::Release);
+        }
+        Ok(seg.end)
+    }
+
+    /// Check that every commit from the segment's start up to `version` is complete, reading
+    /// each once per table (later calls read only the commits past the last one checked). The
+    /// mount calls this before answering `latest`, so damage anywhere below answers EIO.
+    /// Errors: as [`Table::read_commit`].
+    pub fn verify_through(&self, version: u64) -> Result<()> {
+        let seg = self.segment()?;
+        if let Some(Err(e)) = seg.check(version) {
+            return Err(e);
+        }
+        let from = match self.verified.load(Ordering::Acquire) {
+            u64::MAX => self.verify_start(&seg, version),
+            v if v >= version => return Ok(()),
+            v => v + 1,
+        };
+        for v in from..=version {
+            self.read_commit(v)?;
+            self.verified.store(v, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// The newest version that can be read: the segment's end, or the version before the first
+    /// damaged commit at or below it (each commit checked complete once per table, as in
+    /// [`Table::verify_through`]). `None` when not even the first version can be read. Listings
+    /// of versions use this, so damage never shows phantom versions nor hides readable ones.
+    /// Errors: [`Error::Io`] and the segment's errors.
+    pub fn readable_through(&self) -> Result<Option<u64>> {
+        let seg = self.segment()?;
+        if seg.damage.as_ref().is_some_and(|d| d.version <= seg.first) {
+            return Ok(None);
+        }
+        let from = match self.verified.load(Ordering::Acquire) {
+            u64::MAX => self.verify_start(&seg, seg.end),
+            v if v >= seg.end => return Ok(Some(seg.end)),
+            v => v + 1,
+        };
+        for v in from..=seg.end {
+            match self.read_commit(v) {
+                Ok(_) => self.verified.store(v, Ordering::Release),
+                Err(Error::Corrupt { .. }) => return Ok(v.checked_sub(1).filter(|p| *p >= seg.first)),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Some(seg.end))
+    }
+
+    /// Where checking commits starts: after the newest readable checkpoint at or before
+    /// `version` (it was written from a clean replay, and reads of later versions start from it,
+    /// so older commits are not read again, as in [`Table::snapshot`]), else the segment's start.
+    fn verify_start(&self, seg: &LogSegment, version: u64) -> u64 {
+        match checkpoint::newest_at_or_before(&self.dir, version) {
+            Some(c) if c >= seg.first && checkpoint::read_totals(&self.dir, c).is_ok() => {
+                self.verified.fetch_min(c, Ordering::AcqRel);
+                c + 1
+            }
+            // A segment starting at a checkpoint whose own commit was cleaned up (Delta log
+            // retention keeps the checkpoint, not always the commit): checking starts after it.
+            _ if seg.start_checkpoint == Some(seg.first)
+                && version > seg.first
+                && matches!(self.log.stat(&files::commit_file_name(seg.first)), Ok(None)) =>
+            {
+                seg.first + 1
+            }
+            _ => seg.first,
+        }
+    }
+
+    /// Read and check one commit (docs/FORMAT.md, "Commit completeness"), beneath the log folder.
+    ///
+    /// Errors: [`Error::Corrupt`] naming the version when it is damaged or not a regular file,
+    /// or when it is missing below a newer commit (a hole); [`Error::VersionNotFound`] when it
+    /// is missing past the newest; [`Error::Io`].
+    pub fn read_commit(&self, version: u64) -> Result<Commit> {
+        let name = files::commit_file_name(version);
+        let path = self.log_dir.join(&name);
+        let (mut f, st) = match self.log.open_file_stat(&name) {
+            Ok(f) => f,
+            Err(e) if not_found(&e) => return Err(self.missing(version)),
+            Err(Error::Corrupt { .. }) => {
+                return Err(files::damaged(
+                    &path,
+                    version,
+                    "the commit is not a regular file (a symlink, FIFO or folder)",
+                ));
+            }
+            Err(e) => return Err(e),
+        };
+        let mtime_ms = st
+            .st_mtime
+            .saturating_mul(1000)
+            .saturating_add(st.st_mtime_nsec as i64 / 1_000_000);
+        files::check_commit_size(&path, version, st.st_size as u64)?;
+        let mut bytes = Vec::with_capacity((st.st_size.clamp(0, 1 << 24) + 1) as usize);
+        // Through `take`: read into the capacity just reserved (File's own read_to_end would
+        // stat the file again for its size), and never past the bound if the file grows.
+        (&mut f)
+            .take(files::MAX_COMMIT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .ctx("read", &path)?;
+        files::check_commit_size(&path, version, bytes.len() as u64)?;
+        files::parse_commit(version, &path, &bytes, mtime_ms)
+    }
+
+    /// The error for a version whose commit is not there: a hole (damage) or not found.
+    fn missing(&self, version: u64) -> Error {
+        match self.segment() {
+            Ok(seg) => match seg.check(version) {
+                Some(Err(e)) => e,
+                Some(Ok(())) => files::damaged(
+                    &self.commit_path(version),
+                    version,
+                    "the commit disappeared while it was being read",
+                ),
+                None => Error::VersionNotFound {
+                    table: self.root.clone(),
+                    version,
+                    latest: seg.end,
+                },
+            },
+            Err(e) => e,
+        }
+    }
+
+    /// Check that `version` exists and nothing before it is damaged (per the segment).
+    fn check_version(&self, version: u64) -> Result<LogSegment> {
+        let seg = self.segment()?;
+        match seg.check(version) {
+            Some(Ok(())) => Ok(seg),
+            Some(Err(e)) => Err(e),
+            None => Err(Error::VersionNotFound {
+                table: self.root.clone(),
+                version,
+                latest: seg.end,
+            }),
+        }
+    }
+
+    /// The commitInfo of one version, its timestamp resolved: a commit without
+    /// `commitInfo.timestamp` (other writers may omit it) gets its file's mtime raised to one
+    /// ms after the previous version's time (docs/FORMAT.md, "Commit times").
+    ///
+    /// Errors: [`Error::VersionNotFound`], [`Error::Corrupt`].
+    pub fn commit_info(&self, version: u64) -> Result<CommitInfo> {
+        let c = self.read_commit(version)?;
+        let info = c.info.clone().unwrap_or_default();
+        if info.timestamp_recorded {
+            return Ok(info);
+        }
+        // Walk back to the newest version that records its time (or the first), then forward:
+        // iterative, so a long run of commits without timestamps cannot exhaust the stack.
+        let first = self.segment()?.first;
+        let mut chain = vec![(info, c.mtime_ms)];
+        let mut previous = None;
+        let mut v = version;
+        while v > first {
+            v -= 1;
+            let c = self.read_commit(v)?;
+            let info = c.info.unwrap_or_default();
+            if info.timestamp_recorded {
+                previous = Some(info.timestamp);
+                break;
+            }
+            chain.push((info, c.mtime_ms));
+        }
+        let mut resolved = None;
+        while let Some((info, mtime)) = chain.pop() {
+            let r = resolve_time(info, mtime, previous);
+            previous = Some(r.timestamp);
+            resolved = Some(r);
+        }
+        Ok(resolved.unwrap_or_default())
+    }
+
+    /// Replay versions `from..=version` onto `replay` (whose state is that of `from - 1`, and
+    /// whose last commit time was `previous`), calling `each` after every commit with the
+    /// resolved commitInfo. Errors: as [`Table::read_commit`].
+    fn replay_range(
+        &self,
+        from: u64,
+        version: u64,
+        replay: &mut Replay,
+        mut previous: Option<i64>,
+        mut each: impl FnMut(u64, &Replay, CommitInfo) -> Result<()>,
+    ) -> Result<()> {
+        for v in from..=version {
+            let c = self.read_commit(v)?;
+            replay.apply(&self.root, &c)?;
+            let info = resolve_time(c.info.unwrap_or_default(), c.mtime_ms, previous);
+            previous = Some(info.timestamp);
+            each(v, replay, info)?;
+        }
+        Ok(())
+    }
+
+    /// The snapshot of `version` by log replay, from the newest of: this table's last snapshot
+    /// (kept in memory and shared by clones), the newest checkpoint at or before `version`, or
+    /// the segment's start. Writes a checkpoint when `version` is
+    /// [`checkpoint::CHECKPOINT_INTERVAL`] or more past the newest one.
+    ///
+    /// Errors: [`Error::VersionNotFound`], [`Error::Corrupt`] (naming the first damaged version
+    /// when `version` is at or past it), [`Error::UnsupportedProtocol`].
+    pub fn snapshot(&self, version: u64) -> Result<Snapshot> {
+        Ok(Arc::unwrap_or_clone(self.snapshot_arc(version)?))
+    }
+
+    /// [`Table::snapshot`], shared: the newest snapshot this table built is returned as is when
+    /// it is of `version` (and its commit file unchanged), without copying its file list (the
+    /// mount asks for the latest one on every create in `incoming/`).
+    ///
+    /// Errors: as [`Table::snapshot`].
+    pub fn snapshot_arc(&self, version: u64) -> Result<Arc<Snapshot>> {
+        let seg = self.check_version(version)?;
+        // The newest snapshot, when it is this version: no checkpoint listing, no copy.
+        if let Some(b) = self.tip_if(|v| v == version) {
+            return Ok(b);
+        }
+        let cp = checkpoint::newest_at_or_before(&self.dir, version);
+        // Stamped before the replay reads the commit, so a commit replaced meanwhile leaves a
+        // tip that no later call uses.
+        let stamp = self.commit_stamp(version);
+        let mut base = self.tip_if(|v| v <= version);
+        if let Some(c) = cp
+            && base.as_ref().is_none_or(|b| b.version < c)
+        {
+            match checkpoint::read(&self.dir, c) {
+                Ok(snap) => base = Some(Arc::new(snap)),
+                Err(e) => ::log::warn!("ignoring checkpoint: {e}"),
+            }
+        }
+        // Delta's Parquet checkpoints (PROTOCOL "Checkpoints"): replay starts from the newest
+        // one that is complete and readable when it is newer than every other start.
+        for &d in seg.delta_checkpoints.iter().rev() {
+            if d > version || base.as_ref().is_some_and(|b| b.version >= d) {
+                continue;
+            }
+            match self.delta_checkpoint(d) {
+                Ok(snap) => {
+                    base = Some(Arc::new(snap));
+                    break;
+                }
+                Err(e @ (Error::UnsupportedFeature { .. } | Error::UnsupportedProtocol { .. })) => return Err(e),
+                Err(e) => ::log::warn!("ignoring Delta checkpoint of version {d}: {e}"),
+            }
+        }
+        let snap = match &base {
+            Some(b) => self.snapshot_after(b, version)?,
+            None if seg.first > 0 => {
+                return Err(Error::Corrupt {
+                    path: self.commit_path(0),
+                    reason: format!(
+                        "versions before {} are not available and the checkpoint of version {} cannot be read",
+                        seg.first, seg.first
+                    ),
+                });
+            }
+            None => {
+                let mut replay = Replay::default();
+                let mut last = None;
+                self.replay_range(0, version, &mut replay, None, |v, _, info| {
+                    if v == version {
+                        last = Some(info);
+                    }
+                    Ok(())
+                })?;
+                replay.snapshot(&self.root, version, last.unwrap_or_default())?
+            }
+        };
+        if version - cp.unwrap_or(0) >= checkpoint::CHECKPOINT_INTERVAL
+            && let Err(e) = checkpoint::write(&self.dir, &snap)
+        {
+            ::log::debug!("no checkpoint written for version {version}: {e}");
+        }
+        let snap = Arc::new(snap);
+        if let Some(stamp) = stamp {
+            self.set_tip(snap.clone(), stamp);
+        }
+        Ok(snap)
+    }
+
+    /// The file names of the complete Delta (Parquet) checkpoint of `version` in `_delta_log/`
+    /// ([`crate::format::parquet::checkpoint_files`]). Errors: [`Error::Corrupt`] when there is none.
+    fn delta_checkpoint_files(&self, version: u64) -> Result<Vec<String>> {
+        let entries = self.log.entries()?;
+        let names = entries.iter().filter_map(|e| e.name.to_str());
+        if let Some(files) = crate::format::parquet::checkpoint_files(names, version) {
+            return Ok(files);
+        }
+        // Name the first missing part of a multi-part checkpoint (`<v>.checkpoint.<i>.<n>.parquet`).
+        let prefix = format!("{version:020}.checkpoint.");
+        let present: std::collections::BTreeSet<(u64, u64)> = entries
+            .iter()
+            .filter_map(|e| e.name.to_str())
+            .filter_map(|n| n.strip_prefix(&prefix)?.strip_suffix(".parquet"))
+            .filter_map(|r| {
+                let (i, n) = r.split_once('.')?;
+                Some((i.parse().ok()?, n.parse().ok()?))
+            })
+            .map(|(i, n): (u64, u64)| (n, i))
+            .collect();
+        let missing = present.iter().map(|&(n, _)| n).find_map(|n| {
+            (1..=n.min(100_000))
+                .find(|i| !present.contains(&(n, *i)))
+                .map(|i| format!("{prefix}{i:010}.{n:010}.parquet"))
+        });
+        Err(match missing {
+            Some(name) => Error::Corrupt {
+                path: self.log_dir.join(name),
+                reason: "this part of the multi-part Delta checkpoint is missing".into(),
+            },
+            None => Error::Corrupt {
+                path: self.log_dir.join(format!("{version:020}.checkpoint.parquet")),
+                reason: "the Delta checkpoint is incomplete or of a kind tinydelta does not read".into(),
+            },
+        })
+    }
+
+    /// The actions of the Delta (Parquet) checkpoint of `version`, every part read beneath
+    /// `_delta_log/`, paths decoded and checked as in a commit. Errors: [`Error::Corrupt`]
+    /// naming the part that is missing, not a regular file, or not a readable checkpoint.
+    pub fn delta_checkpoint_actions(&self, version: u64) -> Result<Vec<Action>> {
+        let mut actions = Vec::new();
+        for name in self.delta_checkpoint_files(version)? {
+            let path = self.log_dir.join(&name);
+            let file = self.log.open_file(&name)?;
+            for mut a in crate::format::parquet::read_checkpoint(file, &path)? {
+                for p in [
+                    a.add.as_mut().map(|a| &mut a.path),
+                    a.remove.as_mut().map(|r| &mut r.path),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    match crate::format::actions::decode_path(p) {
+                        Some(d) if crate::format::actions::is_safe_relative_path(&d) => *p = d,
+                        _ => {
+                            return Err(Error::Corrupt {
+                                path,
+                                reason: format!("path {p:?} is not a relative path inside the table"),
+                            });
+                        }
+                    }
+                }
+                actions.push(a);
+            }
+        }
+        Ok(actions)
+    }
+
+    /// The snapshot of `version` from its Delta (Parquet) checkpoint alone: its `protocol`,
+    /// `metaData`, `txn`s and live `add`s (in the checkpoint's order). The commit time is the
+    /// version's commit's, or the checkpoint file's mtime when that commit is gone.
+    /// Errors: as [`Table::delta_checkpoint_actions`]; [`Error::UnsupportedFeature`].
+    pub fn delta_checkpoint(&self, version: u64) -> Result<Snapshot> {
+        let actions = self.delta_checkpoint_actions(version)?;
+        let info = match self.commit_info(version) {
+            Ok(i) => i,
+            Err(_) => {
+                let name = &self.delta_checkpoint_files(version)?[0];
+                let (_, st) = self.log.open_file_stat(name)?;
+                CommitInfo {
+                    timestamp: st.st_mtime.saturating_mul(1000),
+                    ..Default::default()
+                }
+            }
+        };
+        let commit = Commit {
+            version,
+            actions,
+            info: None,
+            mtime_ms: info.timestamp,
+            len: 0,
+        };
+        let mut replay = Replay::default();
+        replay.apply(&self.root, &commit)?;
+        replay.snapshot(&self.root, version, info)
+    }
+
+    /// The totals `describe` prints (file count, rows, bytes, schema, commit time) for `version`.
+    /// From a checkpoint followed only by blind appends this reads the checkpoint's header and
+    /// the commits after it, so it costs O(commits since the checkpoint), not O(live files);
+    /// otherwise it builds the snapshot. Errors: as [`Table::snapshot`].
+    pub fn totals(&self, version: u64) -> Result<checkpoint::Totals> {
+        let from_snapshot = |s: Snapshot| checkpoint::Totals {
+            version: s.version,
+            num_files: s.files.len() as u64,
+            num_records: s.num_records(),
+            size_bytes: s.size_bytes(),
+            files_without_stats: s.files.iter().filter(|f| !f.has_stats).count() as u64,
+            commit_info: s.commit_info,
+            metadata: s.metadata,
+        };
+        self.check_version(version)?;
+        let Some(cp) = checkpoint::newest_at_or_before(&self.dir, version) else {
+            return self.snapshot(version).map(from_snapshot);
+        };
+        let Ok(mut t) = checkpoint::read_totals(&self.dir, cp) else {
+            return self.snapshot(version).map(from_snapshot);
+        };
+        if version - cp >= checkpoint::CHECKPOINT_INTERVAL {
+            return self.snapshot(version).map(from_snapshot);
+        }
+        let mut previous = Some(t.commit_info.timestamp);
+        for v in cp + 1..=version {
+            let c = self.read_commit(v)?;
+            let blind = c.actions.iter().all(|a| a.remove.is_none() && a.protocol.is_none())
+                && c.info.as_ref().is_some_and(|i| i.is_blind_append)
+                && c.actions
+                    .iter()
+                    .filter_map(|a| a.add.as_ref())
+                    .all(|a| a.num_records().is_some());
+            if !blind {
+                return self.snapshot(version).map(from_snapshot);
+            }
+            let info = resolve_time(c.info.clone().unwrap_or_default(), c.mtime_ms, previous);
+            previous = Some(info.timestamp);
+            t.commit_info = info;
+            for a in c.actions {
+                if let Some(m) = a.metadata {
+                    t.metadata = m;
+                }
+                if let Some(add) = a.add {
+                    t.num_files += 1;
+                    t.num_records = t.num_records.saturating_add(add.num_records().unwrap_or(0));
+                    t.size_bytes = t.size_bytes.saturating_add(add.size);
+                }
+            }
+        }
+        t.version = version;
+        Ok(t)
+    }
+
+    /// The snapshot of `version`, replaying only the commits after `base` when `base` is older
+    /// (cost: `base`'s live files plus the new commits), else a full replay.
+    ///
+    /// Errors: as [`Table::snapshot`].
+    pub fn snapshot_after(&self, base: &Snapshot, version: u64) -> Result<Snapshot> {
+        if version < base.version {
+            return self.snapshot(version);
+        }
+        if version == base.version {
+            return Ok(base.clone());
+        }
+        self.check_version(version)?;
+        self.replay_after(base, version)
+    }
+
+    /// The snapshot of `version` (> `base.version`) by replaying the commits after `base`, each
+    /// read and checked as [`Table::read_commit`] does, without listing the log first.
+    fn replay_after(&self, base: &Snapshot, version: u64) -> Result<Snapshot> {
+        let mut replay = Replay::from_snapshot(base);
+        let mut last = None;
+        self.replay_range(
+            base.version + 1,
+            version,
+            &mut replay,
+            Some(base.timestamp),
+            |v, _, info| {
+                if v == version {
+                    last = Some(info);
+                }
+                Ok(())
+            },
+        )?;
+        replay.snapshot(&self.root, version, last.unwrap_or_default())
+    }
+
+    /// The stamp of `version`'s commit file ([`CommitStamp`]); `None` when it cannot be
+    /// taken (then nothing is cached on it).
+    pub fn commit_stamp(&self, version: u64) -> Option<CommitStamp> {
+        match self.log.stat(&crate::log::files::commit_file_name(version)) {
+            Ok(Some(st)) => Some(CommitStamp(Some((
+                st.st_ino,
+                st.st_size,
+                st.st_mtime,
+                st.st_mtime_nsec as i64,
+                st.st_ctime,
+                st.st_ctime_nsec as i64,
+            )))),
+            Ok(None) => Some(CommitStamp(None)),
+            Err(e) => {
+                ::log::debug!("no stamp of version {version}'s commit: {e}");
+                None
+            }
+        }
+    }
+
+    /// The (resolved) `commitInfo.timestamp` of `version`, ms since epoch: from the cached
+    /// newest snapshot when it is that version and its commit is unchanged (one `fstatat`),
+    /// else read as [`Table::commit_info`] does. Errors: as [`Table::commit_info`].
+    pub(crate) fn commit_timestamp(&self, version: u64) -> Result<i64> {
+        match self.tip_if(|v| v == version) {
+            Some(s) => Ok(s.timestamp),
+            None => Ok(self.commit_info(version)?.timestamp),
+        }
+    }
+
+    /// The cached newest snapshot when `keep(its version)` and its commit file is still the
+    /// one it was built from ([`CommitStamp`]).
+    fn tip_if(&self, keep: impl Fn(u64) -> bool) -> Option<Arc<Snapshot>> {
+        let (snap, stamp) = self.tip.lock().ok().and_then(|t| t.clone())?;
+        if !keep(snap.version) {
+            return None;
+        }
+        if self.commit_stamp(snap.version) != Some(stamp) {
+            ::log::debug!(
+                "version {}'s commit changed since it was replayed: replaying again",
+                snap.version
+            );
+            if let Ok(mut tip) = self.tip.lock() {
+                *tip = None;
+            }
+            return None;
+        }
+        Some(snap)
+    }
+
+    /// Keep `snap` (stamped `stamp` before it was read) as the newest snapshot unless a newer
+    /// one is kept.
+    fn set_tip(&self, snap: Arc<Snapshot>, stamp: CommitStamp) {
+        if let Ok(mut tip) = self.tip.lock()
+            && tip.as_ref().is_none_or(|(t, _)| t.version <= snap.version)
+        {
+            *tip = Some((snap, stamp));
+        }
+    }
+
+    /// The snapshot of the newest version.
+    pub fn latest_snapshot(&self) -> Result<Snapshot> {
+        self.snapshot(self.latest_version()?)
+    }
+
+    /// [`Table::latest_snapshot`], shared ([`Table::snapshot_arc`]). Errors: as
+    /// [`Table::snapshot`].
+    pub fn latest_snapshot_arc(&self) -> Result<Arc<Snapshot>> {
+        self.snapshot_arc(self.latest_version()?)
+    }
+
+    /// One entry per version, oldest first, with the table's rows and files after each commit.
+    /// Versions before the segment's start (cleaned up) are not listed.
+    pub fn history(&self) -> Result<Vec<HistoryEntry>> {
+        let latest = self.latest_version()?;
+        let seg = self.segment()?;
+        let mut out = Vec::new();
+        let (mut replay, from, previous) = if seg.first == 0 {
+            (Replay::default(), 0, None)
+        } else {
+            // The checkpoint the segment starts at, tinydelta's or Delta's.
+            let base = self.snapshot(seg.first)?;
+            (Replay::from_snapshot(&base), seg.first + 1, Some(base.timestamp))
+        };
+        // Rows counted in data files without a row count in their stats, by path (`None`: the
+        // file could not be read).
+        let mut counted: HashMap<String, Option<u64>> = HashMap::new();
+        self.replay_range(from, latest, &mut replay, previous, |v, r, info| {
+            let mut count = |f: &crate::log::snapshot::FileEntry| match counted.get(&f.path) {
+                Some(n) => *n,
+                None => {
+                    let n = self.count_file_rows(f, r.schema_string());
+                    counted.insert(f.path.clone(), n);
+                    n
+                }
+            };
+            let (stated, files) = r.live_rows();
+            let mut table_rows = Some(stated);
+            for f in r.live_without_stats() {
+                table_rows = table_rows.zip(count(&f)).map(|(a, b)| a.saturating_add(b));
+            }
+            let rows = match info.metric("numOutputRows").or_else(|| info.metric("num_added_rows")) {
+                Some(n) => Some(n),
+                None => r.last_added().iter().try_fold(0u64, |n, f| {
+                    let c = if f.has_stats { Some(f.num_records) } else { count(f) };
+                    c.map(|c| n.saturating_add(c))
+                }),
+            };
+            out.push(HistoryEntry {
+                version: v,
+                commit_info: info,
+                rows,
+                table_rows,
+                table_files: files,
+            });
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// The rows of data file `f` (whose `add` has no row count), read from the file under the
+    /// schema `schema_string`; `None` when it cannot be read (vacuumed, missing, damaged).
+    fn count_file_rows(&self, f: &crate::log::snapshot::FileEntry, schema_string: Option<&str>) -> Option<u64> {
+        let schema = Schema::from_schema_string(schema_string?).ok()?;
+        let (file, _) = self.open_rows(f, &schema).ok()?;
+        crate::format::rows::count_rows(file, &self.root.join(&f.path)).ok()
+    }
+
+    /// Every data file path any `add` of any version named (for vacuum).
+    pub fn all_added_paths(&self) -> Result<HashSet<String>> {
+        Ok(self.inventory(None)?.0)
+    }
+
+    /// One replay of the whole log: every data file path any `add` named (decoded), and every
+    /// value of `commitInfo.operationParameters[param]` (the mount's `stagingId`s, for vacuum).
+    ///
+    /// Errors: [`Error::Corrupt`] unless the whole log, from version 0 to the newest commit
+    /// present, replays cleanly: vacuum deletes nothing on a log it could not read whole.
+    pub fn inventory_with_param(&self, param: &str) -> Result<(HashSet<String>, HashSet<String>)> {
+        self.inventory(Some(param))
+    }
+
+    fn inventory(&self, param: Option<&str>) -> Result<(HashSet<String>, HashSet<String>)> {
+        let latest = self.latest_version()?;
+        let seg = self.segment()?;
+        if seg.first > 0 {
+            return Err(Error::Corrupt {
+                path: self.commit_path(0),
+                reason: format!(
+                    "versions before {} are not available, so the files they named are unknown; vacuum needs the whole log",
+                    seg.first
+                ),
+            });
+        }
+        let mut replay = Replay::recording_added();
+        let mut values = HashSet::new();
+        self.replay_range(0, latest, &mut replay, None, |_, _, info| {
+            if let Some(v) = param.and_then(|p| info.operation_parameters.get(p)) {
+                values.insert(v.clone());
+            }
+            Ok(())
+        })?;
+        Ok((replay.ever_added.unwrap_or_default(), values))
+    }
+
+    /// The newest version whose commit timestamp is at or before `time_ms` (timestamps are
+    /// strictly increasing, so a binary search). Errors: `None` when `time_ms` is before
+    /// the first version.
+    pub fn version_as_of(&self, time_ms: i64) -> Result<Option<u64>> {
+        let latest = self.latest_version()?;
+        let first = self.segment()?.first;
+        if self.commit_info(first)?.timestamp > time_ms {
+            return Ok(None);
+        }
+        let (mut lo, mut hi) = (first, latest);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if self.commit_info(mid)?.timestamp <= time_ms {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        Ok(Some(lo))
+    }
+
+    /// The `add` action (with its stats, its path decoded) that made `file` live, read again
+    /// from its commit. Errors: [`Error::Corrupt`] when that commit no longer names the file.
+    pub fn add_action(&self, file: &crate::log::snapshot::FileEntry) -> Result<Add> {
+        self.add_actions(&[file])?.pop().ok_or_else(|| Error::Corrupt {
+            path: self.commit_path(file.added_in),
+            reason: format!("no add action for {}", file.path),
+        })
+    }
+
+    /// The `add` actions of `files` (as [`Table::add_action`]), reading each commit that added
+    /// one of them once: O(files + their commits' bytes), not O(files x commit size).
+    /// Errors: as [`Table::add_action`].
+    pub fn add_actions(&self, files: &[&crate::log::snapshot::FileEntry]) -> Result<Vec<Add>> {
+        let mut by_version: BTreeMap<u64, std::collections::HashMap<String, Add>> = BTreeMap::new();
+        for f in files {
+            by_version.entry(f.added_in).or_default();
+        }
+        for (v, adds) in by_version.iter_mut() {
+            for a in self.read_commit(*v)?.actions.into_iter().filter_map(|a| a.add) {
+                // The last add of a path in a commit wins, as in replay.
+                adds.insert(a.path.clone(), a);
+            }
+            // A file a snapshot took from a Delta checkpoint at `v` was added before it: its
+            // add is in the checkpoint.
+            if files.iter().any(|f| f.added_in == *v && !adds.contains_key(&f.path))
+                && let Ok(actions) = self.delta_checkpoint_actions(*v)
+            {
+                for a in actions.into_iter().filter_map(|a| a.add) {
+                    adds.entry(a.path.clone()).or_insert(a);
+                }
+            }
+        }
+        files
+            .iter()
+            .map(|f| {
+                by_version
+                    .get(&f.added_in)
+                    .and_then(|m| m.get(&f.path))
+                    .cloned()
+                    .ok_or_else(|| Error::Corrupt {
+                        path: self.commit_path(f.added_in),
+                        reason: format!("no add action for {}", f.path),
+                    })
+            })
+            .collect()
+    }
+
+    /// Open the data file `rel` (a decoded path relative to the table root, as in
+    /// [`crate::log::snapshot::FileEntry::path`]) for reading, beneath the table folder with
+    /// `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` ([`crate::sys::beneath::Dir`]), and check that
+    /// it is what the log says: a regular file of exactly `expected_size` bytes (`add.size`),
+    /// in JSONL, not Parquet. The one opener of data files for the CLI and the mount (see
+    /// docs/FORMAT.md, "Data files").
+    ///
+    /// Errors: [`Error::Corrupt`] naming the file when it is missing, a symlink, not a regular
+    /// file, of another size, or a Parquet file; [`Error::Io`] for other failures.
+    pub fn open_data_file(&self, rel: &str, expected_size: u64) -> Result<File> {
+        open_data_file(&self.dir, rel, expected_size)
+    }
+
+    /// Open every data file of `snapshot` (checked as [`Table::open_data_file`] does), in order,
+    /// before any byte is read: a version is read whole or not at all.
+    /// A file a retention vacuum deleted is [`Error::Vacuumed`] (exit 4).
+    /// A Parquet data file is opened as its converted rows ([`Table::open_rows`]).
+    pub fn open_data_files(&self, snapshot: &Snapshot) -> Result<Vec<File>> {
+        snapshot
+            .files
+            .iter()
+            .map(|f| {
+                self.open_rows(f, &snapshot.schema)
+                    .map(|(file, _)| file)
+                    .map_err(|e| crate::table::history::explain_missing(self, snapshot.version, &f.path, e))
+            })
+            .collect()
+    }
+
+    /// The rows of the data file `f` as canonical JSONL under `schema` (the schema of a version
+    /// that names it): the JSONL file itself, or for a Parquet data file its converted rows
+    /// from the cache ([`crate::table::parquet_cache`], converting it now on a miss). Returns the open
+    /// file and its length in bytes. Errors: as [`Table::open_data_file`] and
+    /// [`crate::table::parquet_cache::converted`].
+    pub fn open_rows(&self, f: &crate::log::snapshot::FileEntry, schema: &Schema) -> Result<(File, u64)> {
+        if is_parquet_name(&f.path) {
+            let c = self.converted(f, schema)?;
+            return Ok((c.open()?, c.len));
+        }
+        Ok((self.open_data_file(&f.path, f.size)?, f.size))
+    }
+
+    /// [`Table::open_rows`], but a Parquet data file's rows are converted now from the Parquet
+    /// file itself into a private temporary file, never read from the converted-rows cache: for
+    /// the writers that turn rows into new data (`optimize`, `export`). Errors: as
+    /// [`Table::open_rows`].
+    pub fn open_rows_fresh(&self, f: &crate::log::snapshot::FileEntry, schema: &Schema) -> Result<(File, u64)> {
+        if is_parquet_name(&f.path)
+            && let Some(out) = crate::table::parquet_cache::convert_fresh(&self.dir, f, schema, true)?
+        {
+            return Ok(out);
+        }
+        Ok((self.open_data_file(&f.path, f.size)?, f.size))
+    }
+
+    /// The converted rows of the Parquet data file `f` under `schema` ([`Table::open_rows`]).
+    /// Errors: as [`crate::table::parquet_cache::converted`].
+    pub fn converted(
+        &self,
+        f: &crate::log::snapshot::FileEntry,
+        schema: &Schema,
+    ) -> Result<crate::table::parquet_cache::Converted> {
+        crate::table::parquet_cache::converted(&self.dir, f, schema)
+    }
+
+    /// Prove every data file of `snapshot` present beneath the table, a regular file (no
+    /// symlink) of its recorded size, with one `fstatat` each and no read of a JSONL file (a
+    /// Parquet file is converted, or found in the converted-rows cache) (`describe`: its
+    /// numbers must be backed by the files; README, "Usage"). Errors: [`Error::Corrupt`] naming
+    /// the first file that is missing, not a regular file, or of another size, as `read` says it.
+    /// A file that a recorded retention vacuum deleted is not damage: the version's numbers are
+    /// still what the log recorded, and `describe` lists which versions are readable.
+    pub fn stat_data_files(&self, snapshot: &Snapshot) -> Result<()> {
+        for f in &snapshot.files {
+            // A Parquet data file must also convert (read once, then from the cache): `describe`
+            // never reports a version `read` refuses.
+            let checked = stat_data_file(&self.dir, &f.path, f.size).and_then(|()| {
+                if is_parquet_name(&f.path) {
+                    self.converted(f, &snapshot.schema).map(|_| ())
+                } else {
+                    Ok(())
+                }
+            });
+            if let Err(e) = checked {
+                match crate::table::history::explain_missing(self, snapshot.version, &f.path, e) {
+                    Error::Vacuumed { .. } => {}
+                    e => return Err(e),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Table::stat_data_files`] for one file `rel` of `expected_size` bytes.
+    pub fn stat_data_file(&self, rel: &str, expected_size: u64) -> Result<()> {
+        stat_data_file(&self.dir, rel, expected_size)
+    }
+
+    /// Write the rows of `snapshot` (its data files concatenated) to `out`.
+    pub fn write_rows(&self, snapshot: &Snapshot, out: &mut impl Write) -> Result<u64> {
+        // 256 KiB reads and writes: std::io::copy's 8 KiB buffer costs 4x the syscalls of cat.
+        let mut buf = vec![0u8; 256 << 10];
+        let mut n = 0;
+        let files = self.open_data_files(snapshot)?;
+        for (f, mut file) in snapshot.files.iter().zip(files) {
+            let path = self.root.join(&f.path);
+            loop {
+                let k = match file.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(k) => k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(Error::io("read", path, e)),
+                };
+                out.write_all(&buf[..k])
+                    .map_err(|e| Error::io("write", "<output>", e))?;
+                n += k as u64;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Validate and canonicalise `input` into a new `part-<uuid>.jsonl`, fsynced (its folder entry
+    /// is fsynced by [`publish::publish`] before the commit is linked).
+    /// Returns the `add` action, or `None` (and no file) when the input has no rows.
+    /// The file is returned open and locked ([`hold_data_file`]): keep it until the commit is
+    /// linked, so vacuum cannot delete it meanwhile.
+    fn write_data_file(
+        &self,
+        schema: &Schema,
+        source: &str,
+        input: impl BufRead,
+    ) -> Result<(Option<Add>, Option<File>)> {
+        let Some((add, file)) = self.create_data_file(schema, source, input)? else {
+            return Ok((None, None));
+        };
+        if let Err(e) = file.sync_all() {
+            let _ = self.dir.try_unlink(&add.path);
+            return Err(Error::io("fsync", self.root.join(&add.path), e));
+        }
+        Ok((Some(add), Some(file)))
+    }
+
+    /// [`Table::write_data_file`] without the fsync: the file is returned open, for
+    /// [`publish::publish_after`] to fsync together with the commit (one journal commit, not two).
+    fn create_data_file(&self, schema: &Schema, source: &str, input: impl BufRead) -> Result<Option<(Add, File)>> {
+        let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
+        let path = self.root.join(&name);
+        let created = self.dir.create_new(&name, 0o644)?;
+        if let Err(e) = hold_data_file(&self.dir, &name, &created) {
+            let _ = self.dir.try_unlink(&name);
+            return Err(e);
+        }
+        let mut w = BufWriter::with_capacity(256 << 10, Writeback::new(created));
+        let result = rows::canonicalize(schema, source, input, &mut w, &path).and_then(|stats| {
+            let file = w.into_inner().map_err(|e| Error::io("write", &path, e.into_error()))?;
+            Ok((stats, file.file))
+        });
+        let (stats, file) = match result {
+            Ok((s, f)) if s.num_records > 0 => (s, f),
+            other => {
+                let _ = self.dir.try_unlink(&name);
+                return other.map(|_| None);
+            }
+        };
+        if let Err(e) = failpoint::hit("data-written") {
+            let _ = self.dir.try_unlink(&name);
+            return Err(e);
+        }
+        Ok(Some((Self::new_add(name, schema, &stats), file)))
+    }
+
+    /// Append the rows of `input` as one `WRITE` (mode `Append`) commit, a blind append that
+    /// rebases over concurrent appends. Returns the new version, or `None` when the input has no
+    /// rows (nothing is committed).
+    ///
+    /// Errors: [`Error::BadInput`] (nothing committed, no file left); [`Error::ConcurrentWrite`]
+    /// when a concurrent commit changed the schema or `expect_version` no longer holds.
+    pub fn append(&self, source: &str, input: impl BufRead, opts: &WriteOptions) -> Result<Option<u64>> {
+        let read_version = self.latest_version()?;
+        let snap = self.snapshot(read_version)?;
+        self.check_writable_as(&snap, "append")?;
+        let Some((add, file)) = self.create_data_file(&snap.schema, source, input)? else {
+            return Ok(None);
+        };
+        let path = self.root.join(&add.path);
+        still_linked(&file, &path)?;
+        self.commit_append_after(&snap, read_version, add, opts, &[(&file, &path)])
+            .map(Some)
+    }
+
+    /// [`Table::append`] for the rows of a regular file `input` (from byte `start` to its end)
+    /// when every line is its own canonical row already (README "Benchmarks"): the file is
+    /// copied into the new `part-<uuid>.jsonl` by the kernel (`copy_file_range`, as `cp` does),
+    /// and the copy, which nobody else writes, is what is checked ([`rows::check_canonical_file`],
+    /// every row in full, as [`Table::append`] checks it) and committed, so bytes that change in
+    /// `input` after the check cannot reach the table. The disk starts writing the copy while it
+    /// is checked; it is fsynced with the commit ([`publish::publish_after`]).
+    /// `unchanged` is called once the copy reached the end of `input`: an error from it fails
+    /// the append (the caller's check that the input was not written meanwhile).
+    ///
+    /// Returns [`FileAppend::NotCanonical`] (nothing committed, no file left) when a line is not
+    /// its own canonical row, valid or not: the caller then appends with [`Table::append`],
+    /// which canonicalises the rows or words the error.
+    ///
+    /// Errors: as [`Table::append`] (never [`Error::BadInput`]); [`Error::Io`] when the copy
+    /// fails; those of `unchanged`.
+    pub fn append_file(
+        &self,
+        source: &str,
+        input: &File,
+        start: u64,
+        unchanged: impl FnOnce() -> Result<()>,
+        opts: &WriteOptions,
+    ) -> Result<FileAppend> {
+        let read_version = self.latest_version()?;
+        let snap = self.snapshot(read_version)?;
+        self.check_writable_as(&snap, "append")?;
+        let (add, file) = match self.copy_data_file(&snap.schema, source, input, start, unchanged)? {
+            Copied::Rows(add, file) => (add, file),
+            Copied::NoRows => return Ok(FileAppend::Done(None)),
+            Copied::NotCanonical => return Ok(FileAppend::NotCanonical),
+        };
+        let path = self.root.join(&add.path);
+        still_linked(&file, &path)?;
+        self.commit_append_after(&snap, read_version, add, opts, &[(&file, &path)])
+            .map(|v| FileAppend::Done(Some(v)))
+    }
+
+    /// [`Table::create_data_file`] for [`Table::append_file`]: copy `input` from `start` into a
+    /// new `part-<uuid>.jsonl` and check the copy. The file is returned open, held
+    /// ([`hold_data_file`]) and not yet fsynced; on any other outcome it is removed.
+    fn copy_data_file(
+        &self,
+        schema: &Schema,
+        source: &str,
+        input: &File,
+        start: u64,
+        unchanged: impl FnOnce() -> Result<()>,
+    ) -> Result<Copied> {
+        let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
+        let path = self.root.join(&name);
+        let created = self.dir.create_new_rw(&name, 0o644)?;
+        let result = hold_data_file(&self.dir, &name, &created)
+            .and_then(|()| {
+                // This thread copies (the kernel writes the copy's pages) and starts the disk
+                // writing each step, while the other threads check the steps already copied.
+                let written = rows::Written::default();
+                let mut copy = Ok(0);
+                let checked = rows::check_canonical_while(schema, &created, &path, &written, || {
+                    let mut started = 0;
+                    copy = crate::table::staging::copy_to_end(input, start, &created, COPY_STEP, &mut |n| {
+                        written.advance(n);
+                        if n >= started + COPY_STEP as u64 {
+                            crate::table::staging::start_writeback(&created, started, n - started);
+                            started = n;
+                        }
+                    })
+                    .map_err(|e| Error::io("copy", source, io_context(e, &path)))
+                    .and_then(|len| {
+                        if len > started {
+                            crate::table::staging::start_writeback(&created, started, len - started);
+                        }
+                        unchanged().map(|()| len)
+                    });
+                    match copy {
+                        Ok(len) => written.finish(len),
+                        Err(_) => written.stop(),
+                    }
+                });
+                let len = copy?;
+                let stats = checked?;
+                Ok((len > 0).then(|| stats.filter(|st| st.num_records > 0)))
+            })
+            .and_then(|checked| failpoint::hit("data-written").map(|()| checked));
+        match result {
+            Ok(Some(Some(stats))) => Ok(Copied::Rows(Self::new_add(name, schema, &stats), created)),
+            other => {
+                let _ = self.dir.try_unlink(&name);
+                other.map(|c| match c {
+                    None => Copied::NoRows,
+                    Some(_) => Copied::NotCanonical,
+                })
+            }
+        }
+    }
+
+    /// Append rows the caller already validated and canonicalised against `schema` (the mount's
+    /// `incoming/` canonicalises while a file is written, so its close only finishes the tail):
+    /// `place(path)` must create the fsynced canonical bytes at `path` (a new
+    /// `part-<uuid>.jsonl` in the root, e.g. by a hard link), `stats` describes them. Then one
+    /// `WRITE`/`Append` commit as [`Table::append`] makes. Returns `None` when `stats` counts no
+    /// rows (nothing placed, nothing committed).
+    ///
+    /// Errors: [`Error::ConcurrentWrite`] when the table's schema is no longer `schema` (nothing
+    /// committed; the caller validates again); errors of `place`; as [`Table::append`].
+    pub fn append_prepared(
+        &self,
+        schema: &Schema,
+        stats: &rows::FileStats,
+        place: impl FnOnce(&Path) -> Result<()>,
+        opts: &WriteOptions,
+    ) -> Result<Option<u64>> {
+        self.append_prepared_after(schema, stats, None, place, opts)
+    }
+
+    /// [`Table::append_prepared`] for canonical rows that may not be fsynced yet: `canon`, when
+    /// given, is the open file whose bytes `place(path)` links to `path`; it is fsynced together
+    /// with the commit ([`publish::publish_after`]), before the version is published (`None`: the
+    /// placed bytes are durable already).
+    ///
+    /// Errors: as [`Table::append_prepared`] ([`Error::ConcurrentWrite`] for a changed schema comes
+    /// before `place` is called; every other conflict after); a failed fsync of `canon`
+    /// (nothing committed, the placed name removed).
+    pub fn append_prepared_after(
+        &self,
+        schema: &Schema,
+        stats: &rows::FileStats,
+        canon: Option<&File>,
+        place: impl FnOnce(&Path) -> Result<()>,
+        opts: &WriteOptions,
+    ) -> Result<Option<u64>> {
+        let read_version = self.latest_version()?;
+        let snap = self.snapshot_arc(read_version)?;
+        self.check_writable_as(&snap, "append")?;
+        if snap.schema != *schema {
+            return Err(Error::ConcurrentWrite {
+                table: self.root.clone(),
+                read_version,
+                version: read_version,
+            });
+        }
+        if stats.num_records == 0 {
+            return Ok(None);
+        }
+        let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
+        let path = self.root.join(&name);
+        place(&path)?;
+        // Held until the commit is linked: vacuum skips a data file a writer holds.
+        let _held = self.dir.open_file(&name).and_then(|f| {
+            hold_data_file(&self.dir, &name, &f)?;
+            Ok(f)
+        });
+        let _held = match _held {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = self.dir.try_unlink(&name);
+                return Err(e);
+            }
+        };
+        let add = Self::new_add(name, schema, stats);
+        let data: Vec<(&File, &Path)> = canon.map(|f| (f, path.as_path())).into_iter().collect();
+        self.commit_append_after(&snap, read_version, add, opts, &data)
+            .map(Some)
+    }
+
+    /// The `add` of a new data file `name` (relative to the root) with `stats`.
+    fn new_add(name: String, schema: &Schema, stats: &rows::FileStats) -> Add {
+        Add {
+            path: name,
+            partition_values: BTreeMap::new(),
+            size: stats.bytes,
+            modification_time: crate::util::time::now_ms(),
+            data_change: true,
+            stats: Some(stats.to_stats_json(schema)),
+            parsed_rows: Default::default(),
+        }
+    }
+
+    /// Commit `add` (a data file already durable in the root) as one blind `WRITE`/`Append`
+    /// read from `snap` at `read_version`.
+    /// `data`: the new data file if it is not yet fsynced (it and its path), which the publish
+    /// fsyncs together with the commit.
+    fn commit_append_after(
+        &self,
+        snap: &Snapshot,
+        read_version: u64,
+        add: Add,
+        opts: &WriteOptions,
+        data: &[(&File, &Path)],
+    ) -> Result<u64> {
+        let (params, metrics) = write_params("Append", Some(&add), opts);
+        let res = crate::table::commit::commit_loop_after(
+            self,
+            read_version,
+            Isolation::BlindAppend,
+            opts.expect_version,
+            data,
+            |v, ts| {
+                vec![
+                    Self::write_info("WRITE", &params, &metrics, v, ts, true),
+                    Action::add(add.clone()),
+                ]
+            },
+        );
+        self.finish(res, &[&add.path], snap)
+    }
+
+    /// Replace the rows of one live data file `old` (a path relative to the root, as its `add`
+    /// named it) with the rows of `input`, as one `UPDATE` commit (a `remove` of `old` and an
+    /// `add` of the new file; the mount's re-save of a file it committed moments ago, README
+    /// "incoming/"). Rebases over commits that leave `old` live. Returns the new version.
+    ///
+    /// Errors: [`Error::BadInput`] (nothing committed); [`Error::ReplacedFileRemoved`] when
+    /// `old` is no longer live (naming the version and operation that removed it);
+    /// [`Error::ConcurrentWrite`] when a commit in between changed the schema.
+    pub fn replace_file(&self, source: &str, old: &str, input: impl BufRead, opts: &WriteOptions) -> Result<u64> {
+        let mut read_version = self.latest_version()?;
+        let mut snap = self.snapshot(read_version)?;
+        self.check_writable_as(&snap, "this re-save")?;
+        let (add, held) = self.write_data_file(&snap.schema, source, input)?;
+        if let (Some(a), Some(f)) = (&add, &held) {
+            still_linked(f, &self.root.join(&a.path))?;
+        }
+        let rows = add.as_ref().and_then(Add::num_records).unwrap_or(0);
+        let mut params = BTreeMap::from([("replaces".to_string(), old.to_string())]);
+        params.extend(opts.extra_params.iter().cloned());
+        let metrics = BTreeMap::from([
+            ("numAddedFiles".into(), usize::from(add.is_some()).to_string()),
+            ("numRemovedFiles".into(), "1".to_string()),
+            ("numOutputRows".into(), rows.to_string()),
+        ]);
+        let files: Vec<&str> = add.iter().map(|a| a.path.as_str()).collect();
+        for _ in 0..16 {
+            let Some(old_entry) = snap.files.iter().find(|f| f.path == old) else {
+                let conflict = Err(Error::ReplacedFileRemoved {
+                    table: self.root.clone(),
+                    path: old.to_string(),
+                    latest: read_version,
+                    removed: self.removed_by(old, read_version),
+                });
+                return self.finish(conflict, &files, &snap);
+            };
+            let res = crate::table::commit::commit_loop(
+                self,
+                read_version,
+                Isolation::ReadDependent,
+                opts.expect_version,
+                |v, ts| {
+                    let mut actions = vec![Self::write_info("UPDATE", &params, &metrics, v, ts, false)];
+                    actions.extend(Self::removes(&[old_entry], ts));
+                    actions.extend(add.iter().cloned().map(Action::add));
+                    actions
+                },
+            );
+            match res {
+                Err(Error::ConcurrentWrite { .. }) if opts.expect_version.is_none() => {
+                    read_version = self.latest_version()?;
+                    snap = self.snapshot(read_version)?;
+                }
+                other => return self.finish(other, &files, &snap),
+            }
+        }
+        let conflict = Err(Error::ConcurrentWrite {
+            table: self.root.clone(),
+            read_version,
+            version: read_version + 1,
+        });
+        self.finish(conflict, &files, &snap)
+    }
+
+    /// The newest version at or before `latest` whose commit removes `path`, with its operation
+    /// (`WRITE (mode Overwrite)`)
+    /// (for messages: a commit that cannot be read, or none within the last 10000 versions,
+    /// gives `None`).
+    fn removed_by(&self, path: &str, latest: u64) -> Option<(u64, String)> {
+        for v in (latest.saturating_sub(10_000)..=latest).rev() {
+            let c = self.read_commit(v).ok()?;
+            if c.actions.iter().any(|a| a.add.as_ref().is_some_and(|a| a.path == path)) {
+                return None;
+            }
+            if c.actions
+                .iter()
+                .any(|a| a.remove.as_ref().is_some_and(|r| r.path == path))
+            {
+                let op = c.info.map_or_else(
+                    || "a commit without commitInfo".into(),
+                    |i| match i.operation_parameters.get("mode") {
+                        Some(mode) => format!("{} (mode {mode})", i.operation),
+                        None => i.operation,
+                    },
+                );
+                return Some((v, op));
+            }
+        }
+        None
+    }
+
+    /// The path of the data file that version `version`'s commit added (its first `add`), if
+    /// it added one. Errors: as [`Table::read_commit`].
+    pub fn added_path(&self, version: u64) -> Result<Option<String>> {
+        let c = self.read_commit(version)?;
+        Ok(c.actions.into_iter().find_map(|a| a.add.map(|a| a.path)))
+    }
+
+    /// The `commitInfo` action of a write at version `v`, timestamp `ts`.
+    fn write_info(
+        operation: &str,
+        params: &BTreeMap<String, String>,
+        metrics: &BTreeMap<String, String>,
+        v: u64,
+        ts: i64,
+        blind: bool,
+    ) -> Action {
+        commit_info_action(operation, params, metrics, v as i64 - 1, ts, blind)
+    }
+
+    /// An idempotent append (Delta PROTOCOL "Transaction Identifiers"; README, "Idempotent
+    /// appends"): commits the rows of `input` with a `txn` action (`app_id`, `version`) only if
+    /// the table's recorded version for `app_id` is lower than `version`; else commits nothing
+    /// and returns [`TxnOutcome::AlreadyApplied`]. The check is repeated against every commit it
+    /// rebases over, so of racing writers with one `txn` exactly one commits. An input with no
+    /// rows still commits the `txn` action. Errors: as [`Table::append`].
+    pub fn append_txn(
+        &self,
+        source: &str,
+        input: impl BufRead,
+        opts: &WriteOptions,
+        app_id: &str,
+        txn_version: i64,
+    ) -> Result<TxnOutcome> {
+        let read_version = self.latest_version()?;
+        let snap = self.snapshot(read_version)?;
+        self.check_writable_as(&snap, "append")?;
+        if let Some(&recorded) = snap.txns.get(app_id)
+            && recorded >= txn_version
+        {
+            return Ok(TxnOutcome::AlreadyApplied { recorded });
+        }
+        let created = self.create_data_file(&snap.schema, source, input)?;
+        let add = created.as_ref().map(|(a, _)| a.clone());
+        let path = add.as_ref().map(|a| self.root.join(&a.path));
+        let data: Vec<(&File, &Path)> = match (&created, &path) {
+            (Some((_, f)), Some(p)) => vec![(f, p.as_path())],
+            _ => vec![],
+        };
+        let (params, metrics) = write_params("Append", add.as_ref(), opts);
+        // A rebase over a commit recording this app id at `txn_version` or later: already applied.
+        let applied = std::cell::Cell::new(None);
+        let build = |v: u64, ts: i64| {
+            let mut actions = vec![
+                Self::write_info("WRITE", &params, &metrics, v, ts, true),
+                Action::txn(crate::format::actions::Txn {
+                    app_id: app_id.to_string(),
+                    version: txn_version,
+                    last_updated: Some(ts),
+                }),
+            ];
+            actions.extend(add.iter().cloned().map(Action::add));
+            actions
+        };
+        let res = crate::table::commit::commit_loop_checked(self, read_version, opts.expect_version, &data, build, |winner| {
+            let c = self.read_commit(winner)?;
+            if let Some(t) = c
+                .actions
+                .iter()
+                .filter_map(|a| a.txn.as_ref())
+                .find(|t| t.app_id == app_id)
+                && t.version >= txn_version
+            {
+                applied.set(Some(t.version));
+                return Ok(true);
+            }
+            Ok(c.actions.iter().any(|a| a.metadata.is_some() || a.protocol.is_some()))
+        });
+        let files: Vec<&str> = add.iter().map(|a| a.path.as_str()).collect();
+        match (self.finish(res, &files, &snap), applied.get()) {
+            (Err(Error::ConcurrentWrite { .. }), Some(recorded)) => Ok(TxnOutcome::AlreadyApplied { recorded }),
+            (r, _) => r.map(TxnOutcome::Committed),
+        }
+    }
+
+    /// After a commit attempt: on an error that left nothing published, remove the data files
+    /// written for it; after a publish (even one whose durability is unknown), keep them and
+    /// write the version checksum from `base` (the snapshot the write read).
+    pub(crate) fn finish(&self, res: Result<u64>, files: &[&str], base: &Snapshot) -> Result<u64> {
+        match &res {
+            Ok(v) => self.write_crc_after(*v, Some(base)),
+            Err(Error::NotDurable { .. }) => {}
+            Err(_) => {
+                for f in files {
+                    let _ = self.dir.try_unlink(f);
+                }
+            }
+        }
+        res
+    }
+
+    /// Write `_delta_log/{version:020}.crc` (Delta PROTOCOL "Version Checksum File": table size,
+    /// file count, metadata, protocol) for a version just committed, replaying it from `base`.
+    /// Best effort: readers never need it, so a failure is a warning.
+    ///
+    /// The common case, one commit on top of `base` that only adds new files (an append), costs
+    /// one read of that commit and a copy of `base`'s file list ([`advance`]), no hashing or
+    /// sorting of the live files, and the snapshot built becomes this table's newest one, so the
+    /// next write starts from it.
+    pub(crate) fn write_crc_after(&self, version: u64, base: Option<&Snapshot>) {
+        // This handle just linked `version` on top of `base` (plus any versions it rebased
+        // over, which it read): replayed from the commits themselves, with no listing of the
+        // log (a listing costs O(versions) per commit; readers never need the .crc).
+        let snap = match base {
+            Some(b) if version == b.version + 1 => match self.read_commit(version) {
+                Ok(c) => {
+                    // Read and checked whole: the next [`Table::latest_version`] need not read
+                    // it again while it is the newest (at worst a newer store is undone, and
+                    // that version is read once more).
+                    self.newest_ok.store(version, Ordering::Release);
+                    match advance(b, &c) {
+                        Some(s) => Ok(s),
+                        None => self.replay_after(b, version),
+                    }
+                }
+                Err(e) => Err(e),
+            },
+            Some(b) if version > b.version => self.replay_after(b, version),
+            Some(b) => self.snapshot_after(b, version),
+            None => self.snapshot(version),
+        };
+        let snap = match snap {
+            Ok(s) => s,
+            Err(e) => {
+                ::log::warn!("no version checksum written for version {version}: {e}");
+                return;
+            }
+        };
+        let snap = Arc::new(snap);
+        if let Some(stamp) = self.commit_stamp(version) {
+            self.set_tip(snap.clone(), stamp);
+        }
+        // Advisory (docs/FORMAT.md, "Version checksums"): in the mount, written after the
+        // reply to the commit's close.
+        let log = self.log.clone();
+        crate::table::request::after_reply(move || {
+            if let Err(e) = crate::log::crc::write(&log, &snap) {
+                ::log::warn!("no version checksum written for version {version}: {e}");
+            }
+        });
+    }
+
+    /// Refuse writes of JSONL data files into a table whose `metaData.format.provider` is not
+    /// `json` ([`Error::ReadOnlyTable`] naming `operation`), and writes to a protocol tinydelta
+    /// does not write ([`Error::UnsupportedProtocol`]).
+    #[allow(dead_code)]
+    pub(crate) fn check_writable(&self, snap: &Snapshot) -> Result<()> {
+        self.check_writable_as(snap, "this write")
+    }
+
+    /// [`Table::check_writable`] for the latest version, naming `operation` in the error (the
+    /// mount asks before every change in `incoming/`; costs one `fstat` of `_delta_log/` while
+    /// the newest snapshot is cached). Errors: as [`Table::check_writable`] and
+    /// [`Table::snapshot`].
+    pub fn check_accepts_writes(&self, operation: &str) -> Result<()> {
+        let v = self.latest_version()?;
+        match self.tip_if(|tv| tv == v) {
+            Some(t) => self.check_writable_as(&t, operation),
+            None => self.check_writable_as(&self.snapshot(v)?, operation),
+        }
+    }
+
+    pub(crate) fn check_writable_as(&self, snap: &Snapshot, operation: &str) -> Result<()> {
+        if snap.metadata.format.provider != "json" {
+            return Err(Error::ReadOnlyTable {
+                table: self.root.clone(),
+                provider: snap.metadata.format.provider.clone(),
+                operation: operation.into(),
+            });
+        }
+        self.check_protocol_writable(snap)
+    }
+
+    /// Refuse a commit to a table whose protocol asks for a newer writer than tinydelta.
+    pub(crate) fn check_protocol_writable(&self, snap: &Snapshot) -> Result<()> {
+        if snap.protocol.min_writer_version > WRITER_VERSION {
+            return Err(Error::UnsupportedProtocol {
+                table: self.root.clone(),
+                reader: snap.protocol.min_reader_version,
+                writer: snap.protocol.min_writer_version,
+            });
+        }
+        Ok(())
+    }
+
+    fn removes(snap_files: &[&crate::log::snapshot::FileEntry], ts: i64) -> Vec<Action> {
+        snap_files
+            .iter()
+            .map(|f| {
+                Action::remove(Remove {
+                    path: crate::format::actions::encode_path(&f.path),
+                    deletion_timestamp: Some(ts),
+                    data_change: true,
+                    extended_file_metadata: Some(true),
+                    partition_values: Some(BTreeMap::new()),
+                    size: Some(f.size),
+                })
+            })
+            .collect()
+    }
+
+    /// Replace every live file with the rows of `input` as one `WRITE` (mode `Overwrite`)
+    /// commit. Returns the new version.
+    ///
+    /// Errors: [`Error::BadInput`]; [`Error::ConcurrentWrite`] if any commit landed after the
+    /// version this overwrite read.
+    pub fn overwrite(&self, source: &str, input: impl BufRead, opts: &WriteOptions) -> Result<u64> {
+        let read_version = self.latest_version()?;
+        let snap = self.snapshot(read_version)?;
+        self.check_writable_as(&snap, "overwrite")?;
+        let (add, held) = self.write_data_file(&snap.schema, source, input)?;
+        if let (Some(a), Some(f)) = (&add, &held) {
+            still_linked(f, &self.root.join(&a.path))?;
+        }
+        let (params, mut metrics) = write_params("Overwrite", add.as_ref(), opts);
+        metrics.insert("numRemovedFiles".into(), snap.files.len().to_string());
+        let live: Vec<_> = snap.files.iter().map(|f| &**f).collect();
+        let read_files: HashSet<String> = snap.files.iter().map(|f| f.path.clone()).collect();
+        let res = crate::table::commit::commit_loop_serializable(self, read_version, &read_files, opts.expect_version, |_, ts| {
+            let mut actions = vec![serializable_info("WRITE", &params, &metrics, read_version, ts)];
+            actions.extend(Self::removes(&live, ts));
+            actions.extend(add.iter().cloned().map(Action::add));
+            actions
+        });
+        let files: Vec<&str> = add.iter().map(|a| a.path.as_str()).collect();
+        self.finish(res, &files, &snap)
+    }
+
+    /// Commit a `RESTORE` whose snapshot equals version `target`'s: same files in the same order
+    /// (so `read` is byte-identical) and the same schema. Later versions stay readable.
+    ///
+    /// Errors: [`Error::VersionNotFound`]; [`Error::ConcurrentWrite`].
+    pub fn restore(&self, target: u64, opts: &WriteOptions) -> Result<u64> {
+        let read_version = self.latest_version()?;
+        let cur = self.snapshot(read_version)?;
+        self.check_protocol_writable(&cur)?;
+        let old = self.snapshot(target)?;
+        let wanted: HashSet<&str> = old.files.iter().map(|f| f.path.as_str()).collect();
+        let kept: Vec<&str> = cur
+            .files
+            .iter()
+            .map(|f| f.path.as_str())
+            .filter(|p| wanted.contains(p))
+            .collect();
+        // Keep files that are already live when they form a prefix of the target's order; re-add
+        // the rest so that replay yields exactly the target's order.
+        let prefix = kept.iter().zip(&old.files).take_while(|(a, b)| **a == b.path).count();
+        let kept_prefix: HashSet<&str> = kept[..prefix].iter().copied().collect();
+        let to_add: Vec<Add> = self.add_actions(&old.files[prefix..].iter().map(|f| &**f).collect::<Vec<_>>())?;
+        self.check_restorable(target, &cur, &to_add)?;
+        // A live file the restore re-adds is not also removed: re-adding a live path is how
+        // Delta updates it (PROTOCOL "Add File and Remove File"; one path in both an add and a
+        // remove of one commit is not allowed), and replay moves it to the end all the same.
+        let readded: HashSet<&str> = to_add.iter().map(|a| a.path.as_str()).collect();
+        let to_remove: Vec<_> = cur
+            .files
+            .iter()
+            .filter(|f| !kept_prefix.contains(f.path.as_str()) && !readded.contains(f.path.as_str()))
+            .map(|f| &**f)
+            .collect();
+        let schema_changed = cur.metadata != old.metadata;
+        let metrics = BTreeMap::from([
+            ("numRestoredFiles".into(), to_add.len().to_string()),
+            ("numRemovedFiles".into(), to_remove.len().to_string()),
+            (
+                "restoredFilesSize".into(),
+                to_add.iter().map(|a| a.size).sum::<u64>().to_string(),
+            ),
+            (
+                "removedFilesSize".into(),
+                to_remove.iter().map(|f| f.size).sum::<u64>().to_string(),
+            ),
+            ("numOfFilesAfterRestore".into(), old.files.len().to_string()),
+            ("tableSizeAfterRestore".into(), old.size_bytes().to_string()),
+            ("numOutputRows".into(), old.num_records().to_string()),
+        ]);
+        let mut params = BTreeMap::from([("version".to_string(), target.to_string())]);
+        params.extend(opts.extra_params.iter().cloned());
+        let read_files: HashSet<String> = cur.files.iter().map(|f| f.path.clone()).collect();
+        let res = crate::table::commit::commit_loop_serializable(self, read_version, &read_files, opts.expect_version, |_, ts| {
+            let mut actions = vec![serializable_info("RESTORE", &params, &metrics, read_version, ts)];
+            if schema_changed {
+                actions.push(Action::metadata(old.metadata.clone()));
+            }
+            actions.extend(Self::removes(&to_remove, ts));
+            actions.extend(to_add.iter().cloned().map(|mut a| {
+                a.data_change = true;
+                a.path = crate::format::actions::encode_path(&a.path);
+                Action::add(a)
+            }));
+            actions
+        });
+        self.finish(res, &[], &cur)
+    }
+}
+
+impl Table {
+    /// Before a restore to `target` re-adds `to_add`: each file not live in `cur` is still on
+    /// disk (opened and size-checked), else the error names the vacuum that deleted it
+    /// ([`Error::Vacuumed`]). Errors: as [`Table::open_data_file`].
+    fn check_restorable(&self, target: u64, cur: &Snapshot, to_add: &[Add]) -> Result<()> {
+        let live: HashSet<&str> = cur.files.iter().map(|f| f.path.as_str()).collect();
+        for a in to_add.iter().filter(|a| !live.contains(a.path.as_str())) {
+            self.open_data_file(&a.path, a.size)
+                .map_err(|e| crate::table::history::explain_missing(self, target, &a.path, e))?;
+        }
+        Ok(())
+    }
+}
+
+/// The `commitInfo` of a WriteSerializable operation that read `read_version` and is not a
+/// blind append (overwrite, restore, optimize), committed at `ts` (ms since epoch).
+pub(crate) fn serializable_info(
+    operation: &str,
+    params: &BTreeMap<String, String>,
+    metrics: &BTreeMap<String, String>,
+    read_version: u64,
+    ts: i64,
+) -> Action {
+    commit_info_action(operation, params, metrics, read_version as i64, ts, false)
+}
+
+/// The `commitInfo` action of a WriteSerializable tinydelta commit that read `read_version`,
+/// committed at `ts` (ms since epoch); `blind`: an append that read nothing it depends on.
+fn commit_info_action(
+    operation: &str,
+    params: &BTreeMap<String, String>,
+    metrics: &BTreeMap<String, String>,
+    read_version: i64,
+    ts: i64,
+    blind: bool,
+) -> Action {
+    Action::commit_info(CommitInfo {
+        timestamp: ts,
+        timestamp_recorded: true,
+        operation: operation.into(),
+        operation_parameters: params.clone(),
+        read_version: Some(read_version),
+        isolation_level: Some("WriteSerializable".into()),
+        is_blind_append: blind,
+        operation_metrics: metrics.clone(),
+        engine_info: Some(ENGINE_INFO.into()),
+    })
+}
+
+/// The snapshot of `commit`'s version from `base`, the snapshot of the version before, when the
+/// commit only adds files that are not live in `base` and records its time (an append, an
+/// `ADD COLUMNS`, a vacuum commit): `base`'s files with the new ones after them, as log replay
+/// gives ([`Replay::apply`]). `None` for anything else (a `remove`, a re-added live path, a
+/// protocol action, a schema it cannot parse): the caller replays instead.
+fn advance(base: &Snapshot, commit: &crate::log::files::Commit) -> Option<Snapshot> {
+    let info = commit.info.clone().filter(|i| i.timestamp_recorded)?;
+    if commit.version != base.version.checked_add(1)? {
+        return None;
+    }
+    let mut snap = Snapshot {
+        root: base.root.clone(),
+        version: commit.version,
+        timestamp: info.timestamp,
+        commit_info: info,
+        schema: base.schema.clone(),
+        metadata: base.metadata.clone(),
+        protocol: base.protocol.clone(),
+        files: Vec::with_capacity(base.files.len() + 1),
+        txns: base.txns.clone(),
+        vacuums: base.vacuums,
+    };
+    if snap.commit_info.operation == crate::format::actions::VACUUM_START {
+        snap.vacuums = snap.vacuums.saturating_add(1);
+    }
+    let mut added: Vec<Arc<crate::log::snapshot::FileEntry>> = Vec::new();
+    for a in &commit.actions {
+        if a.remove.is_some() {
+            return None;
+        }
+        // A protocol change is checked by replay (reader version and features, README
+        // "Tables of other Delta writers"), never here.
+        if a.protocol.is_some() {
+            return None;
+        }
+        if let Some(m) = &a.metadata {
+            snap.schema = Schema::from_schema_string(&m.schema_string).ok()?;
+            snap.metadata = m.clone();
+        }
+        if let Some(t) = &a.txn {
+            snap.txns.insert(t.app_id.clone(), t.version);
+        }
+        if let Some(add) = &a.add {
+            // A linear search per add: bounded to commits of a few files (an append adds one).
+            let live = |p: &str| base.files.iter().chain(&added).any(|f| f.path == p);
+            if added.len() >= 16 || live(&add.path) {
+                return None;
+            }
+            let rows = add.num_records();
+            added.push(Arc::new(crate::log::snapshot::FileEntry {
+                path: add.path.clone(),
+                size: add.size,
+                num_records: rows.unwrap_or(0),
+                has_stats: rows.is_some(),
+                modification_time: add.modification_time,
+                partition_values: add.partition_values.clone(),
+                added_in: commit.version,
+            }));
+        }
+    }
+    // (Shared entries: a commit costs one pointer copy per live file, not a copy of each.)
+    snap.files.extend(base.files.iter().cloned());
+    snap.files.extend(added);
+    Some(snap)
+}
+
+/// [`Table::open_data_file`] beneath the table folder `root` (a directory handle): the one
+/// opener of data files, for holders of the folder's handle that have no [`Table`] (the mount's
+/// shared file pool). Errors: as [`Table::open_data_file`].
+pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File> {
+    let path = root.join(rel);
+    let file = match root.open_file(rel) {
+        Ok(f) => f,
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::Corrupt {
+                path,
+                reason: MISSING.into(),
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata().ctx("stat", &path)?.len();
+    if len != expected_size {
+        return Err(Error::Corrupt {
+            path,
+            reason: format!("data file is {len} bytes, but its add action says {expected_size} bytes"),
+        });
+    }
+    // A Parquet data file is opened as itself (its rows are read through the converted-rows
+    // cache, `Table::open_rows`); any other file must be canonical JSONL.
+    if is_parquet_name(rel) {
+        return Ok(file);
+    }
+    if !rel.ends_with(".jsonl") && len >= 4 {
+        let mut magic = [0u8; 4];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut magic, 0).ctx("read", &path)?;
+        if &magic == b"PAR1" {
+            return Err(parquet_error(path));
+        }
+    }
+    check_jsonl_ends(&file, &path, len)?;
+    Ok(file)
+}
+
+const MISSING: &str = "data file is missing, but a version names it";
+
+/// `commitInfo.operationParameters` and `operationMetrics` of a Delta `WRITE` in `mode`
+/// (`Append`, `Overwrite`) that adds `add` (none for empty input), with the caller's extra
+/// parameters; Delta's metric names (docs/FORMAT.md).
+fn write_params(
+    mode: &str,
+    add: Option<&Add>,
+    opts: &WriteOptions,
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let mut params = BTreeMap::from([("mode".to_string(), mode.to_string())]);
+    params.extend(opts.extra_params.iter().cloned());
+    let metrics = BTreeMap::from([
+        ("numFiles".into(), usize::from(add.is_some()).to_string()),
+        (
+            "numOutputRows".into(),
+            add.and_then(Add::num_records).unwrap_or(0).to_string(),
+        ),
+        ("numOutputBytes".into(), add.map_or(0, |a| a.size).to_string()),
+    ]);
+    (params, metrics)
+}
+
+/// Whether `e` is [`open_data_file`]'s error for a missing data file.
+pub fn is_missing_data_file(e: &Error) -> bool {
+    matches!(e, Error::Corrupt { reason, .. } if reason == MISSING)
+}
+
+/// Bytes [`Table::append_file`] copies at a time: the check of a step starts once it is copied,
+/// and the disk starts writing it ([`crate::table::staging::start_writeback`]).
+const COPY_STEP: usize = 1 << 20;
+
+/// What [`Table::append_file`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileAppend {
+    /// Committed as this version, or nothing committed because the input has no rows (`None`).
+    Done(Option<u64>),
+    /// A line of the input is not its own canonical row (valid or not): nothing was committed
+    /// and no file is left; append with [`Table::append`], which canonicalises the rows or words
+    /// the error.
+    NotCanonical,
+}
+
+/// What [`Table::copy_data_file`] made of its input.
+enum Copied {
+    /// The held, not yet fsynced copy and its `add`.
+    Rows(Add, File),
+    /// The input is empty (no file left).
+    NoRows,
+    /// See [`FileAppend::NotCanonical`] (no file left).
+    NotCanonical,
+}
+
+/// `e`, a failed copy from the input, saying which file it was copied to.
+fn io_context(e: std::io::Error, to: &Path) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("{e} (copying to {})", to.display()))
+}
+
+/// Take a shared `flock` on `file`, a data file just created (or placed) as `name` beneath `dir`,
+/// and prove the name still refers to it (docs/FORMAT.md, "Vacuum and writers in flight"):
+/// vacuum deletes an orphan only under `LOCK_EX` after the same proof, so once this returns the
+/// name survives until `file` is closed. Errors: [`Error::Corrupt`] naming the file when it was
+/// deleted or replaced before the lock was taken (nothing may be published).
+pub(crate) fn hold_data_file(dir: &Dir, name: &str, file: &File) -> Result<()> {
+    let path = dir.join(name);
+    rustix::fs::flock(file, rustix::fs::FlockOperation::LockShared)
+        .map_err(|e| Error::io("lock", &path, std::io::Error::from_raw_os_error(e.raw_os_error())))?;
+    let mine = rustix::fs::fstat(file)
+        .map_err(|e| Error::io("stat", &path, std::io::Error::from_raw_os_error(e.raw_os_error())))?;
+    match dir.stat(name)? {
+        Some(st) if st.st_ino == mine.st_ino && st.st_dev == mine.st_dev && mine.st_nlink > 0 => Ok(()),
+        _ => Err(deleted_in_flight(path)),
+    }
+}
+
+/// A new data file being written: starts the writeback of every [`Writeback::STEP`] bytes
+/// written ([`crate::table::staging::start_writeback`]), so the fsync of its commit only waits for the
+/// last ones, while the disk writes the rest during the validation of the input (issue 10).
+struct Writeback {
+    file: File,
+    written: u64,
+    started: u64,
+}
+
+impl Writeback {
+    const STEP: u64 = 1 << 20;
+
+    fn new(file: File) -> Writeback {
+        Writeback {
+            file,
+            written: 0,
+            started: 0,
+        }
+    }
+}
+
+impl Write for Writeback {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.written += n as u64;
+        if self.written >= self.started + Self::STEP {
+            crate::table::staging::start_writeback(&self.file, self.started, self.written - self.started);
+            self.started = self.written;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// Before a commit naming `file` (at `path`) is linked: it must still have a name (vacuum
+/// never deletes a file [`hold_data_file`] holds; this is the last line of defence).
+fn still_linked(file: &File, path: &Path) -> Result<()> {
+    let st = rustix::fs::fstat(file)
+        .map_err(|e| Error::io("stat", path, std::io::Error::from_raw_os_error(e.raw_os_error())))?;
+    if st.st_nlink == 0 {
+        return Err(deleted_in_flight(path.to_path_buf()));
+    }
+    Ok(())
+}
+
+fn deleted_in_flight(path: PathBuf) -> Error {
+    Error::Corrupt {
+        path,
+        reason: "the new data file was deleted before its commit was published (a vacuum?); nothing was committed"
+            .into(),
+    }
+}
+
+/// A non-empty canonical JSONL data file starts with `{` and ends with `\n` (docs/FORMAT.md,
+/// "Data files"): two 1-byte preads on the open descriptor, so a file of other bytes with the
+/// right size (Parquet named `part-*.jsonl`, garbage) is never served as rows.
+/// Errors: [`Error::Corrupt`] naming `path` (Parquet's `PAR1` magic is named as such).
+fn check_jsonl_ends(file: &File, path: &Path, len: u64) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    if len == 0 {
+        return Ok(());
+    }
+    let (mut first, mut last) = ([0u8; 1], [0u8; 1]);
+    file.read_exact_at(&mut first, 0).ctx("read", path)?;
+    file.read_exact_at(&mut last, len - 1).ctx("read", path)?;
+    if first == *b"{" && last == *b"\n" {
+        return Ok(());
+    }
+    let mut magic = [0u8; 4];
+    let reason = if len >= 4 && file.read_exact_at(&mut magic, 0).is_ok() && &magic == b"PAR1" {
+        "data file holds Parquet bytes (PAR1 magic), not JSONL rows".to_string()
+    } else if first != *b"{" {
+        format!(
+            "data file is not canonical JSONL: it starts with byte 0x{:02x}, not `{{`",
+            first[0]
+        )
+    } else {
+        "data file is not canonical JSONL: its last line has no newline".to_string()
+    };
+    Err(Error::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    })
+}
+
+/// [`open_data_file`]'s presence, type and size checks by `fstatat` beneath `root`, no open.
+fn stat_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<()> {
+    let path = root.join(rel);
+    let st = match root.stat(rel)? {
+        Some(st) => st,
+        None => {
+            return Err(Error::Corrupt {
+                path,
+                reason: "data file is missing, but a version names it".into(),
+            });
+        }
+    };
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        return Err(Error::Corrupt {
+            path,
+            reason: "data file is not a regular file (a symlink, folder or device is never followed)".into(),
+        });
+    }
+    let len = st.st_size as u64;
+    if len != expected_size {
+        return Err(Error::Corrupt {
+            path,
+            reason: format!("data file is {len} bytes, but its add action says {expected_size} bytes"),
+        });
+    }
+    Ok(())
+}
+
+use crate::format::parquet::is_parquet_name;
+
+const PARQUET: &str = "data file holds Parquet bytes (PAR1 magic) under a name that does not end in .parquet; tinydelta reads it as neither";
+
+fn parquet_error(path: PathBuf) -> Error {
+    Error::Corrupt {
+        path,
+        reason: PARQUET.into(),
+    }
+}
+
+/// Whether `e` says a data file is in a format tinydelta does not read (Parquet): the table is
+/// not damaged, but the versions naming the file cannot be read by tinydelta.
+pub fn is_unsupported_format(e: &Error) -> bool {
+    matches!(e, Error::Corrupt { reason, .. } if reason == PARQUET)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> (tempfile::TempDir, Table) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let schema = Schema::parse_cli(&["id:int!".into(), "s:str".into()]).expect("schema");
+        let t = Table::create(dir.path().join("t"), &schema).expect("create");
+        (dir, t)
+    }
+
+    fn append(t: &Table, rows: &str) -> u64 {
+        t.append("test", rows.as_bytes(), &WriteOptions::default())
+            .expect("append")
+            .expect("rows")
+    }
+
+    #[test]
+    fn incremental_snapshot_equals_full_replay() {
+        let (_d, t) = table();
+        let base = t.snapshot(0).expect("snapshot 0");
+        append(&t, "{\"id\":1}\n");
+        append(&t, "{\"id\":2}\n{\"id\":3}\n");
+        let mid = t.snapshot(2).expect("snapshot 2");
+        t.overwrite("test", "{\"id\":4}\n".as_bytes(), &WriteOptions::default())
+            .expect("overwrite");
+        t.restore(2, &WriteOptions::default()).expect("restore");
+        append(&t, "{\"id\":5}\n");
+        for v in 0..=5 {
+            let full = t.snapshot(v).expect("full");
+            for b in [&base, &mid] {
+                let inc = t.snapshot_after(b, v).expect("incremental");
+                assert_eq!(inc.files, full.files, "version {v} from base {}", b.version);
+                assert_eq!(inc.num_records(), full.num_records());
+                assert_eq!(inc.timestamp, full.timestamp);
+                assert_eq!(inc.schema, full.schema);
+            }
+        }
+        assert!(matches!(
+            t.snapshot_after(&mid, 9),
+            Err(Error::VersionNotFound { version: 9, .. })
+        ));
+    }
+
+    #[test]
+    fn advance_equals_replay_or_declines() {
+        let (_d, t) = table();
+        append(&t, "{\"id\":1}\n");
+        append(&t, "{\"id\":2}\n{\"id\":3}\n");
+        crate::ops::alter::add_column(&t, "note:str", &WriteOptions::default()).expect("alter");
+        t.overwrite("test", "{\"id\":4}\n".as_bytes(), &WriteOptions::default())
+            .expect("overwrite");
+        append(&t, "{\"id\":5}\n");
+        let latest = t.latest_version().expect("latest");
+        let mut advanced = 0;
+        for v in 1..=latest {
+            let base = t.snapshot(v - 1).expect("base");
+            let full = t.snapshot(v).expect("full");
+            let commit = t.read_commit(v).expect("commit");
+            match advance(&base, &commit) {
+                Some(s) => {
+                    advanced += 1;
+                    assert_eq!(s.files, full.files, "version {v}");
+                    assert_eq!(
+                        (
+                            s.version,
+                            s.timestamp,
+                            &s.schema,
+                            &s.metadata,
+                            &s.protocol,
+                            &s.txns,
+                            s.vacuums
+                        ),
+                        (
+                            full.version,
+                            full.timestamp,
+                            &full.schema,
+                            &full.metadata,
+                            &full.protocol,
+                            &full.txns,
+                            full.vacuums
+                        ),
+                        "version {v}"
+                    );
+                    let (a, b) = (crate::log::crc::Crc::of(&s), crate::log::crc::Crc::of(&full));
+                    assert_eq!((a.table_size_bytes, a.num_files), (b.table_size_bytes, b.num_files));
+                }
+                // Only the overwrite (it removes files) is replayed instead.
+                None => assert!(commit.actions.iter().any(|a| a.remove.is_some()), "version {v}"),
+            }
+            // Never from a base that is not the version before.
+            assert!(advance(&t.snapshot(0).expect("v0"), &commit).is_none() || v == 1);
+        }
+        assert_eq!(advanced, latest - 1);
+    }
+
+    #[test]
+    fn txns_survive_restore_and_private_checkpoints() {
+        let (_d, t) = table();
+        let o = WriteOptions::default();
+        let r = t.append_txn("t", "{\"id\":1}\n".as_bytes(), &o, "a", 3).expect("txn");
+        assert_eq!(r, TxnOutcome::Committed(1));
+        t.restore(0, &o).expect("restore"); // 2
+        let s2 = t.snapshot(2).expect("snapshot");
+        assert_eq!(s2.txns.get("a"), Some(&3));
+        checkpoint::write(t.dir(), &s2).expect("checkpoint");
+        assert_eq!(checkpoint::read(t.dir(), 2).expect("read").txns, s2.txns);
+        let fresh = Table::open(t.root()).expect("open");
+        append(&fresh, "{\"id\":2}\n"); // 3
+        assert_eq!(fresh.snapshot(3).expect("snapshot").txns.get("a"), Some(&3));
+        let r = fresh
+            .append_txn("t", "{\"id\":1}\n".as_bytes(), &o, "a", 3)
+            .expect("txn");
+        assert_eq!(r, TxnOutcome::AlreadyApplied { recorded: 3 });
+        // A checkpoint from before txns were recorded is ignored (replay is the truth).
+        let cp = t.root().join(checkpoint::CHECKPOINT_DIR).join(checkpoint::file_name(2));
+        let text = std::fs::read_to_string(&cp).expect("cp");
+        let (head, rest) = text.split_once('\n').expect("header");
+        let mut h: serde_json::Value = serde_json::from_str(head).expect("json");
+        h.as_object_mut().expect("object").remove("txns");
+        std::fs::write(&cp, format!("{h}\n{rest}")).expect("write");
+        assert!(checkpoint::read(t.dir(), 2).is_err());
+        let fresh = Table::open(t.root()).expect("open");
+        assert_eq!(fresh.snapshot(3).expect("snapshot").txns.get("a"), Some(&3));
+    }
+
+    #[test]
+    fn a_cached_segment_never_hides_a_later_stray_commit() {
+        let (_d, t) = table();
+        append(&t, "{\"id\":1}\n");
+        // Old enough for the listing to be cached on any file system.
+        std::thread::sleep(std::time::Duration::from_millis(2100));
+        assert_eq!(t.latest_version().expect("latest"), 1);
+        assert_eq!(t.latest_version().expect("latest (cached)"), 1);
+        let stray = t.commit_path(5);
+        std::fs::copy(t.commit_path(1), &stray).expect("stray");
+        let e = t.latest_version().expect_err("a hole at 2").to_string();
+        assert!(e.contains("version 2 is damaged") && e.contains("hole"), "{e}");
+        assert_eq!(t.snapshot(1).expect("version 1 still reads").files.len(), 1);
+        std::fs::remove_file(&stray).expect("rm");
+        assert_eq!(t.latest_version().expect("whole again"), 1);
+    }
+
+    #[test]
+    fn latest_version_sees_commits_by_other_handles() {
+        let (_d, t) = table();
+        let other = Table::open(t.root()).expect("open");
+        assert_eq!(t.latest_version().expect("latest"), 0);
+        append(&other, "{\"id\":1}\n");
+        append(&other, "{\"id\":2}\n");
+        assert_eq!(t.latest_version().expect("latest"), 2);
+        assert_eq!(t.clone().latest_version().expect("latest"), 2);
+    }
+
+    #[test]
+    fn checkpoints_agree_with_replay_and_bad_ones_are_ignored() {
+        let (_d, t) = table();
+        append(&t, "{\"id\":1}\n");
+        append(&t, "{\"id\":2}\n{\"id\":3}\n");
+        t.overwrite("test", "{\"id\":4}\n".as_bytes(), &WriteOptions::default())
+            .expect("overwrite");
+        append(&t, "{\"id\":5,\"s\":\"x\"}\n");
+        append(&t, "{\"id\":6}\n");
+        let full: Vec<Snapshot> = (0..=5).map(|v| t.snapshot(v).expect("snapshot")).collect();
+        checkpoint::write(t.dir(), &full[3]).expect("write checkpoint");
+        let fresh = Table::open(t.root()).expect("open");
+        assert_eq!(fresh.latest_version().expect("latest"), 5);
+        for (v, f) in full.iter().enumerate() {
+            let v = v as u64;
+            let s = fresh.snapshot(v).expect("snapshot");
+            assert_eq!(s.files, f.files, "version {v}");
+            assert_eq!(s.timestamp, f.timestamp);
+            let tot = fresh.totals(v).expect("totals");
+            assert_eq!(
+                (tot.num_files, tot.num_records, tot.size_bytes),
+                (f.files.len() as u64, f.num_records(), f.size_bytes()),
+                "totals of version {v}"
+            );
+            assert_eq!(tot.commit_info.timestamp, f.timestamp);
+        }
+        // A damaged checkpoint is ignored: replay is the truth.
+        let cp = t
+            .root()
+            .join(checkpoint::CHECKPOINT_DIR)
+            .join(format!("{:020}.jsonl", 3));
+        std::fs::write(&cp, "{\"version\":3,\"numFiles\":9}\n").expect("damage");
+        assert_eq!(fresh.snapshot(5).expect("snapshot").files, full[5].files);
+        assert_eq!(fresh.totals(4).expect("totals").num_records, full[4].num_records());
+    }
+}

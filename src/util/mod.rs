@@ -1,0 +1,5 @@
+//! The lowest layer: helpers with no knowledge of tables (docs/ARCHITECTURE.md).
+
+pub mod lru;
+pub mod sync;
+pub mod time;
