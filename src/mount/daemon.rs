@@ -11,11 +11,9 @@
 //! end the session from outside. Either way the kernel closes the FUSE connection, the worker
 //! threads return and the process exits 0.
 
-use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::fd::{AsFd, AsRawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -631,21 +629,15 @@ fn exit_status(e: &crate::error::Error) -> i32 {
 /// Unmount `mp`: a plain unmount, or a lazy one when files are still open (the daemon then
 /// exits when the last one is closed). Non-root users go through `fusermount3 -u`.
 pub fn unmount(mp: &Path) -> io::Result<()> {
-    let c = CString::new(mp.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: umount2 with a NUL-terminated path.
-    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
-        return Ok(());
-    }
-    let err = io::Error::last_os_error();
+    use rustix::mount::{UnmountFlags, unmount as umount2};
+    let err = match umount2(mp, UnmountFlags::empty()) {
+        Ok(()) => return Ok(()),
+        Err(e) => io::Error::from(e),
+    };
     match err.raw_os_error() {
         Some(libc::EBUSY) => {
             warn!("{mp:?} is busy; detaching it lazily");
-            // SAFETY: as above.
-            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
-                Ok(())
-            } else {
-                Err(io::Error::last_os_error())
-            }
+            umount2(mp, UnmountFlags::DETACH).map_err(io::Error::from)
         }
         Some(libc::EPERM) => {
             let status = Command::new("fusermount3")
@@ -679,14 +671,13 @@ fn raise_readahead(mp: &Path) {
     }
 }
 
+/// Raise the soft limit of open descriptors to the hard limit (getrlimit(2)); best effort.
 fn raise_fd_limit() {
-    // SAFETY: get/setrlimit on a struct we own.
-    unsafe {
-        let mut lim: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut lim = getrlimit(Resource::Nofile);
+    if lim.current < lim.maximum {
+        lim.current = lim.maximum;
+        let _ = setrlimit(Resource::Nofile, lim);
     }
 }
 

@@ -185,6 +185,7 @@ pub struct ConcatReader {
 impl ConcatReader {
     /// Total length.
     #[cfg(test)]
+    #[allow(clippy::len_without_is_empty)] // nothing asks whether it is empty
     pub fn len(&self) -> u64 {
         self.concat.len
     }
@@ -257,6 +258,7 @@ pub struct Mapped {
 
 impl Mapped {
     /// How many bytes are mapped for the reply.
+    #[allow(clippy::len_without_is_empty)] // nothing asks whether it is empty
     pub fn len(&self) -> usize {
         self.len
     }

@@ -43,8 +43,7 @@ pub struct ViewConfig {
 
 impl Default for ViewConfig {
     fn default() -> Self {
-        // SAFETY: geteuid/getegid cannot fail.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let (uid, gid) = (rustix::process::geteuid().as_raw(), rustix::process::getegid().as_raw());
         ViewConfig {
             uid,
             gid,
@@ -1076,14 +1075,7 @@ impl TableView {
 
     /// Statistics of the file system that holds the table.
     pub fn statfs(&self) -> FsResult<StatFs> {
-        use std::os::unix::ffi::OsStrExt;
-        let path = std::ffi::CString::new(self.table().root().as_os_str().as_bytes()).map_err(|_| FsError::Invalid)?;
-        // SAFETY: statvfs writes into the zeroed struct we pass; the path is NUL-terminated.
-        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        let rc = unsafe { libc::statvfs(path.as_ptr(), &mut st) };
-        if rc != 0 {
-            return Err(io::Error::last_os_error().into());
-        }
+        let st = rustix::fs::statvfs(self.table().root()).map_err(io::Error::from)?;
         Ok(StatFs {
             blocks: st.f_blocks,
             bfree: st.f_bfree,

@@ -41,17 +41,11 @@ pub fn hit(name: &str) -> Result<()> {
     };
     match action.as_str() {
         "kill" => {
-            // SAFETY: raise(2) with a valid signal number has no memory-safety preconditions.
-            unsafe {
-                libc::raise(libc::SIGKILL);
-            }
+            let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
         }
         "freeze" => {
             eprintln!("failpoint {name}: frozen pid {}", std::process::id());
-            // SAFETY: as above.
-            unsafe {
-                libc::raise(libc::SIGSTOP);
-            }
+            let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::STOP);
         }
         "error" => {
             return Err(Error::io("failpoint", name, std::io::Error::other("injected failure")));

@@ -1,0 +1,178 @@
+//! Per-file statistics of canonical rows: `numRecords`, `minValues`, `maxValues`, `nullCount`
+//! (Delta PROTOCOL "Per-file Statistics").
+
+#[allow(unused_imports)]
+use super::*;
+
+/// Longest string prefix kept in `minValues` (Delta writers truncate string stats to 32 chars).
+pub(super) const STRING_STAT_PREFIX: usize = 32;
+
+/// What [`canonicalize`] learned about the rows it wrote.
+#[derive(Debug, Clone, Default)]
+pub struct FileStats {
+    /// Rows written.
+    pub num_records: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Per-column statistics, in schema order.
+    pub(super) columns: Vec<ColumnStats>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(super) struct ColumnStats {
+    pub(super) null_count: u64,
+    pub(super) min: Option<StatValue>,
+    pub(super) max: Option<StatValue>,
+    /// A string longer than the stat prefix was seen, so `max` cannot be stated.
+    pub(super) max_unknown: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, PartialOrd)]
+pub(super) enum StatValue {
+    Int(i64),
+    Float(f64),
+    /// Strings and dates compare as strings.
+    Str(String),
+    /// Timestamps compare as instants (µs since epoch), reported in UTC.
+    Instant(i64),
+}
+
+impl StatValue {
+    /// The stat as JSON, or `None` when it cannot be written validly: a non-finite float, or a
+    /// timestamp outside years 0000-9999 (RFC 3339 has four-digit years): the column's stat
+    /// is then left out, as Delta allows (docs/FORMAT.md, "Statistics").
+    pub(super) fn to_json(&self) -> Option<serde_json::Value> {
+        use chrono::Datelike;
+        match self {
+            StatValue::Int(i) => Some((*i).into()),
+            StatValue::Float(f) => serde_json::Number::from_f64(*f).map(serde_json::Value::Number),
+            StatValue::Str(s) => Some(s.clone().into()),
+            StatValue::Instant(us) => chrono::DateTime::from_timestamp_micros(*us)
+                .filter(|t| (0..=9999).contains(&t.year()))
+                .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string().into()),
+        }
+    }
+}
+
+impl FileStats {
+    /// The `add.stats` JSON string: `numRecords`, `minValues`, `maxValues`, `nullCount`.
+    pub fn to_stats_json(&self, schema: &Schema) -> String {
+        let mut min = serde_json::Map::new();
+        let mut max = serde_json::Map::new();
+        let mut nulls = serde_json::Map::new();
+        for (col, st) in schema.columns.iter().zip(&self.columns) {
+            nulls.insert(col.name.clone(), st.null_count.into());
+            if let Some(v) = st.min.as_ref().and_then(StatValue::to_json) {
+                min.insert(col.name.clone(), v);
+            }
+            if let (Some(v), false) = (st.max.as_ref().and_then(StatValue::to_json), st.max_unknown) {
+                max.insert(col.name.clone(), v);
+            }
+        }
+        serde_json::json!({
+            "numRecords": self.num_records,
+            "minValues": min,
+            "maxValues": max,
+            "nullCount": nulls,
+        })
+        .to_string()
+    }
+}
+
+
+#[inline]
+pub(super) fn update_stat(st: &mut ColumnStats, v: StatValue) {
+    match (&mut st.min, &mut st.max, &v) {
+        (Some(StatValue::Int(lo)), Some(StatValue::Int(hi)), StatValue::Int(n)) => {
+            *lo = (*lo).min(*n);
+            *hi = (*hi).max(*n);
+        }
+        (Some(StatValue::Instant(lo)), Some(StatValue::Instant(hi)), StatValue::Instant(n)) => {
+            *lo = (*lo).min(*n);
+            *hi = (*hi).max(*n);
+        }
+        _ => {
+            if st.min.as_ref().is_none_or(|m| v < *m) {
+                st.min = Some(v.clone());
+            }
+            if st.max.as_ref().is_none_or(|m| v > *m) {
+                st.max = Some(v);
+            }
+        }
+    }
+}
+
+/// Min/max for strings and dates without allocating unless a bound moves. Strings longer than
+/// the stat prefix keep a truncated `min` and make `max` unknown (a prefix is a lower bound,
+/// never an upper one).
+///
+/// `s` is a string value's UTF-8 bytes (checked by the caller; compared as bytes, which orders
+/// UTF-8 as its characters), converted to a `String` only when a bound moves.
+pub(super) fn update_str_stat(st: &mut ColumnStats, s: &[u8]) {
+    // At most STRING_STAT_PREFIX bytes is at most that many characters: no need to count them.
+    let cut = match s.len() <= STRING_STAT_PREFIX {
+        true => None,
+        // The start of character number STRING_STAT_PREFIX: the bytes that are not UTF-8
+        // continuation bytes (0b10xx_xxxx) start characters.
+        false => s
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| (**c as i8) >= -0x40)
+            .nth(STRING_STAT_PREFIX)
+            .map(|(i, _)| i),
+    };
+    let (s, long) = match cut {
+        Some(cut) => (&s[..cut], true),
+        None => (s, false),
+    };
+    st.max_unknown |= long;
+    if !matches!(&st.min, Some(StatValue::Str(m)) if short_cmp(m.as_bytes(), s).is_le()) {
+        st.min = Some(StatValue::Str(String::from_utf8_lossy(s).into_owned()));
+    }
+    if !long && !matches!(&st.max, Some(StatValue::Str(m)) if short_cmp(m.as_bytes(), s).is_ge()) {
+        st.max = Some(StatValue::Str(String::from_utf8_lossy(s).into_owned()));
+    }
+}
+
+/// `a.cmp(b)`, without a `memcmp` call for strings of at most 8 bytes (codes, ids: most string
+/// columns): both zero-padded into a big-endian u64, then the shorter first on a tie (a string
+/// is less than any longer one it is a prefix of, and padding only adds zeros).
+#[inline]
+pub(super) fn short_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    if a.len() > 8 || b.len() > 8 {
+        return a.cmp(b);
+    }
+    // Byte by byte: a copy into an array costs a memcpy call and a stalled load.
+    let word = |s: &[u8]| {
+        let w = s.iter().fold(0u64, |w, &c| (w << 8) | u64::from(c));
+        w.checked_shl(8 * (8 - s.len() as u32)).unwrap_or(0)
+    };
+    word(a).cmp(&word(b)).then(a.len().cmp(&b.len()))
+}
+
+impl ColumnStats {
+    pub(super) fn merge(&mut self, o: &ColumnStats) {
+        self.null_count += o.null_count;
+        self.max_unknown |= o.max_unknown;
+        if let Some(m) = &o.min
+            && self.min.as_ref().is_none_or(|s| m < s)
+        {
+            self.min = Some(m.clone());
+        }
+        if let Some(m) = &o.max
+            && self.max.as_ref().is_none_or(|s| m > s)
+        {
+            self.max = Some(m.clone());
+        }
+    }
+}
+
+impl FileStats {
+    pub(super) fn merge(&mut self, o: &FileStats) {
+        self.num_records += o.num_records;
+        self.bytes += o.bytes;
+        for (a, b) in self.columns.iter_mut().zip(&o.columns) {
+            a.merge(b);
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! Data files: the one opener (checked beneath the table folder, of the size its `add`
+//! records, JSONL or Parquet), and the streams of a version's rows (docs/FORMAT.md "Data files").
+
+#[allow(unused_imports)]
+use super::*;
+
+impl Table {
+    /// The `add` action (with its stats, its path decoded) that made `file` live, read again
+    /// from its commit. Errors: [`Error::Corrupt`] when that commit no longer names the file.
+    pub fn add_action(&self, file: &crate::log::snapshot::FileEntry) -> Result<Add> {
+        self.add_actions(&[file])?.pop().ok_or_else(|| Error::Corrupt {
+            path: self.commit_path(file.added_in),
+            reason: format!("no add action for {}", file.path),
+        })
+    }
+
+    /// The `add` actions of `files` (as [`Table::add_action`]), reading each commit that added
+    /// one of them once: O(files + their commits' bytes), not O(files x commit size).
+    /// Errors: as [`Table::add_action`].
+    pub fn add_actions(&self, files: &[&crate::log::snapshot::FileEntry]) -> Result<Vec<Add>> {
+        let mut by_version: BTreeMap<u64, std::collections::HashMap<String, Add>> = BTreeMap::new();
+        for f in files {
+            by_version.entry(f.added_in).or_default();
+        }
+        for (v, adds) in by_version.iter_mut() {
+            for a in self.read_commit(*v)?.actions.into_iter().filter_map(|a| a.add) {
+                // The last add of a path in a commit wins, as in replay.
+                adds.insert(a.path.clone(), a);
+            }
+            // A file a snapshot took from a Delta checkpoint at `v` was added before it: its
+            // add is in the checkpoint.
+            if files.iter().any(|f| f.added_in == *v && !adds.contains_key(&f.path))
+                && let Ok(actions) = self.delta_checkpoint_actions(*v)
+            {
+                for a in actions.into_iter().filter_map(|a| a.add) {
+                    adds.entry(a.path.clone()).or_insert(a);
+                }
+            }
+        }
+        files
+            .iter()
+            .map(|f| {
+                by_version
+                    .get(&f.added_in)
+                    .and_then(|m| m.get(&f.path))
+                    .cloned()
+                    .ok_or_else(|| Error::Corrupt {
+                        path: self.commit_path(f.added_in),
+                        reason: format!("no add action for {}", f.path),
+                    })
+            })
+            .collect()
+    }
+
+    /// Open the data file `rel` (a decoded path relative to the table root, as in
+    /// [`crate::log::snapshot::FileEntry::path`]) for reading, beneath the table folder with
+    /// `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` ([`crate::sys::beneath::Dir`]), and check that
+    /// it is what the log says: a regular file of exactly `expected_size` bytes (`add.size`),
+    /// in JSONL, not Parquet. The one opener of data files for the CLI and the mount (see
+    /// docs/FORMAT.md, "Data files").
+    ///
+    /// Errors: [`Error::Corrupt`] naming the file when it is missing, a symlink, not a regular
+    /// file, of another size, or a Parquet file; [`Error::Io`] for other failures.
+    pub fn open_data_file(&self, rel: &str, expected_size: u64) -> Result<File> {
+        open_data_file(&self.dir, rel, expected_size)
+    }
+
+    /// Open every data file of `snapshot` (checked as [`Table::open_data_file`] does), in order,
+    /// before any byte is read: a version is read whole or not at all.
+    /// A file a retention vacuum deleted is [`Error::Vacuumed`] (exit 4).
+    /// A Parquet data file is opened as its converted rows ([`Table::open_rows`]).
+    pub fn open_data_files(&self, snapshot: &Snapshot) -> Result<Vec<File>> {
+        snapshot
+            .files
+            .iter()
+            .map(|f| {
+                self.open_rows(f, &snapshot.schema)
+                    .map(|(file, _)| file)
+                    .map_err(|e| crate::table::history::explain_missing(self, snapshot.version, &f.path, e))
+            })
+            .collect()
+    }
+
+    /// The rows of the data file `f` as canonical JSONL under `schema` (the schema of a version
+    /// that names it): the JSONL file itself, or for a Parquet data file its converted rows
+    /// from the cache ([`crate::table::parquet_cache`], converting it now on a miss). Returns the open
+    /// file and its length in bytes. Errors: as [`Table::open_data_file`] and
+    /// [`crate::table::parquet_cache::converted`].
+    pub fn open_rows(&self, f: &crate::log::snapshot::FileEntry, schema: &Schema) -> Result<(File, u64)> {
+        if is_parquet_name(&f.path) {
+            let c = self.converted(f, schema)?;
+            return Ok((c.open()?, c.len));
+        }
+        Ok((self.open_data_file(&f.path, f.size)?, f.size))
+    }
+
+    /// [`Table::open_rows`], but a Parquet data file's rows are converted now from the Parquet
+    /// file itself into a private temporary file, never read from the converted-rows cache: for
+    /// the writers that turn rows into new data (`optimize`, `export`). Errors: as
+    /// [`Table::open_rows`].
+    pub fn open_rows_fresh(&self, f: &crate::log::snapshot::FileEntry, schema: &Schema) -> Result<(File, u64)> {
+        if is_parquet_name(&f.path)
+            && let Some(out) = crate::table::parquet_cache::convert_fresh(&self.dir, f, schema, true)?
+        {
+            return Ok(out);
+        }
+        Ok((self.open_data_file(&f.path, f.size)?, f.size))
+    }
+
+    /// The converted rows of the Parquet data file `f` under `schema` ([`Table::open_rows`]).
+    /// Errors: as [`crate::table::parquet_cache::converted`].
+    pub fn converted(
+        &self,
+        f: &crate::log::snapshot::FileEntry,
+        schema: &Schema,
+    ) -> Result<crate::table::parquet_cache::Converted> {
+        crate::table::parquet_cache::converted(&self.dir, f, schema)
+    }
+
+    /// Prove every data file of `snapshot` present beneath the table, a regular file (no
+    /// symlink) of its recorded size, with one `fstatat` each and no read of a JSONL file (a
+    /// Parquet file is converted, or found in the converted-rows cache) (`describe`: its
+    /// numbers must be backed by the files; README, "Usage"). Errors: [`Error::Corrupt`] naming
+    /// the first file that is missing, not a regular file, or of another size, as `read` says it.
+    /// A file that a recorded retention vacuum deleted is not damage: the version's numbers are
+    /// still what the log recorded, and `describe` lists which versions are readable.
+    pub fn stat_data_files(&self, snapshot: &Snapshot) -> Result<()> {
+        for f in &snapshot.files {
+            // A Parquet data file must also convert (read once, then from the cache): `describe`
+            // never reports a version `read` refuses.
+            let checked = stat_data_file(&self.dir, &f.path, f.size).and_then(|()| {
+                if is_parquet_name(&f.path) {
+                    self.converted(f, &snapshot.schema).map(|_| ())
+                } else {
+                    Ok(())
+                }
+            });
+            if let Err(e) = checked {
+                match crate::table::history::explain_missing(self, snapshot.version, &f.path, e) {
+                    Error::Vacuumed { .. } => {}
+                    e => return Err(e),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Table::stat_data_files`] for one file `rel` of `expected_size` bytes.
+    pub fn stat_data_file(&self, rel: &str, expected_size: u64) -> Result<()> {
+        stat_data_file(&self.dir, rel, expected_size)
+    }
+
+    /// Write the rows of `snapshot` (its data files concatenated) to `out`.
+    pub fn write_rows(&self, snapshot: &Snapshot, out: &mut impl Write) -> Result<u64> {
+        // 256 KiB reads and writes: std::io::copy's 8 KiB buffer costs 4x the syscalls of cat.
+        let mut buf = vec![0u8; 256 << 10];
+        let mut n = 0;
+        let files = self.open_data_files(snapshot)?;
+        for (f, mut file) in snapshot.files.iter().zip(files) {
+            let path = self.root.join(&f.path);
+            loop {
+                let k = match file.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(k) => k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(Error::io("read", path, e)),
+                };
+                out.write_all(&buf[..k])
+                    .map_err(|e| Error::io("write", "<output>", e))?;
+                n += k as u64;
+            }
+        }
+        Ok(n)
+    }
+
+}
+
+/// [`Table::open_data_file`] beneath the table folder `root` (a directory handle): the one
+/// opener of data files, for holders of the folder's handle that have no [`Table`] (the mount's
+/// shared file pool). Errors: as [`Table::open_data_file`].
+pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File> {
+    let path = root.join(rel);
+    let file = match root.open_file(rel) {
+        Ok(f) => f,
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::Corrupt {
+                path,
+                reason: MISSING.into(),
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata().ctx("stat", &path)?.len();
+    if len != expected_size {
+        return Err(Error::Corrupt {
+            path,
+            reason: format!("data file is {len} bytes, but its add action says {expected_size} bytes"),
+        });
+    }
+    // A Parquet data file is opened as itself (its rows are read through the converted-rows
+    // cache, `Table::open_rows`); any other file must be canonical JSONL.
+    if is_parquet_name(rel) {
+        return Ok(file);
+    }
+    if !rel.ends_with(".jsonl") && len >= 4 {
+        let mut magic = [0u8; 4];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut magic, 0).ctx("read", &path)?;
+        if &magic == b"PAR1" {
+            return Err(parquet_error(path));
+        }
+    }
+    check_jsonl_ends(&file, &path, len)?;
+    Ok(file)
+}
+
+pub(super) const MISSING: &str = "data file is missing, but a version names it";
+
+/// Whether `e` is [`open_data_file`]'s error for a missing data file.
+pub fn is_missing_data_file(e: &Error) -> bool {
+    matches!(e, Error::Corrupt { reason, .. } if reason == MISSING)
+}
+
+/// Before a commit naming `file` (at `path`) is linked: it must still have a name (vacuum
+/// never deletes a file [`hold_data_file`] holds; this is the last line of defence).
+pub(super) fn still_linked(file: &File, path: &Path) -> Result<()> {
+    let st = rustix::fs::fstat(file)
+        .map_err(|e| Error::io("stat", path, std::io::Error::from_raw_os_error(e.raw_os_error())))?;
+    if st.st_nlink == 0 {
+        return Err(deleted_in_flight(path.to_path_buf()));
+    }
+    Ok(())
+}
+
+pub(super) fn deleted_in_flight(path: PathBuf) -> Error {
+    Error::Corrupt {
+        path,
+        reason: "the new data file was deleted before its commit was published (a vacuum?); nothing was committed"
+            .into(),
+    }
+}
+
+/// A non-empty canonical JSONL data file starts with `{` and ends with `\n` (docs/FORMAT.md,
+/// "Data files"): two 1-byte preads on the open descriptor, so a file of other bytes with the
+/// right size (Parquet named `part-*.jsonl`, garbage) is never served as rows.
+/// Errors: [`Error::Corrupt`] naming `path` (Parquet's `PAR1` magic is named as such).
+pub(super) fn check_jsonl_ends(file: &File, path: &Path, len: u64) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    if len == 0 {
+        return Ok(());
+    }
+    let (mut first, mut last) = ([0u8; 1], [0u8; 1]);
+    file.read_exact_at(&mut first, 0).ctx("read", path)?;
+    file.read_exact_at(&mut last, len - 1).ctx("read", path)?;
+    if first == *b"{" && last == *b"\n" {
+        return Ok(());
+    }
+    let mut magic = [0u8; 4];
+    let reason = if len >= 4 && file.read_exact_at(&mut magic, 0).is_ok() && &magic == b"PAR1" {
+        "data file holds Parquet bytes (PAR1 magic), not JSONL rows".to_string()
+    } else if first != *b"{" {
+        format!(
+            "data file is not canonical JSONL: it starts with byte 0x{:02x}, not `{{`",
+            first[0]
+        )
+    } else {
+        "data file is not canonical JSONL: its last line has no newline".to_string()
+    };
+    Err(Error::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    })
+}
+
+/// [`open_data_file`]'s presence, type and size checks by `fstatat` beneath `root`, no open.
+pub(super) fn stat_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<()> {
+    let path = root.join(rel);
+    let st = match root.stat(rel)? {
+        Some(st) => st,
+        None => {
+            return Err(Error::Corrupt {
+                path,
+                reason: "data file is missing, but a version names it".into(),
+            });
+        }
+    };
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        return Err(Error::Corrupt {
+            path,
+            reason: "data file is not a regular file (a symlink, folder or device is never followed)".into(),
+        });
+    }
+    let len = st.st_size as u64;
+    if len != expected_size {
+        return Err(Error::Corrupt {
+            path,
+            reason: format!("data file is {len} bytes, but its add action says {expected_size} bytes"),
+        });
+    }
+    Ok(())
+}
+
+use crate::format::parquet::is_parquet_name;
+
+pub(super) const PARQUET: &str = "data file holds Parquet bytes (PAR1 magic) under a name that does not end in .parquet; tinydelta reads it as neither";
+
+pub(super) fn parquet_error(path: PathBuf) -> Error {
+    Error::Corrupt {
+        path,
+        reason: PARQUET.into(),
+    }
+}
+
+/// Whether `e` says a data file is in a format tinydelta does not read (Parquet): the table is
+/// not damaged, but the versions naming the file cannot be read by tinydelta.
+pub fn is_unsupported_format(e: &Error) -> bool {
+    matches!(e, Error::Corrupt { reason, .. } if reason == PARQUET)
+}
+
