@@ -4,7 +4,7 @@
     delta_check.py TABLE            every version from 0 to the latest
     delta_check.py TABLE N [M ...]  only these versions
 
-Used by tests/delta_compat.rs, which compares the output with `tinydelta describe --json` and
+Used by tests/cli/delta_compat.rs, which compares the output with `tinydelta describe --json` and
 `tinydelta history --json`. delta-rs cannot read JSON data files into Arrow (metaData.format is
 `json`), so this looks only at the log as delta-rs replays it: version, protocol, metadata,
 schema, live files (add actions with parsed stats) and history, plus the rows DuckDB reads

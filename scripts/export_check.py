@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What Delta readers see in a table written by `tinydelta export` (tests/export.rs).
+"""What Delta readers see in a table written by `tinydelta export` (tests/cli/export.rs).
 
 Reads one JSON request on stdin:
 

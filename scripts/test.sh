@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command (README, .ci/run). From a clean clone on Debian/Ubuntu with the Rust
-# toolchain, python3 and pip:
+# The project's test command (README.md "The two commands", .ci/run). From a clean clone on
+# Debian/Ubuntu with the Rust toolchain, python3 and pip:
 #
 #   1. installs the tools the tests run (fuse3 rsync jq time vim dash), only those that are missing;
 #   2. checks that /dev/fuse exists (the mount tests use real FUSE mounts, never mocks);
@@ -35,8 +35,8 @@ command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 command -v rsync >/dev/null 2>&1 || missing+=(rsync)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 command -v vim >/dev/null 2>&1 || missing+=(vim)
-command -v dash >/dev/null 2>&1 || missing+=(dash) # tests/tools.rs: a redirection under dash
-# tests/security.rs creates an unprivileged user and runs commands as it.
+command -v dash >/dev/null 2>&1 || missing+=(dash) # tests/mount/tools.rs: a redirection under dash
+# tests/mount/security.rs creates an unprivileged user and runs commands as it.
 command -v useradd >/dev/null 2>&1 || missing+=(passwd)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 type -P time >/dev/null 2>&1 || missing+=(time) # `command -v time` finds the shell keyword

@@ -57,7 +57,7 @@ pub enum Error {
         first: String,
     },
 
-    /// Input rows that break the input rules of README, "Input rules".
+    /// Input rows that break the rules of docs/CLI.md "Input rules".
     #[error("{file}: line {line}, column {column}: {reason}")]
     BadInput {
         /// The input's name (a path, `<stdin>`, or an `incoming/` name).
@@ -71,7 +71,7 @@ pub enum Error {
         reason: String,
     },
 
-    /// A commit lost a race it cannot rebase over (README, "How a write becomes visible": Concurrency).
+    /// A commit lost a race it cannot rebase over (docs/FORMAT.md "Concurrency").
     #[error("table {}: concurrent write: version {version} was committed after this write read version {read_version}; nothing was committed", table.display())]
     ConcurrentWrite {
         /// Table root.
@@ -82,8 +82,8 @@ pub enum Error {
         version: u64,
     },
 
-    /// A re-save (README, "incoming/") whose earlier data file is no longer live: a commit after
-    /// it was written removed it, so its rows cannot be replaced.
+    /// A re-save (docs/MOUNT.md "Re-saves") whose earlier data file is no longer live: a commit
+    /// after it was written removed it, so its rows cannot be replaced.
     #[error(
         "table {}: this re-save replaces {path}, which {}; nothing was committed (save the file under a new name to add its rows)",
         table.display(),
@@ -169,7 +169,8 @@ pub enum Error {
     },
 
     /// `tinydelta export` stopped on `source` after this run published DEST versions
-    /// `first..=last` (README, "Export"): DEST stays readable at version `last`.
+    /// `first..=last` (docs/EXPORT.md "Continuing and refusing"): DEST stays readable at version
+    /// `last`.
     #[error("{}; this run published versions {first}-{last} of {}, which now holds version {source_version} of {} (as its version {last}); nothing after was exported",
         source.to_string().trim_end_matches("; nothing was committed").trim_end_matches("; nothing was exported"),
         dest.display(), table.display())]
@@ -188,8 +189,9 @@ pub enum Error {
         source: Box<Error>,
     },
 
-    /// `tinydelta export` refuses its destination (README, "Export"): it holds something other
-    /// than an earlier export of the same table, or another writer committed to it since.
+    /// `tinydelta export` refuses its destination (docs/EXPORT.md "Continuing and refusing"): it
+    /// holds something other than an earlier export of the same table, or another writer committed
+    /// to it since.
     #[error("cannot export into {}: {reason}; nothing was exported", dest.display())]
     ExportRefused {
         /// The destination folder.
@@ -207,8 +209,8 @@ pub enum Error {
     #[error("internal error (a bug in tinydelta; please report it): {0}")]
     Internal(String),
 
-    /// A version whose data files a retention vacuum deleted (README, "Vacuum"): its commit and
-    /// schema stay, its rows are gone.
+    /// A version whose data files a retention vacuum deleted (docs/FORMAT.md "Vacuum"): its commit
+    /// and schema stay, its rows are gone.
     #[error("table {}: version {version}'s data was removed by the vacuum of {time} (version {vacuum_version}); {} is gone", table.display(), path.display())]
     Vacuumed {
         /// Table root.
@@ -223,8 +225,9 @@ pub enum Error {
         path: PathBuf,
     },
 
-    /// The change feed of a version whose data files a retention vacuum deleted (README,
-    /// "Following a table"): its rows are gone; later versions' changes may still be read.
+    /// The change feed of a version whose data files a retention vacuum deleted (docs/MOUNT.md
+    /// "Following a table: `changes.jsonl`"): its rows are gone; later versions' changes may still
+    /// be read.
     #[error("table {}: version {version}'s changes need data file {}, which the vacuum of {time} (version {vacuum_version}) removed (it is no longer in the table); changes can be read from version {readable_from} on (--from-version {readable_from})", table.display(), path.display())]
     ChangesVacuumed {
         /// Table root.

@@ -80,7 +80,7 @@ pub mod alter {
     pub use crate::ops::alter::add_column;
 }
 
-/// The change data feed (docs/MOUNT.md "Following a table").
+/// The change data feed (docs/MOUNT.md "Following a table: `changes.jsonl`").
 pub mod changes {
     pub use crate::ops::changes::print;
 }
@@ -90,7 +90,7 @@ pub mod export {
     pub use crate::ops::export::{Mode, Progress, Report, export};
 }
 
-/// Failpoints for crash tests (docs/ARCHITECTURE.md): `TINYDELTA_FAILPOINTS=name=action,...`.
+/// Failpoints for crash tests (docs/ARCHITECTURE.md): `TINYDELTA_FAILPOINT=name=action,...`.
 pub mod failpoint {
     pub use crate::sys::failpoint::hit;
 }

@@ -1,4 +1,4 @@
-//! Every bad line at once, with hints (README, "Errors that teach"; issue 13).
+//! Every bad line at once, with hints (docs/CLI.md "Errors that teach").
 //!
 //! The fast path ([`crate::format::rows::canonicalize`]) stops at the first bad line. When it fails, the
 //! CLI and the mount's `incoming/` run [`scan`] over the same input again, line by line with
@@ -179,18 +179,14 @@ pub fn count(n: u64, one: &str, many: &str) -> String {
 /// `incoming/NAME.error`): every bad line (at most [`DEFAULT_MAX_ERRORS`] listed), the total and
 /// the hints, as [`Diagnosis::note`]; `first`'s own sentence when `first` is not
 /// [`Error::BadInput`], or when the second pass cannot read the input or finds no bad line.
-/// `schema` is called only then, for the table's current schema.
-pub fn note_for(
-    schema: impl FnOnce() -> Result<crate::format::schema::Schema>,
-    source: &str,
-    input: impl BufRead,
-    first: &Error,
-) -> String {
+/// `check` is called only then, for a check of the table's current schema with the limits of
+/// the write that failed.
+pub fn note_for(check: impl FnOnce() -> Result<LineCheck>, source: &str, input: impl BufRead, first: &Error) -> String {
     if !matches!(first, Error::BadInput { .. }) {
         return first.to_string();
     }
-    schema()
-        .and_then(|s| scan(&s, source, input, 1, DEFAULT_MAX_ERRORS, None))
+    check()
+        .and_then(|c| scan_with(c, source, input, 1, DEFAULT_MAX_ERRORS, None))
         .ok()
         .filter(|d| d.total > 0)
         .map_or_else(|| first.to_string(), |d| d.note())
@@ -218,6 +214,19 @@ struct HintState {
 pub fn scan(
     schema: &Schema,
     source: &str,
+    input: impl BufRead,
+    first_line: u64,
+    max: usize,
+    rejects: Option<&mut Rejects>,
+) -> Result<Diagnosis> {
+    scan_with(LineCheck::new(schema.clone()), source, input, first_line, max, rejects)
+}
+
+/// [`scan`] with `check`, a fresh [`LineCheck`] of the schema and its limits (e.g. the mount's
+/// `--max-line-bytes`).
+pub fn scan_with(
+    mut check: LineCheck,
+    source: &str,
     mut input: impl BufRead,
     first_line: u64,
     max: usize,
@@ -227,7 +236,6 @@ pub fn scan(
         source: source.to_string(),
         ..Diagnosis::default()
     };
-    let mut check = LineCheck::new(schema.clone());
     // LineCheck's own line counter: it advances only over lines fed without error.
     let mut check_line = 1u64;
     let mut hints = HintState {

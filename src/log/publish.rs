@@ -22,7 +22,7 @@ pub fn fsync_dir(dir: &Path) -> Result<()> {
     File::open(dir).ctx("open", dir)?.sync_all().ctx("fsync", dir)
 }
 
-/// What a losing commit does (README, "How a write becomes visible": Concurrency).
+/// What a losing commit does (docs/FORMAT.md "Concurrency").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isolation {
     /// A blind append: rebase onto the next version unless the commit in between changed the
@@ -42,9 +42,10 @@ pub enum Publish {
 }
 
 /// Write `bytes` as version `version` of the table whose folder is `root` and log folder
-/// `log` (both directory handles: nothing is followed), following the steps of README, "How a write becomes visible",
-/// with the failpoints `commit-half-written`, `before-link` and `after-link`. The data files the
-/// commit adds must already be durable; see [`publish_after`] for files that are not yet.
+/// `log` (both directory handles: nothing is followed), following the steps of docs/FORMAT.md "How
+/// a write becomes visible", with the failpoints `commit-half-written`, `before-link` and
+/// `after-link`. The data files the commit adds must already be durable; see [`publish_after`] for
+/// files that are not yet.
 ///
 /// Errors: [`Error::Io`] for write or fsync failures before the link (the tmp file is removed,
 /// nothing is published); [`Error::LinkUnsupported`] when the file system has no hard links;
@@ -57,7 +58,7 @@ pub fn publish(root: &Dir, log: &Dir, version: u64, bytes: &[u8]) -> Result<Publ
 /// [`publish`], making `data` (the new data files the commit adds, written but not yet fsynced,
 /// each with its path for errors) durable before the link.
 ///
-/// The fsyncs of one commit, and why each is needed (fsync(2) "NOTES"; README "How a write
+/// The fsyncs of one commit, and why each is needed (fsync(2) "NOTES"; docs/FORMAT.md "How a write
 /// becomes visible"):
 /// 1. each new data file: its bytes must be on disk before any durable version names it;
 /// 2. the table folder: the data files' names (created or hard-linked there) must be durable

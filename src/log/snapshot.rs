@@ -96,7 +96,7 @@ pub struct Snapshot {
     /// The newest `txn` version of each application id (Delta PROTOCOL "Transaction
     /// Identifiers"): never rolled back by a restore.
     pub txns: BTreeMap<String, i64>,
-    /// How many `VACUUM START` commits the log holds up to this version (README, "Vacuum"):
+    /// How many `VACUUM START` commits the log holds up to this version (docs/FORMAT.md "Vacuum"):
     /// while it is 0, no retention vacuum can have removed a file any version names.
     pub vacuums: u64,
 }

@@ -1,6 +1,6 @@
 //! The mount's `changes.jsonl` (the table's change feed, [`crate::ops::changes`]) and `at/<TIME>`
-//! (symlinks to the version current at a time, [`crate::util::time`]). README, "changes.jsonl"
-//! and "at/".
+//! (symlinks to the version current at a time, [`crate::util::time`]). docs/MOUNT.md "Following a
+//! table: `changes.jsonl`" and docs/MOUNT.md "Time travel by time: `at/`".
 //!
 //! The feed's index is kept for the life of the mount and extended by the commits published
 //! since the last look (each commit read once); its size is asked of the log at every
@@ -77,7 +77,8 @@ impl ChangesNode {
                 Ok(r) => Arc::new(r),
                 Err(e) if crate::table::is_missing_data_file(&e) => {
                     // A file a vacuum deleted: EIO, with a log line naming the first version
-                    // whose changes can be read (README, "Following a table").
+                    // whose changes can be read (docs/MOUNT.md "Following a table:
+                    // `changes.jsonl`").
                     let all = lock(&self.feed)
                         .as_ref()
                         .map(|f| f.parts().to_vec())

@@ -55,7 +55,8 @@ pub struct MountArgs {
     pub max_open_staged: Option<usize>,
     /// How many bytes one request may validate in `incoming/` (`--max-validate-bytes`).
     pub max_validate_bytes: Option<u64>,
-    /// Never use FUSE passthrough: every read goes through the daemon (README "Reading").
+    /// Never use FUSE passthrough: every read goes through the daemon (docs/MOUNT.md
+    /// "Passthrough").
     pub no_passthrough: bool,
 }
 
@@ -209,7 +210,7 @@ fn background(args: MountArgs) -> i32 {
 
 /// Open (create, append to) the daemon's log file. The last component is never followed if it
 /// is a symlink (`O_NOFOLLOW`): a daemon started by root must not append to whatever file
-/// someone else's link points at (README "Security"). Created files are 0600.
+/// someone else's link points at (docs/SECURITY.md "What holds"). Created files are 0600.
 fn open_log_file(path: &Path) -> Result<File, String> {
     use std::os::unix::fs::OpenOptionsExt;
     let f = OpenOptions::new()
@@ -273,8 +274,8 @@ fn foreground(args: MountArgs) -> i32 {
     // This mount's device (`major:minor` in /proc/self/mountinfo): no other mount has it while
     // this daemon's super block lives, so it tells this mount from one mounted over it later.
     let own = mountinfo::entry(&mountpoint);
-    // The session's worker threads start before the mount reports ready (issue 10: `READY`
-    // used to be printed before they were started, so the first request waited for them).
+    // The session's worker threads start before the mount reports ready, so the first request does
+    // not wait for them (docs/MOUNT.md "Starting and stopping").
     let workers = session_threads(&args);
     let tasks_before = thread_count();
     // `spawn` moves the mount handle out of the session into `bg`, which is never dropped (see
@@ -415,18 +416,13 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
     let mountpoint = check_mountpoint(&args.mountpoint)?;
     let table_root = absolute(&args.table);
     check_apart(&table_root, &mountpoint)?;
-    if let Some(n) = args.max_line_bytes {
-        crate::format::rows::set_max_line_bytes(n);
-    }
-    if let Some(n) = args.max_open_staged {
-        crate::table::staging::set_max_open_staged(n);
-    }
-    if let Some(n) = args.max_validate_bytes {
-        crate::table::staging::set_max_validate_bytes(n);
-    }
+    let d = ViewConfig::default();
     let cfg = ViewConfig {
         share_incoming: args.share_incoming,
-        ..ViewConfig::default()
+        max_line_bytes: args.max_line_bytes.map_or(d.max_line_bytes, |n| n.max(1)),
+        max_open_staged: args.max_open_staged.map_or(d.max_open_staged, |n| n.max(1)),
+        max_validate_bytes: args.max_validate_bytes.unwrap_or(d.max_validate_bytes),
+        ..d
     };
     let view = TableView::load(&table_root, cfg).map_err(|e| match e {
         // Another daemon holds `_staging/.lock`; its message names the holder: "locked by
@@ -462,7 +458,7 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
     }
     config.n_threads = Some(session_threads(args));
     // One device descriptor for every worker thread: a reply must be written to the
-    // descriptor its request was read from, and spliced read replies (src/fuse/splice.rs) are
+    // descriptor its request was read from, and spliced read replies (src/mount/splice.rs) are
     // written to a duplicate of the session's descriptor.
     config.clone_fd = false;
     let mnt_id = Arc::new(AtomicU64::new(0));
@@ -492,7 +488,7 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
 
 /// Refuse a mount point that is the table folder, lies inside it, or contains it: the mount
 /// would hide the table from the daemon itself (its reads would call back into the mount and
-/// hang), or put the mount's own files inside the table (issue 8, item 9).
+/// hang), or put the mount's own files inside the table (docs/MOUNT.md "Starting and stopping").
 fn check_apart(table_root: &Path, mountpoint: &Path) -> Result<(), StartError> {
     // A table that does not exist is reported by the load that follows, with its own message.
     let Ok(table) = std::fs::canonicalize(table_root) else {
@@ -527,7 +523,7 @@ fn check_apart(table_root: &Path, mountpoint: &Path) -> Result<(), StartError> {
 /// Commits do not run on them (`flush`, `fsync`, `release` and `rename` of `incoming/` files go
 /// to [`super::fs::COMMIT_THREADS`] threads of their own), so a long commit never takes a
 /// reader's thread. More threads than CPUs only contend: on 2 cores, 2 threads instead of 8-16
-/// halved the time of cold random reads (README "Reading").
+/// halved the time of cold random reads (docs/MOUNT.md "Reading").
 pub fn default_threads() -> usize {
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
     cpus.clamp(2, 16)

@@ -51,7 +51,7 @@ pub enum FsError {
     #[error("{0}")]
     Blocked(String),
     /// Committing the staged file would need more validation in one request than the mount
-    /// allows (README, "Limits"); the reason.
+    /// allows (docs/MOUNT.md "Limits"); the reason.
     #[error("{0}")]
     TooBig(String),
     /// A symlink was asked for something other than its target.

@@ -28,7 +28,7 @@ use super::view::{Attr, Caller, Kind, Opened, SetAttrs, TableView};
 /// `/proc/sys/fs/fuse/max_pages_limit` pages, 1 MiB by default).
 pub const MAX_IO: u32 = 1 << 20;
 
-/// Threads that run the requests of `incoming/` files that may commit (README "Reading").
+/// Threads that run the requests of `incoming/` files that may commit (docs/MOUNT.md "Reading").
 pub const COMMIT_THREADS: usize = 2;
 
 /// The mounted file system: a [`TableView`] behind `fuser`'s trait.
@@ -107,7 +107,7 @@ fn staged(ino: u64) -> bool {
 
 impl TableFs {
     /// Wrap a view. `mnt_id` is the mount's id in /proc/self/mountinfo once known (0 before).
-    /// `passthrough`: ask the kernel for FUSE passthrough at `init` (README "Reading").
+    /// `passthrough`: ask the kernel for FUSE passthrough at `init` (docs/MOUNT.md "Passthrough").
     pub fn new(mut view: TableView, mnt_id: Arc<AtomicU64>, passthrough: bool) -> TableFs {
         view.set_processes(Box::new(ProcFs {
             mnt_id,
@@ -211,7 +211,7 @@ impl Passthrough {
 
 /// Direct reads (`FOPEN_DIRECT_IO`) of a `data.jsonl` that the daemon serves (one of several
 /// data files, or any when passthrough is off), until a reader has read it to its end; opens
-/// after that use the page cache (README "Reading").
+/// after that use the page cache (docs/MOUNT.md "Direct first reads of `data.jsonl`").
 ///
 /// A direct read is one round trip whose reply the kernel copies straight into the reader's
 /// buffer: no page of the mount's page cache is allocated, filled and then copied again. That
@@ -250,9 +250,9 @@ impl Direct {
     /// `FOPEN_DIRECT_IO` for a handle that writes a staged file of `incoming/` (when direct
     /// opens are on): each write reaches the daemon straight from the writer's buffer, so the
     /// kernel neither allocates nor fills pages of the mount's page cache for bytes the daemon
-    /// writes to the staged file anyway (issue 10, `cp` into `incoming/`: one copy of each byte
-    /// less). Reads and shared mappings of the file still work (the kernel keeps them
-    /// coherent, `FUSE_DIRECT_IO_ALLOW_MMAP`).
+    /// writes to the staged file anyway (`cp` into `incoming/`: one copy of each byte less;
+    /// docs/MOUNT.md "One pass over the bytes, written once"). Reads and shared mappings of the
+    /// file still work (the kernel keeps them coherent, `FUSE_DIRECT_IO_ALLOW_MMAP`).
     fn staged_write(&self, ino: u64, write: bool) -> FopenFlags {
         match write
             && self.enabled.load(Ordering::Relaxed)
@@ -319,11 +319,10 @@ fn file_attr(a: &Attr, spliced: bool) -> FileAttr {
         rdev: 0,
         // Staged files in incoming/ advertise the largest write the mount takes, so tools that
         // size their buffers by st_blksize (cp, cat, dd) write 1 MiB per request instead of
-        // 128 KiB: 8 requests per 8 MB instead of 64 (issue 10, `cp` into incoming/).
-        // A data.jsonl of several data files does the same for reads: 1 MiB per request, or
-        // 512 KiB when replies are spliced, the most a pipe holds without privileges (a
-        // spliced 512 KiB costs the daemon less than a 1 MiB written from a mapping:
-        // src/fuse/splice.rs).
+        // 128 KiB: 8 requests per 8 MB instead of 64 (measured with `cp` into incoming/). A
+        // data.jsonl of several data files does the same for reads: 1 MiB per request, or 512 KiB
+        // when replies are spliced, the most a pipe holds without privileges (a spliced 512 KiB
+        // costs the daemon less than a 1 MiB written from a mapping: src/mount/splice.rs).
         blksize: match super::inode::Node::from_ino(a.ino) {
             Some(super::inode::Node::Staged(_)) => MAX_IO,
             _ if a.large_io && spliced => super::splice::REPLY_BYTES,
@@ -583,7 +582,7 @@ impl Filesystem for TableFs {
         reply: ReplyData,
     ) {
         // Large reads: the reply is spliced from the data files' pages, one copy by the kernel
-        // into the reader's buffer (src/fuse/splice.rs).
+        // into the reader's buffer (src/mount/splice.rs).
         if size as usize >= super::versions::MAP_MIN && self.splice.ready() {
             match self.view.pieces(fh.0, offset, size) {
                 Ok(Some(pieces)) => {

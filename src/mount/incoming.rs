@@ -1,4 +1,4 @@
-//! `incoming/`: the drop box's state machine (README, "incoming/").
+//! `incoming/`: the drop box's state machine (docs/MOUNT.md "`incoming/`").
 //!
 //! One [`Staged`] per file written into `incoming/`, in exactly one [`State`]:
 //!
@@ -57,7 +57,7 @@ pub(super) struct Bytes {
     /// Its id in `_staging/`.
     pub id: String,
     /// Its data file's identity; the descriptor is opened on demand and kept in a bounded pool
-    /// ([`staging::Staging::data`], README "Limits").
+    /// ([`staging::Staging::data`], docs/MOUNT.md "Limits").
     pub ident: FileId,
     /// Bytes in the data file.
     pub len: u64,
@@ -70,10 +70,10 @@ pub(super) struct Bytes {
     /// The last refusal of these bytes by validation, kept until they change: a close, fsync
     /// or rename of an unchanged refused file answers it again without reading the file.
     pub verdict: Option<Verdict>,
-    /// The processes that wrote these bytes (each once). The re-save rule (README "Re-saves")
-    /// holds only for bytes the committing process wrote alone: a batch that two processes
-    /// wrote (an appender joining a writer that truncated the name) is a plain append, so that
-    /// no process's later save replaces rows another process's close reported saved.
+    /// The processes that wrote these bytes (each once). The re-save rule (docs/MOUNT.md
+    /// "Re-saves") holds only for bytes the committing process wrote alone: a batch that two
+    /// processes wrote (an appender joining a writer that truncated the name) is a plain append, so
+    /// that no process's later save replaces rows another process's close reported saved.
     pub wrote: Vec<Option<u32>>,
     /// Some of these bytes came through an `O_APPEND` handle: an appender adds rows, it never
     /// saves the whole file, so its commit is never a re-save and never makes one possible.
@@ -130,13 +130,13 @@ pub(super) struct Stream {
 }
 
 /// Start the writeback of a streamed file's rows every this many bytes, so that the fsync of
-/// its commit only waits for the last ones (issue 10).
+/// its commit only waits for the last ones (docs/MOUNT.md "One pass over the bytes, written once").
 pub(super) const WRITEBACK_STEP: u64 = 1 << 20;
 
 impl Stream {
-    pub(super) fn new(schema: crate::format::schema::Schema) -> Stream {
+    pub(super) fn new(schema: crate::format::schema::Schema, max_line_bytes: usize) -> Stream {
         Stream {
-            check: LineCheck::new(schema),
+            check: LineCheck::new(schema).with_max_line_bytes(max_line_bytes),
             canon: None,
             canon_len: 0,
             canon_failed: false,
@@ -238,10 +238,10 @@ pub(super) struct Writer {
     pub tgid: Option<u32>,
     /// Its opener's last close (`flush`, not killed, no other descriptor of the file left) was
     /// seen: it writes no more, and only its `release` is still on its way. A commit point
-    /// counts it as gone at once instead of waiting for that release (README "incoming/",
-    /// "Concurrent writers on one name"): two writers of one batch closing at the same time
-    /// each waited for the other's release, which the kernel sends only after that other close
-    /// is answered, so both gave up after [`RELEASE_WAIT`], committed nothing and answered 0.
+    /// counts it as gone at once instead of waiting for that release (docs/MOUNT.md "What counts as
+    /// open"): two writers of one batch closing at the same time each waited for the other's
+    /// release, which the kernel sends only after that other close is answered, so both gave up
+    /// after [`RELEASE_WAIT`], committed nothing and answered 0.
     pub closed: bool,
 }
 
@@ -471,8 +471,8 @@ pub(super) const MAX_KEPT_ROWS: usize = 4 << 20;
 /// A 64-bit hash of a byte stream that does not depend on how the stream was cut into writes or
 /// reads: it recognises a re-save that only extends the previous one ([`Recent`]). Four
 /// independent multiply-rotate lanes over 32-byte blocks, so hashing keeps up with memory
-/// (SipHash took 5% of the daemon's time per `cp`, issue 10); not a defence against a chosen
-/// collision, which would only let a writer turn its own re-save into an append of its own rows.
+/// (SipHash took 5% of the daemon's time per `cp`); not a defence against a chosen collision, which
+/// would only let a writer turn its own re-save into an append of its own rows.
 #[derive(Debug, Clone)]
 pub(super) struct StreamHash {
     pub(super) lanes: [u64; 4],

@@ -1,4 +1,5 @@
-//! `tinydelta-mount`: a table as a directory tree (README, "The mount").
+//! `tinydelta-mount`: a table as a directory tree (docs/MOUNT.md "The mount: `tinydelta-mount TABLE
+//! MOUNTPOINT`").
 //!
 //! ```text
 //! MOUNTPOINT/
@@ -31,7 +32,7 @@ pub mod view;
 /// `s` safe for one log line: control characters (newlines, terminal escapes), quotes and
 /// backslashes escaped as Rust string escapes (`\n`, `\u{1b}`), so a file name chosen by whoever
 /// writes the table folder cannot forge log lines or drive the terminal that reads the log
-/// (README "Security").
+/// (docs/SECURITY.md "What holds").
 pub fn printable(s: &str) -> String {
     s.escape_debug().to_string()
 }

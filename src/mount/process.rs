@@ -1,7 +1,7 @@
-//! Who is calling: the facts about the requesting process that commit points depend on (README,
-//! "incoming/"). FUSE reports the calling *thread*; commit-on-close needs its thread group (the
-//! process), whether it is exiting because a signal killed it, and whether it still holds
-//! another descriptor of the file.
+//! Who is calling: the facts about the requesting process that commit points depend on
+//! (docs/MOUNT.md "Commit points"). FUSE reports the calling *thread*; commit-on-close needs its
+//! thread group (the process), whether it is exiting because a signal killed it, and whether it
+//! still holds another descriptor of the file.
 //!
 //! [`Processes`] is the seam: [`ProcFs`] reads `/proc` (through the `procfs` crate where it has
 //! the field); the model test simulates processes.
@@ -21,7 +21,7 @@ pub trait Processes: std::fmt::Debug + Send + Sync {
     /// Whether process `tgid` holds a descriptor of inode `ino` of this mount opened for
     /// writing. Asked only when a commit point still counts a writer handle of `tgid` whose
     /// opener's last close was not seen (it may be closed already, its `release` on its way;
-    /// README, "incoming/"). The default, `true`, never waits for a release.
+    /// docs/MOUNT.md "What counts as open"). The default, `true`, never waits for a release.
     fn writes_open(&self, _tgid: u32, _ino: u64) -> bool {
         true
     }
@@ -125,8 +125,8 @@ impl Processes for ProcFs {
     /// (`exit_files`; kernel/exit.c, `do_exit`). So a close by a thread with a nonzero size is no
     /// close of a killed process, and only the other closes (an exit, killed or not) read `stat`
     /// on the helper, and a one-row commit through the mount no longer waits for two thread
-    /// hand-offs (issue 10). `statm` (7 numbers) rather than `status` (the same fact as its
-    /// `VmSize:` line, but the crate parses all ~55 lines): 0.1 ms less CPU per one-row commit.
+    /// hand-offs. `statm` (7 numbers) rather than `status` (the same fact as its `VmSize:` line,
+    /// but the crate parses all ~55 lines): 0.1 ms less CPU per one-row commit.
     fn killed_by_signal(&self, pid: u32) -> bool {
         let alive = i32::try_from(pid)
             .ok()
@@ -155,7 +155,7 @@ impl Processes for ProcFs {
 
     /// [`ProcFs::holds_open`] for descriptors opened for writing only (`flags:` of fdinfo).
     /// Asked of the processes of the batch's own writer handles, not of every process: another
-    /// process writing the same name may write another batch behind the same inode (README
+    /// process writing the same name may write another batch behind the same inode (docs/MOUNT.md
     /// "Concurrent writers on one name").
     fn writes_open(&self, tgid: u32, ino: u64) -> bool {
         let mnt_id = self.mnt_id.load(Ordering::Relaxed);

@@ -1,4 +1,5 @@
-//! Read replies spliced from the data files to `/dev/fuse` (README "Reading", issue 10).
+//! Read replies spliced from the data files to `/dev/fuse` (docs/MOUNT.md "Replies spliced from the
+//! data files").
 //!
 //! A `READ` of a `data.jsonl` that the daemon serves (several data files one after another) is
 //! answered by moving page references, not bytes: the reply's header is written into a pipe,

@@ -101,7 +101,7 @@ impl Concat {
     }
 
     /// The one file this concatenation is, if it has exactly one part (a candidate for FUSE
-    /// passthrough, see README "Reading").
+    /// passthrough, see docs/MOUNT.md "Passthrough").
     pub fn single(&self) -> Option<&Part> {
         match self.parts.as_slice() {
             [p] => Some(p),
@@ -114,13 +114,13 @@ impl Concat {
 pub const MAX_OPEN_FILES: usize = 512;
 
 /// The open data and commit files of a mounted table, shared by every handle that reads them:
-/// one descriptor per file however many handles are open (README "Limits"), at most
+/// one descriptor per file however many handles are open (docs/MOUNT.md "Limits"), at most
 /// [`MAX_OPEN_FILES`], the least recently used closed first.
 ///
 /// Every file is opened beneath the table folder with [`Dir::open_file`] (no symlink at any
 /// component, a regular file, no blocking on a FIFO), and its size is checked on the open
 /// descriptor against the size the log records: never checked by path and then opened
-/// (README "Security").
+/// (docs/SECURITY.md "What holds").
 #[derive(Debug)]
 pub struct FilePool {
     root: Dir,
@@ -238,7 +238,8 @@ pub const MAP_MIN: usize = 128 << 10;
 ///
 /// Why: a read reply is written to `/dev/fuse` with `writev`, and the kernel copies it from the
 /// daemon's memory into the reader's buffer (or the mount's page cache). Handing it the mapped
-/// file instead of a buffer filled by `pread` saves one copy of every byte (README "Reading").
+/// file instead of a buffer filled by `pread` saves one copy of every byte (docs/MOUNT.md "Replies
+/// mapped from the data file").
 ///
 /// Why it cannot crash the daemon: no code of the daemon reads the mapped bytes; only the
 /// kernel does, inside `writev`. The range is checked against the file's size, which was
@@ -531,11 +532,11 @@ impl Versions {
         Ok(head)
     }
 
-    /// Whether a retention vacuum deleted data files of `version` (README, "Vacuum"): then its
-    /// `data.jsonl` is ENOENT while `commit.json` and `schema.json` stay. One stat per data
-    /// file, beneath the table folder, asked now (never cached: a vacuum may run at any time).
-    /// A missing file no recorded `VACUUM START` explains is damage: `false` here, and reading
-    /// the file is EIO naming it, as before.
+    /// Whether a retention vacuum deleted data files of `version` (docs/FORMAT.md "Vacuum"): then
+    /// its `data.jsonl` is ENOENT while `commit.json` and `schema.json` stay. One stat per data
+    /// file, beneath the table folder, asked now (never cached: a vacuum may run at any time). A
+    /// missing file no recorded `VACUUM START` explains is damage: `false` here, and reading the
+    /// file is EIO naming it, as before.
     pub fn data_gone(&self, version: u64) -> FsResult<bool> {
         let body = self.body(version)?;
         for p in body.sources.iter() {
@@ -706,8 +707,8 @@ mod tests {
         assert_eq!(r.read(0, 3).unwrap(), b"{}\n");
     }
 
-    /// A file/symlink swap racing with opens (issue 9, item 1: 186 of 7,687 check-then-open
-    /// reads printed the secret): the open itself refuses the symlink, so the secret never shows.
+    /// A file/symlink swap racing with opens (a check before the open printed the secret in 186 of
+    /// 7,687 reads): the open itself refuses the symlink, so the secret never shows.
     #[test]
     fn symlink_swaps_racing_with_opens_never_show_the_target() {
         use std::sync::atomic::AtomicBool;

@@ -1,6 +1,6 @@
-//! The mount's inner file system: every operation of README "The mount", with no `fuser` types, so
-//! it can be tested without a kernel. The `fuser` wrapper in [`super::fs`] only converts
-//! arguments and replies.
+//! The mount's inner file system: every operation of docs/MOUNT.md "The mount: `tinydelta-mount
+//! TABLE MOUNTPOINT`", with no `fuser` types, so it can be tested without a kernel. The `fuser`
+//! wrapper in [`super::fs`] only converts arguments and replies.
 //!
 //! Concurrency: the view is shared by the daemon's worker threads. Short critical sections take
 //! one lock for `incoming/` metadata and one for the handle table; file I/O runs outside them,
@@ -39,6 +39,13 @@ pub struct ViewConfig {
     /// Share `incoming/` read-only with others (0755 and 0644) instead of keeping it private
     /// to the mounting user (0700 and 0600).
     pub share_incoming: bool,
+    /// The longest line `incoming/` accepts, bytes without the `\n` (`--max-line-bytes`).
+    pub max_line_bytes: usize,
+    /// How many staged files keep an open descriptor (`--max-open-staged`).
+    pub max_open_staged: usize,
+    /// The most bytes one close, fsync or rename in `incoming/` may validate
+    /// (`--max-validate-bytes`).
+    pub max_validate_bytes: u64,
 }
 
 impl Default for ViewConfig {
@@ -49,6 +56,9 @@ impl Default for ViewConfig {
             gid,
             version_ttl: Duration::from_secs(24 * 3600),
             share_incoming: false,
+            max_line_bytes: crate::format::rows::DEFAULT_MAX_LINE_BYTES,
+            max_open_staged: crate::table::staging::DEFAULT_MAX_OPEN_STAGED,
+            max_validate_bytes: crate::table::staging::DEFAULT_MAX_VALIDATE_BYTES,
         }
     }
 }
@@ -87,7 +97,8 @@ pub struct Attr {
     pub ttl: Duration,
     /// Reads of this file are served by the daemon in requests as large as the mount allows
     /// (a `data.jsonl` of several data files): `st_blksize` advertises 1 MiB, so tools that size
-    /// their buffers by it (`cat`, `cp`, `dd`) read 1 MiB per call (README "Reading").
+    /// their buffers by it (`cat`, `cp`, `dd`) read 1 MiB per call (docs/MOUNT.md "Direct first
+    /// reads of `data.jsonl`").
     pub large_io: bool,
 }
 
@@ -175,7 +186,8 @@ pub(super) enum Handle {
         opener: Option<u32>,
         /// Opened with `O_APPEND`: every write goes to the end of the batch the handle writes,
         /// whatever offset the kernel computed from the size it last saw of the inode, which
-        /// other processes' batches of the same name share (README "Concurrent writers").
+        /// other processes' batches of the same name share (docs/MOUNT.md "Concurrent writers on
+        /// one name").
         append: bool,
     },
     Dir(Arc<[DirEntry]>),
@@ -241,7 +253,7 @@ impl TableView {
     /// staged by an earlier mount, minus those the log shows were already committed.
     pub fn load(root: &Path, cfg: ViewConfig) -> FsResult<TableView> {
         let (table, unwatched) = Table::open(root)?.watch_log();
-        let staging = Staging::open(root)?;
+        let staging = Staging::open_with(root, cfg.max_open_staged)?;
         // (Said once the staging lock is held: a second mount of the table says only that.)
         match unwatched {
             None => log::info!("_delta_log/ is watched with inotify: its listing is kept current"),
@@ -274,8 +286,8 @@ impl TableView {
     /// ready: the listing of versions and the newest version's snapshot and data file sizes (the
     /// answers for `v/`, `latest` and `latest/data.jsonl`). Best effort: a table this cannot
     /// read still mounts, and each request reports its own error as before. Measured on the
-    /// one-file bench table (issue 10): the first `cat v/1/data.jsonl` after a fresh mount
-    /// waited 0.5 ms for the lookup of `v` alone, which replayed the log.
+    /// one-file bench table: the first `cat v/1/data.jsonl` after a fresh mount waited 0.5 ms for
+    /// the lookup of `v` alone, which replayed the log.
     pub fn warm(&self) {
         let newest = self
             .node_attr(Node::VDir)
@@ -394,7 +406,8 @@ impl TableView {
                 Ok(a)
             }
             Node::Staged(_) | Node::ErrorNote(_) => self.staged_attr(node),
-            // TTL 0: the size grows the moment a commit is published (README, "changes.jsonl").
+            // TTL 0: the size grows the moment a commit is published (docs/MOUNT.md "Following a
+            // table: `changes.jsonl`").
             Node::Changes => {
                 let (size, t) = self.changes.size(self.table())?;
                 let t = t.map_or(self.started, ms_to_time);
@@ -420,7 +433,7 @@ impl TableView {
         }
     }
 
-    /// The parts of `v/<v>/data.jsonl` (README "Reading": `parts/`). `ENOENT` when the version
+    /// The parts of `v/<v>/data.jsonl` (docs/MOUNT.md "`v/<n>/parts/`"). `ENOENT` when the version
     /// does not exist, its data files were vacuumed, or it is past [`MAX_PARTS_VERSION`].
     fn parts_of(&self, v: u64) -> FsResult<Arc<Concat>> {
         if v > MAX_PARTS_VERSION {
@@ -628,7 +641,8 @@ impl TableView {
 
     /// The listing `entries` as one shared copy: every open handle of `incoming/` whose
     /// listing is the same holds the same allocation, so 5,000 open handles on a large
-    /// directory cost one copy, not 5,000 (README "Limits"). The built list is dropped at once.
+    /// directory cost one copy, not 5,000 (docs/MOUNT.md "Limits"). The built list is dropped at
+    /// once.
     fn shared_listing(&self, entries: Vec<DirEntry>) -> Arc<[DirEntry]> {
         let mut last = lock(&self.last_listing);
         if let Some(l) = last.as_ref()
@@ -666,7 +680,8 @@ impl TableView {
     }
 
     /// [`TableView::open`] with the open flags: `O_TRUNC` and `O_APPEND` matter (an `O_APPEND`
-    /// writer of a staged file writes at the end of its own batch, README "incoming/").
+    /// writer of a staged file writes at the end of its own batch, docs/MOUNT.md "Concurrent
+    /// writers on one name").
     pub fn open_flags(&self, ino: u64, write: bool, flags: i32, caller: Caller) -> FsResult<Opened> {
         let trunc = flags & libc::O_TRUNC != 0;
         let append = write && flags & libc::O_APPEND != 0;
@@ -750,8 +765,8 @@ impl TableView {
 
     /// The one file on disk that read-only node `ino` is, when it is one: `data.jsonl` of a
     /// version with a single data file, and every `commit.json`. Opened beneath the table with
-    /// its size checked against the log now (EIO otherwise), for FUSE passthrough (README
-    /// "Reading"). `None` for every other node.
+    /// its size checked against the log now (EIO otherwise), for FUSE passthrough (docs/MOUNT.md
+    /// "Passthrough"). `None` for every other node.
     pub fn backing_file(&self, ino: u64) -> FsResult<Option<Arc<File>>> {
         if let Some(Node::Part(v, i)) = Node::from_ino(ino) {
             self.versions.check_parquet(v)?;
@@ -818,7 +833,7 @@ impl TableView {
     /// Check that `parent` is `incoming/` for a change to the directory's entries.
     fn writable_dir(&self, parent: u64) -> FsResult<()> {
         match Node::from_ino(parent).ok_or(FsError::NotFound)? {
-            // A table of Parquet data files takes no JSONL: EROFS (README, "incoming/").
+            // A table of Parquet data files takes no JSONL: EROFS (docs/MOUNT.md "Errno table").
             Node::Incoming => Ok(self.table().check_accepts_writes("a write into incoming/")?),
             Node::Root | Node::VDir | Node::VersionDir(_) | Node::AtDir | Node::PartsDir(_) => Err(FsError::ReadOnly),
             Node::Latest
@@ -1010,7 +1025,8 @@ impl TableView {
         }
     }
 
-    /// `fsync()`: a commit point through a descriptor opened for writing (see the README).
+    /// `fsync()`: a commit point through a descriptor opened for writing (docs/MOUNT.md "Commit
+    /// points").
     pub fn fsync(&self, fh: u64) -> FsResult<()> {
         match self.handle(fh)?.as_ref() {
             Handle::Staged { writable, opener, .. } => self.fsync_staged(fh, *writable, *opener),

@@ -1,4 +1,4 @@
-//! Schema evolution: `alter TABLE add-column NAME:TYPE` (README, "Schema evolution").
+//! Schema evolution: `alter TABLE add-column NAME:TYPE` (docs/FORMAT.md "Schema evolution").
 //!
 //! Delta's rule for added columns: they are nullable, so rows written before keep their bytes
 //! (no key for the new column) and readers treat the missing key as null, as Delta readers treat

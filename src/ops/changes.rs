@@ -1,6 +1,7 @@
 //! The change feed: Delta's Change Data Feed (PROTOCOL "Add CDC File", reader requirements)
 //! computed from the log, as one byte stream that only grows: `mnt/changes.jsonl` and
-//! `tinydelta changes`. See docs/FORMAT.md, "The change feed", and README ("changes.jsonl").
+//! `tinydelta changes`. See docs/FORMAT.md "The change feed" and docs/MOUNT.md "Following a table:
+//! `changes.jsonl`".
 //!
 //! For every version in order, first the rows of the files it removed (`"_change_type":
 //! "delete"`), then the rows of the files it added (`"insert"`). A file removed and added in one
@@ -16,7 +17,7 @@
 //! `size + rows * (suffix length - 1)` bytes of feed: the feed's size is known from the log
 //! alone (plus one count of a file whose `add.stats` records no `numRecords`), and the bytes at
 //! an offset never change. The log is read only through [`Table::read_commit`] (the log segment
-//! of `src/segment.rs` decides which versions exist); data files only through
+//! of `src/log/segment.rs` decides which versions exist); data files only through
 //! [`Table::open_data_file`], which checks the recorded size.
 
 use std::collections::{HashMap, HashSet};
@@ -645,7 +646,7 @@ pub fn read_at(
 /// Write `parts` (those of versions at or after `from`) to `out`, checking before the first
 /// row: every data file present, regular and of its recorded size (one `stat` each), and each
 /// version's parts opened (and checked) before its first row, so a damaged file of a later
-/// version never follows rows already printed (README, "Following a table").
+/// version never follows rows already printed (docs/MOUNT.md "Following a table: `changes.jsonl`").
 fn write_parts(table: &Table, parts: &[ChangePart], from: Option<u64>, out: &mut dyn Write) -> Result<()> {
     let parts: Vec<&ChangePart> = parts.iter().filter(|p| from.is_none_or(|n| p.version >= n)).collect();
     check_parts(table, &parts)?;
@@ -720,12 +721,12 @@ pub fn check_parts(table: &Table, parts: &[&ChangePart]) -> Result<()> {
     }
 }
 
-/// `tinydelta changes TABLE [--from-version N] [--to-version M] [--follow]` (README, "Usage"):
+/// `tinydelta changes TABLE [--from-version N] [--to-version M] [--follow]` (docs/CLI.md "Usage"):
 /// write the feed's rows of versions `from..=to` to `out`, flushing after each version. With
 /// `follow`, keep writing new versions as they are published, waking on inotify events on
-/// `_delta_log/` (the `notify` crate; without it, by polling the log every 200 ms, one fstat
-/// while nothing changed) until `stop` is set (SIGINT) or `closed()` says the reader of `out`
-/// has gone: both end with `Ok`.
+/// `_delta_log/` (the `notify` crate; without it, by polling the log every 200 ms, one fstat while
+/// nothing changed) until `stop` is set (SIGINT) or `closed()` says the reader of `out` has gone:
+/// both end with `Ok`.
 ///
 /// Errors: [`Error::InvalidArgument`] when `from > to`; [`Error::VersionNotFound`] when `to` (or `from`
 /// without `follow`) is past the latest; the log's and data files' errors, naming them; a

@@ -1,6 +1,6 @@
-//! `OPTIMIZE` (Delta bin-packing compaction; README, "Optimize"; docs/FORMAT.md, "Optimize"):
-//! rewrite the latest version's small data files into files near a target size, in one commit
-//! of `remove`s and `add`s with `dataChange: false`.
+//! `OPTIMIZE` (Delta bin-packing compaction; docs/FORMAT.md "Optimize"): rewrite the latest
+//! version's small data files into files near a target size, in one commit of `remove`s and `add`s
+//! with `dataChange: false`.
 //!
 //! Order is kept: files before the first small one stay; from it on, runs of small files are
 //! packed in order into bins of at most the target size (each bin one new file: the inputs'

@@ -1,5 +1,5 @@
-//! Vacuum (README, "Vacuum"; docs/FORMAT.md, "Vacuum"): delete orphans, and data files whose
-//! last `remove` is older than the retention (Delta `VACUUM ... RETAIN n HOURS`).
+//! Vacuum (docs/FORMAT.md "Vacuum"; the command: docs/CLI.md "Usage"): delete orphans, and data
+//! files whose last `remove` is older than the retention (Delta `VACUUM ... RETAIN n HOURS`).
 //!
 //! Retention vacuum: a data file not live in the latest version whose newest `remove` has a
 //! `deletionTimestamp` older than the retention (`--retain`, else the table property
@@ -328,8 +328,8 @@ fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// Vacuum `table` (README, "Vacuum"): orphans and leftovers older than `opts.older_than`, and
-/// data files whose newest `remove` is older than the retention. With `dry_run` only report.
+/// Vacuum `table` (docs/FORMAT.md "Vacuum"): orphans and leftovers older than `opts.older_than`,
+/// and data files whose newest `remove` is older than the retention. With `dry_run` only report.
 ///
 /// Errors: [`Error::InvalidArgument`] when `opts.retain` is below the table's retention without
 /// `opts.force`; [`Error::Corrupt`] if the log cannot be replayed whole (then nothing is

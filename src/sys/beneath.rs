@@ -1,8 +1,8 @@
 //! Opening, creating and deleting files beneath a table folder without ever leaving it.
 //!
 //! A table folder may be writable by people other than whoever reads, mounts or vacuums it (see
-//! the README, "Security"). So every file tinydelta touches under a table is reached through a
-//! [`Dir`] handle with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` (see openat2(2)): no
+//! docs/SECURITY.md "Who is who"). So every file tinydelta touches under a table is reached through
+//! a [`Dir`] handle with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` (see openat2(2)): no
 //! symlink is followed at any component, no `..` escapes, and the file's type is checked on the
 //! open descriptor (`fstat`), never by path before the open. Regular files are opened with
 //! `O_NONBLOCK` so a FIFO planted under a commit's name cannot block the opener; the flag is

@@ -2,7 +2,7 @@
 //! environment variable `TINYDELTA_FAILPOINT` is set.
 //!
 //! Syntax: `NAME=ACTION[,NAME=ACTION...]`, where NAME is one of the steps of a commit
-//! (README, "How a write becomes visible"):
+//! (docs/FORMAT.md "How a write becomes visible"):
 //!
 //! | name | where |
 //! |---|---|

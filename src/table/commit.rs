@@ -13,12 +13,12 @@ use crate::table::Table;
 /// How many versions a blind append may be rebased over before giving up.
 pub const MAX_REBASES: u32 = 10_000;
 
-/// Commit as `read_version + 1` under Delta's default isolation level, WriteSerializable (README,
-/// "How a write becomes visible": Concurrency): a commit that landed after `read_version` is a
-/// conflict only when it removed (or re-added) one of `read_files` (the files this operation read,
-/// paths decoded) or changed the metadata or protocol; otherwise (blind appends, vacuum commits)
-/// this commit is serialized after it and `build` is called again for the next version. With
-/// `expect_version` set, any commit after it is a conflict.
+/// Commit as `read_version + 1` under Delta's default isolation level, WriteSerializable
+/// (docs/FORMAT.md "Concurrency"): a commit that landed after `read_version` is a conflict only
+/// when it removed (or re-added) one of `read_files` (the files this operation read, paths decoded)
+/// or changed the metadata or protocol; otherwise (blind appends, vacuum commits) this commit is
+/// serialized after it and `build` is called again for the next version. With `expect_version` set,
+/// any commit after it is a conflict.
 ///
 /// Errors: as [`commit_loop`].
 pub fn commit_loop_serializable(
@@ -38,7 +38,7 @@ pub fn commit_loop_serializable(
     })
 }
 
-/// Commit as `read_version + 1`, rebasing blind appends as README, "How a write becomes visible" says.
+/// Commit as `read_version + 1`, rebasing blind appends as docs/FORMAT.md "Concurrency" says.
 ///
 /// `build(version, previous_timestamp)` returns the actions to commit at `version` (called again
 /// on each rebase, so `commitInfo.timestamp` and `readVersion` stay right). With `expect_version`

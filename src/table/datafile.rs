@@ -120,10 +120,10 @@ impl Table {
     /// Prove every data file of `snapshot` present beneath the table, a regular file (no
     /// symlink) of its recorded size, with one `fstatat` each and no read of a JSONL file (a
     /// Parquet file is converted, or found in the converted-rows cache) (`describe`: its
-    /// numbers must be backed by the files; README, "Usage"). Errors: [`Error::Corrupt`] naming
-    /// the first file that is missing, not a regular file, or of another size, as `read` says it.
-    /// A file that a recorded retention vacuum deleted is not damage: the version's numbers are
-    /// still what the log recorded, and `describe` lists which versions are readable.
+    /// numbers must be backed by the files; docs/CLI.md "Usage"). Errors: [`Error::Corrupt`] naming
+    /// the first file that is missing, not a regular file, or of another size, as `read` says it. A
+    /// file that a recorded retention vacuum deleted is not damage: the version's numbers are still
+    /// what the log recorded, and `describe` lists which versions are readable.
     pub fn stat_data_files(&self, snapshot: &Snapshot) -> Result<()> {
         for f in &snapshot.files {
             // A Parquet data file must also convert (read once, then from the cache): `describe`

@@ -1,6 +1,6 @@
 //! `_staging/`: the on-disk home of bytes written into the mount's `incoming/` and not yet
-//! committed (README, "incoming/"). The format lives in the core so that `vacuum` and the mount
-//! agree on it.
+//! committed (docs/MOUNT.md "`incoming/`"). The format lives in the core so that `vacuum` and the
+//! mount agree on it.
 //!
 //! Layout, one staged file per random id:
 //!
@@ -47,7 +47,6 @@ use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::sys::beneath::{self, Dir};
@@ -83,33 +82,15 @@ pub fn data_file_mode() -> u32 {
 }
 
 /// How many staged files' descriptors (`<id>.data`, `<id>.canon`) a [`Staging`] keeps open by
-/// default (README, "Limits").
+/// default (docs/MOUNT.md "Limits"); `tinydelta-mount --max-open-staged N` passes another value
+/// to [`Staging::open_with`].
 pub const DEFAULT_MAX_OPEN_STAGED: usize = 256;
 
-static MAX_OPEN_STAGED: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_OPEN_STAGED);
-
-/// Set how many staged files' descriptors a [`Staging`] opened from now on keeps open (at least
-/// one; `tinydelta-mount --max-open-staged N`).
-pub fn set_max_open_staged(n: usize) {
-    MAX_OPEN_STAGED.store(n.max(1), Ordering::Relaxed);
-}
-
 /// How many bytes one request (a close, fsync or rename in `incoming/`) may validate by
-/// default: 1 GiB (README, "Limits"). Bytes written sequentially are validated as they arrive and
-/// do not count; a commit that would have to read and validate more is refused with `EFBIG`.
+/// default: 1 GiB (docs/MOUNT.md "Limits"). Bytes written sequentially are validated as they
+/// arrive and do not count; a commit that would have to read and validate more is refused with
+/// `EFBIG`. `tinydelta-mount --max-validate-bytes N` sets another value in the mount's view.
 pub const DEFAULT_MAX_VALIDATE_BYTES: u64 = 1 << 30;
-
-static MAX_VALIDATE_BYTES: AtomicU64 = AtomicU64::new(DEFAULT_MAX_VALIDATE_BYTES);
-
-/// The limit of [`DEFAULT_MAX_VALIDATE_BYTES`] in force.
-pub fn max_validate_bytes() -> u64 {
-    MAX_VALIDATE_BYTES.load(Ordering::Relaxed)
-}
-
-/// Set how many bytes one request may validate (`tinydelta-mount --max-validate-bytes N`).
-pub fn set_max_validate_bytes(n: u64) {
-    MAX_VALIDATE_BYTES.store(n, Ordering::Relaxed);
-}
 
 /// Which file on disk a staged file is: device, inode and birth time (`statx`; a file system
 /// may reuse a freed inode number at once, the birth time tells the new file from the old),
@@ -227,8 +208,9 @@ impl Side {
 }
 
 /// The extended attribute of `<id>.data` that holds the staged file's `incoming/` name from its
-/// creation on (README, "incoming/"): no `.name` file is written for a file committed by its
-/// first close. A `<id>.name` file, once written (a rename, an fsync), takes precedence.
+/// creation on (docs/MOUNT.md "One pass over the bytes, written once"): no `.name` file is written
+/// for a file committed by its first close. A `<id>.name` file, once written (a rename, an fsync),
+/// takes precedence.
 pub const NAME_XATTR: &str = "user.tinydelta.name";
 
 /// The `incoming/` name recorded in the [`NAME_XATTR`] attribute of the open data file `f`, if
@@ -285,12 +267,19 @@ impl Staging {
     /// Create `_staging/` if needed and take its lock. Errors: [`Error::Io`] with kind
     /// `WouldBlock` and a clear message when another mount holds it; [`Error::Corrupt`] when
     /// `_staging` or a file in it is a symlink or not what it should be.
+    #[cfg(any(test, feature = "internal-api"))]
     pub fn open(table_root: &Path) -> Result<Staging> {
-        Self::open_in_boot(table_root, Boot::current())
+        Self::open_with(table_root, DEFAULT_MAX_OPEN_STAGED)
     }
 
-    /// [`Staging::open`] as if in `boot` (tests simulate a power loss with another boot id).
-    pub fn open_in_boot(table_root: &Path, boot: Boot) -> Result<Staging> {
+    /// [`Staging::open`] keeping at most `max_open` staged files' descriptors open (at least
+    /// one); the others are opened again when needed.
+    pub fn open_with(table_root: &Path, max_open: usize) -> Result<Staging> {
+        Self::open_in_boot(table_root, Boot::current(), max_open)
+    }
+
+    /// [`Staging::open_with`] as if in `boot` (tests simulate a power loss with another boot id).
+    pub fn open_in_boot(table_root: &Path, boot: Boot, max_open: usize) -> Result<Staging> {
         let root = Dir::open(table_root)?;
         let dir = staging_dir(&root, true)?
             .ok_or_else(|| Error::io("open", table_root.join(STAGING_DIR), io::ErrorKind::NotFound.into()))?;
@@ -334,7 +323,7 @@ impl Staging {
             dir,
             boot,
             _lock: lock,
-            open: Mutex::new(Lru::new(MAX_OPEN_STAGED.load(Ordering::Relaxed))),
+            open: Mutex::new(Lru::new(max_open.max(1))),
             sides: Mutex::new(HashMap::new()),
         })
     }
@@ -633,8 +622,9 @@ impl Staging {
     }
 
     /// [`Staging::link_canon`] for the data file itself, when every row of it is its own
-    /// canonical form (README "incoming/": the staged file becomes the table's data file, and
-    /// the mount never writes it again: a later write starts a new staged file).
+    /// canonical form (docs/MOUNT.md "One pass over the bytes, written once": the staged file
+    /// becomes the table's data file, and the mount never writes it again: a later write starts a
+    /// new staged file).
     pub fn link_data(&self, id: &str, path: &Path, ident: FileId, len: u64) -> Result<()> {
         self.link_into(id, "data", path, ident, len)
     }
@@ -801,8 +791,8 @@ pub fn copy_to_end(from: &File, start: u64, to: &File, step: usize, copied: &mut
 
 /// Start writing bytes `offset..offset + len` of `file` back to the disk without waiting for
 /// it (`sync_file_range(2)` with `SYNC_FILE_RANGE_WRITE`), so that the fsync of its commit only
-/// waits for what was written last (issue 10). A hint: it makes nothing durable and its errors
-/// are ignored (the fsync that follows reports them).
+/// waits for what was written last (docs/MOUNT.md "One pass over the bytes, written once"). A hint:
+/// it makes nothing durable and its errors are ignored (the fsync that follows reports them).
 pub fn start_writeback(file: &File, offset: u64, len: u64) {
     use std::os::fd::AsRawFd;
     let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
@@ -835,7 +825,8 @@ pub const ERROR_SUFFIX: &str = ".error";
 /// Whether `name` is a scratch name (editor swap files, rsync and `mktemp` temporaries): staged,
 /// but never committed. Leading `.`, trailing `~`, `.swp`, `.swx` or `.tmp`, and a download's
 /// partial file (`.part`, `.partial`, `.crdownload`, `.download`): a downloader may close and
-/// resume it, so only its rename onto the final name commits (README, "incoming/").
+/// resume it, so only its rename onto the final name commits (docs/MOUNT.md "Scratch names,
+/// in-place edits and blocked files").
 pub fn is_scratch(name: &str) -> bool {
     name.starts_with('.')
         || name.ends_with('~')
@@ -952,7 +943,7 @@ mod tests {
             time_s: 0,
         };
         let (synced, unsynced, grown) = {
-            let s = Staging::open_in_boot(dir.path(), boot.clone()).unwrap();
+            let s = Staging::open_in_boot(dir.path(), boot.clone(), DEFAULT_MAX_OPEN_STAGED).unwrap();
             let (a, mut fa) = s.create("a.jsonl").unwrap();
             fa.write_all(b"{}\n").unwrap();
             s.sync(&a, "a.jsonl", &fa, 3).unwrap();
@@ -974,7 +965,7 @@ mod tests {
             id: "boot-2".into(),
             time_s: now + 10,
         };
-        let s = Staging::open_in_boot(dir.path(), next).unwrap();
+        let s = Staging::open_in_boot(dir.path(), next, DEFAULT_MAX_OPEN_STAGED).unwrap();
         let found = s.scan().unwrap();
         let torn = |id: &str| found.iter().find(|f| f.id == id).unwrap().torn.clone();
         assert_eq!(torn(&synced), None);

@@ -75,14 +75,15 @@ impl Table {
     }
 
     /// [`Table::append`] for the rows of a regular file `input` (from byte `start` to its end)
-    /// when every line is its own canonical row already (README "Benchmarks"): the file is
-    /// copied into the new `part-<uuid>.jsonl` by the kernel (`copy_file_range`, as `cp` does),
-    /// and the copy, which nobody else writes, is what is checked ([`rows::check_canonical_file`],
-    /// every row in full, as [`Table::append`] checks it) and committed, so bytes that change in
-    /// `input` after the check cannot reach the table. The disk starts writing the copy while it
-    /// is checked; it is fsynced with the commit ([`publish::publish_after`]).
-    /// `unchanged` is called once the copy reached the end of `input`: an error from it fails
-    /// the append (the caller's check that the input was not written meanwhile).
+    /// when every line is its own canonical row already (docs/BENCHMARKS.md "What each figure
+    /// measures", figure 6): the file is copied into the new `part-<uuid>.jsonl` by the kernel
+    /// (`copy_file_range`, as `cp` does), and the copy, which nobody else writes, is what is
+    /// checked ([`rows::check_canonical_file`], every row in full, as [`Table::append`] checks it)
+    /// and committed, so bytes that change in `input` after the check cannot reach the table. The
+    /// disk starts writing the copy while it is checked; it is fsynced with the commit
+    /// ([`publish::publish_after`]). `unchanged` is called once the copy reached the end of
+    /// `input`: an error from it fails the append (the caller's check that the input was not
+    /// written meanwhile).
     ///
     /// Returns [`FileAppend::NotCanonical`] (nothing committed, no file left) when a line is not
     /// its own canonical row, valid or not: the caller then appends with [`Table::append`],
@@ -283,8 +284,8 @@ impl Table {
 
     /// Replace the rows of one live data file `old` (a path relative to the root, as its `add`
     /// named it) with the rows of `input`, as one `UPDATE` commit (a `remove` of `old` and an
-    /// `add` of the new file; the mount's re-save of a file it committed moments ago, README
-    /// "incoming/"). Rebases over commits that leave `old` live. Returns the new version.
+    /// `add` of the new file; the mount's re-save of a file it committed moments ago, docs/MOUNT.md
+    /// "Re-saves"). Rebases over commits that leave `old` live. Returns the new version.
     ///
     /// Errors: [`Error::BadInput`] (nothing committed); [`Error::ReplacedFileRemoved`] when
     /// `old` is no longer live (naming the version and operation that removed it);
@@ -390,12 +391,12 @@ impl Table {
         commit_info_action(operation, params, metrics, v as i64 - 1, ts, blind)
     }
 
-    /// An idempotent append (Delta PROTOCOL "Transaction Identifiers"; README, "Idempotent
-    /// appends"): commits the rows of `input` with a `txn` action (`app_id`, `version`) only if
-    /// the table's recorded version for `app_id` is lower than `version`; else commits nothing
-    /// and returns [`TxnOutcome::AlreadyApplied`]. The check is repeated against every commit it
-    /// rebases over, so of racing writers with one `txn` exactly one commits. An input with no
-    /// rows still commits the `txn` action. Errors: as [`Table::append`].
+    /// An idempotent append (Delta PROTOCOL "Transaction Identifiers"; docs/FORMAT.md "Idempotent
+    /// appends"): commits the rows of `input` with a `txn` action (`app_id`, `version`) only if the
+    /// table's recorded version for `app_id` is lower than `version`; else commits nothing and
+    /// returns [`TxnOutcome::AlreadyApplied`]. The check is repeated against every commit it
+    /// rebases over, so of racing writers with one `txn` exactly one commits. An input with no rows
+    /// still commits the `txn` action. Errors: as [`Table::append`].
     pub fn append_txn(
         &self,
         source: &str,
@@ -795,7 +796,7 @@ pub(crate) fn hold_data_file(dir: &Dir, name: &str, file: &File) -> Result<()> {
 
 /// A new data file being written: starts the writeback of every [`Writeback::STEP`] bytes
 /// written ([`crate::table::staging::start_writeback`]), so the fsync of its commit only waits for the
-/// last ones, while the disk writes the rest during the validation of the input (issue 10).
+/// last ones, while the disk writes the rest during the validation of the input.
 pub(super) struct Writeback {
     file: File,
     written: u64,

@@ -1,5 +1,5 @@
 //! A small map that forgets its least recently used entries: the mount's bounded caches of open
-//! descriptors (data files, staged files) and of version facts (README, "Limits").
+//! descriptors (data files, staged files) and of version facts (docs/MOUNT.md "Limits").
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,5 +1,6 @@
 //! Time: the one parser of time expressions for `read --as-of TIME` and the mount's
-//! `at/<TIME>` (docs/MOUNT.md "Time travel by time"), the one RFC 3339 formatter, and the clock.
+//! `at/<TIME>` (docs/MOUNT.md "Time travel by time: `at/`"), the one RFC 3339 formatter, and the
+//! clock.
 //!
 //! Accepted forms:
 //! - RFC 3339 with a zone: `2026-11-30T19:52:27Z`, `2026-11-30T20:52:27.5+01:00` (a space may

@@ -1,6 +1,6 @@
-//! The CLI's messages, hints, `--rejects`, completions and man pages (issue 13; README,
-//! "Usage" and "Errors"). Each message and hint is checked by its exact first sentence. The
-//! tests of these messages that need a mount are in `tests/mount/cli_mount.rs`.
+//! The CLI's messages, hints, `--rejects`, completions and man pages (docs/CLI.md "Usage" and
+//! docs/CLI.md "Errors that teach"). Each message and hint is checked by its exact first sentence.
+//! The tests of these messages that need a mount are in `tests/mount/cli_mount.rs`.
 
 use std::fs;
 use std::io::Write;
@@ -488,9 +488,10 @@ fn messages_read_as_sentences() {
 }
 
 /// `append --file` of a regular file copies it and checks the copy when its rows are canonical
-/// already (README "Benchmarks"), and otherwise reads it as before: either way the outcome is
-/// the one of the same bytes through a pipe (exit code, messages with their line and column,
-/// rows, statistics), stdin redirected from the file too, and no data file is left behind.
+/// already (docs/BENCHMARKS.md "What each figure measures", figure 6), and otherwise reads it as
+/// before: either way the outcome is the one of the same bytes through a pipe (exit code, messages
+/// with their line and column, rows, statistics), stdin redirected from the file too, and no data
+/// file is left behind.
 #[test]
 fn append_file_commits_what_a_pipe_of_the_same_bytes_commits() {
     let row = |i: usize| {

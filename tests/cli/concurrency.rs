@@ -247,7 +247,7 @@ fn two_expect_version_appends_race_for_the_same_version() {
 
 #[test]
 fn an_overwrite_keeps_an_append_that_lands_after_its_read() {
-    // WriteSerializable (README, "Concurrency"): the blind append is serialized before the
+    // WriteSerializable (docs/FORMAT.md "Concurrency"): the blind append is serialized before the
     // overwrite, which rebases and removes only the files it read.
     let t = TempTable::new(SMALL);
     t.append(&small_rows(0, 5)); // 1

@@ -1,7 +1,7 @@
-//! README "How a write becomes visible" and docs/FORMAT.md: a reader never sees a commit
-//! half-written, and a kill -9 at any step of a commit leaves a readable table with no partial
-//! version, whose leftovers vacuum then removes. Writers are separate `tinydelta` processes
-//! stopped or killed by the `TINYDELTA_FAILPOINT` failpoints.
+//! docs/FORMAT.md "How a write becomes visible": a reader never sees a commit half-written, and a
+//! kill -9 at any step of a commit leaves a readable table with no partial version, whose leftovers
+//! vacuum then removes. Writers are separate `tinydelta` processes stopped or killed by the
+//! `TINYDELTA_FAILPOINT` failpoints.
 
 use std::collections::BTreeSet;
 use std::os::unix::process::ExitStatusExt;
@@ -33,8 +33,8 @@ fn ops(t: &TempTable) -> Vec<Op> {
     let v2 = t.read_v(2);
     let v1 = t.read_v(1);
     let new = small_rows(500, 6);
-    // `append --file` of canonical rows copies the file and checks the copy (README
-    // "Benchmarks"): its own way to the same steps.
+    // `append --file` of canonical rows copies the file and checks the copy (docs/BENCHMARKS.md
+    // "What each figure measures", figure 6): its own way to the same steps.
     let file = t.dir.path().join("rows.jsonl");
     std::fs::write(&file, &new).unwrap();
     let file: &'static str = Box::leak(file.to_str().unwrap().to_string().into_boxed_str());

@@ -1,8 +1,9 @@
-//! Interop with a real Delta implementation (README, docs/FORMAT.md): the `deltalake` Python
-//! package (delta-rs) opens tables built by the real `tinydelta` binary and must agree with
-//! `tinydelta describe --json` and `tinydelta history --json` at every version on version,
-//! protocol, metadata, schema, live files (paths and sizes), per-file row counts and the parsed
-//! per-file statistics. DuckDB reads the data files delta-rs lists, as an independent row count.
+//! Interop with a real Delta implementation (docs/FORMAT.md "Tables of other Delta writers"): the
+//! `deltalake` Python package (delta-rs) opens tables built by the real `tinydelta` binary and must
+//! agree with `tinydelta describe --json` and `tinydelta history --json` at every version on
+//! version, protocol, metadata, schema, live files (paths and sizes), per-file row counts and the
+//! parsed per-file statistics. DuckDB reads the data files delta-rs lists, as an independent row
+//! count.
 //!
 //! delta-rs cannot read JSON data files into Arrow (`metaData.format.provider` is `json`), so only
 //! the log is compared; `scripts/delta_check.py` prints what delta-rs sees.

@@ -1,4 +1,4 @@
-//! `tinydelta export` (README, "Export") read back by real Delta readers: the `deltalake`
+//! `tinydelta export` (docs/EXPORT.md "Export") read back by real Delta readers: the `deltalake`
 //! Python package (delta-rs) and DuckDB's `read_parquet` must see, at every version, the rows
 //! `tinydelta read --version N` prints (row counts and per-column checksums over typed values,
 //! `scripts/export_check.py`); `load_as_version(datetime)` must pick the same versions as the

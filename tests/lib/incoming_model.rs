@@ -1,10 +1,10 @@
-//! Model-based test of `incoming/` (issue 8), in the style of mountpoint-s3's reference tests:
-//! random sequences of create, write, fsync, close, rename, chmod, unlink, reopen with and without
+//! Model-based test of `incoming/`, in the style of mountpoint-s3's reference tests: random
+//! sequences of create, write, fsync, close, rename, chmod, unlink, reopen with and without
 //! `O_TRUNC`, read-only opens (which make a process's next write an in-place edit), writers killed
 //! by a signal, and racing `cp`s on one name (real threads) by several simulated processes run
-//! against the mount's inner layer ([`TableView`], no kernel) and against
-//! a plain-Rust model of the rules in README "incoming/". After every step the table's rows, the
-//! listing of `incoming/` and the success or failure of the step must match the model.
+//! against the mount's inner layer ([`TableView`], no kernel) and against a plain-Rust model of the
+//! rules in docs/MOUNT.md "`incoming/`". After every step the table's rows, the listing of
+//! `incoming/` and the success or failure of the step must match the model.
 //!
 //! `PROPTEST_CASES` sets the number of sequences (default 2,000).
 
@@ -71,9 +71,10 @@ enum Op {
     Rename(u32, usize, usize),
     Chmod(usize, u16),
     Unlink(usize),
-    /// Racing `cp`s onto plain name `n` (issue 8): [`RACERS`] threads, each a new process, each
-    /// running [`CPS`] times lookup, open with `O_TRUNC` (or create), write one row, close, all
-    /// at once. Each cp must succeed and commit its row once, whatever the interleaving.
+    /// Racing `cp`s onto plain name `n` (docs/MOUNT.md "Concurrent writers on one name"):
+    /// [`RACERS`] threads, each a new process, each running [`CPS`] times lookup, open with
+    /// `O_TRUNC` (or create), write one row, close, all at once. Each cp must succeed and commit
+    /// its row once, whatever the interleaving.
     Race(usize),
 }
 
@@ -506,7 +507,7 @@ impl Model {
 
     fn unlink(&mut self, name: &str) -> bool {
         let Some(b) = self.names.remove(name) else { return false };
-        // A removed name is not reachable: its next save is no re-save (README "Re-saves").
+        // A removed name is not reachable: its next save is no re-save (docs/MOUNT.md "Re-saves").
         self.recent.remove(name);
         if self.batches[b].st == St::Listed {
             self.batches[b].st = St::Removed;
@@ -571,8 +572,11 @@ impl Sut {
         let table = Table::create(dir.path(), &schema).unwrap();
         // Two staged descriptors at most: every other staged file is opened again on demand, so
         // the model also checks that reopened files behave as ones kept open.
-        tinydelta::table::staging::set_max_open_staged(2);
-        let mut view = TableView::load(dir.path(), ViewConfig::default()).unwrap();
+        let cfg = ViewConfig {
+            max_open_staged: 2,
+            ..ViewConfig::default()
+        };
+        let mut view = TableView::load(dir.path(), cfg).unwrap();
         view.set_processes(Box::new(Sim));
         Sut {
             _dir: dir,

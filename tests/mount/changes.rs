@@ -1,8 +1,9 @@
-//! The change feed and time travel by time, mounted for real (README, "changes.jsonl", "at/"):
-//! `tail -f mnt/changes.jsonl` follows commits made by the CLI and by `cp` into `incoming/`;
-//! an overwrite and a restore show their delete and insert rows; `tinydelta changes --follow`
-//! ends quietly with its reader or on SIGINT; `mnt/at/<TIME>` is the version current at TIME;
-//! DuckDB reads the feed with typed CDF columns.
+//! The change feed and time travel by time, mounted for real (docs/MOUNT.md "Following a table:
+//! `changes.jsonl`", docs/MOUNT.md "Time travel by time: `at/`"): `tail -f mnt/changes.jsonl`
+//! follows commits made by the CLI and by `cp` into `incoming/`; an overwrite and a restore show
+//! their delete and insert rows; `tinydelta changes --follow` ends quietly with its reader or on
+//! SIGINT; `mnt/at/<TIME>` is the version current at TIME; DuckDB reads the feed with typed CDF
+//! columns.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -379,7 +380,7 @@ fn a_missing_data_file_is_eio_and_the_size_stays() {
 /// After an ordinary vacuum the feed's early versions are gone, not damage: `changes` exits 4
 /// naming the version, the file and the first version whose changes can be read, and
 /// `--from-version N` then works; the mount's `changes.jsonl` is `EIO` with a log line saying
-/// the same (README, "Following a table").
+/// the same (docs/MOUNT.md "Following a table: `changes.jsonl`").
 #[test]
 fn a_vacuumed_version_names_the_first_readable_one() {
     let f = fixture();

@@ -1,5 +1,5 @@
-//! The CLI's messages next to a mount's (issue 13; README, "Usage" and "Errors"): the
-//! `incoming/` note lists the same bad lines as `tinydelta append`, a second mount of a table
+//! The CLI's messages next to a mount's (docs/CLI.md "Usage" and docs/CLI.md "Errors that teach"):
+//! the `incoming/` note lists the same bad lines as `tinydelta append`, a second mount of a table
 //! names the first one's mount point, and a mount right after an unmount waits for the exiting
 //! daemon. The CLI-only half of these tests is `tests/cli/cli.rs`.
 
@@ -90,7 +90,7 @@ fn already_mounted_names_the_other_mount_point_once() {
 
 /// A mount right after an unmount of the same table, while the old daemon is still exiting
 /// (here held alive by a descriptor open across a lazy unmount), waits for it instead of
-/// failing with "already mounted" (src/staging.rs, `RELOCK_WAIT`).
+/// failing with "already mounted" (src/table/staging.rs, `RELOCK_WAIT`).
 #[test]
 fn a_mount_right_after_an_unmount_waits_for_the_exiting_daemon() {
     let f = Fixture::flights(&["flights-jan.jsonl"]);

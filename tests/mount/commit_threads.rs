@@ -1,6 +1,7 @@
-//! A long commit never takes the threads that serve reads (issue 10): with every commit of the
-//! daemon held up by a failpoint for seconds, and more writers closing files than the daemon has
-//! session threads, lookups, listings, opens and reads of the mount still answer at once.
+//! A long commit never takes the threads that serve reads (docs/MOUNT.md "Reading"): with every
+//! commit of the daemon held up by a failpoint for seconds, and more writers closing files than the
+//! daemon has session threads, lookups, listings, opens and reads of the mount still answer at
+//! once.
 
 use std::fs;
 use std::process::{Command, Stdio};

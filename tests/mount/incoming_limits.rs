@@ -1,4 +1,4 @@
-//! Issue 9's resource limits of `incoming/` on real mounts (README, "Limits"): staged files'
+//! The resource limits of `incoming/` on real mounts (docs/MOUNT.md "Limits"): staged files'
 //! descriptors are opened on demand and kept in a bounded pool; one request validates at most a
 //! bounded number of bytes, and a refused file is validated once until it changes.
 
@@ -196,12 +196,12 @@ fn one_request_validates_at_most_the_limit() {
     drop(m);
 }
 
-/// Handles that write staged files are direct (`FOPEN_DIRECT_IO`, issue 10: the kernel keeps no
-/// second copy of the bytes in the mount's page cache). What the page cache gave writers must
-/// still hold: a shared writable mapping of an `incoming/` file commits the rows written through
-/// it; a descriptor opened for reading and writing reads back what it just wrote; a large file
-/// written in 1 MiB requests from a buffer that is not page-aligned (split by the kernel at page
-/// boundaries) commits every byte once.
+/// Handles that write staged files are direct (`FOPEN_DIRECT_IO`: the kernel keeps no second copy
+/// of the bytes in the mount's page cache). What the page cache gave writers must still hold: a
+/// shared writable mapping of an `incoming/` file commits the rows written through it; a descriptor
+/// opened for reading and writing reads back what it just wrote; a large file written in 1 MiB
+/// requests from a buffer that is not page-aligned (split by the kernel at page boundaries) commits
+/// every byte once.
 #[test]
 fn direct_staged_writes_keep_mappings_and_read_back() {
     let f = Fixture::flights(&["flights-jan.jsonl"]);

@@ -1,5 +1,6 @@
-//! Issue 9's `incoming/` and `_staging/` reproductions on real mounts, with a second,
-//! unprivileged user reading through `-o allow_other` (README, "incoming/" and "Security").
+//! Attacks on `incoming/` and `_staging/` reproduced on real mounts, with a second, unprivileged
+//! user reading through `-o allow_other` (docs/MOUNT.md "`incoming/`" and docs/SECURITY.md "What
+//! holds").
 
 use std::fs;
 
@@ -140,7 +141,7 @@ fn truncate_then_fsync(f: &Fixture, w: &fs::File, victim: &std::path::Path, name
         .unwrap()
         .set_len(10)
         .unwrap();
-    // The owner's fsync commits, as its close would (README, "incoming/").
+    // The owner's fsync commits, as its close would (docs/MOUNT.md "Commit points").
     let err = w.sync_all().expect_err("the commit must fail");
     assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
     assert_eq!(f.latest(), before, "nothing committed");
@@ -154,8 +155,8 @@ fn truncate_then_fsync(f: &Fixture, w: &fs::File, victim: &std::path::Path, name
 
 /// `_staging/<id>.canon` (the canonical rows kept while a file whose rows are not canonical as
 /// written is written) truncated behind the mount's back before the close: the close fails with
-/// EIO, nothing is committed, the note says why and the table stays healthy (README,
-/// "Security").
+/// EIO, nothing is committed, the note says why and the table stays healthy (docs/SECURITY.md "What
+/// holds").
 #[test]
 fn a_truncated_canonical_file_is_refused() {
     use std::io::Write;
@@ -187,11 +188,11 @@ fn a_truncated_canonical_file_is_refused() {
     drop(m);
 }
 
-/// A file whose rows are canonical as written is linked into the table itself (README,
-/// "incoming/"), with no `.canon` copy. Truncated behind the mount's back before its commit:
-/// the commit fails with EIO, nothing is committed, the note says why, the close commits
-/// nothing either (the staged file is shorter than what was written to it) and the table stays
-/// healthy.
+/// A file whose rows are canonical as written is linked into the table itself (docs/MOUNT.md "One
+/// pass over the bytes, written once"), with no `.canon` copy. Truncated behind the mount's back
+/// before its commit: the commit fails with EIO, nothing is committed, the note says why, the close
+/// commits nothing either (the staged file is shorter than what was written to it) and the table
+/// stays healthy.
 #[test]
 fn a_truncated_staged_file_is_refused() {
     use std::io::Write;
@@ -220,9 +221,9 @@ fn a_truncated_staged_file_is_refused() {
     drop(m);
 }
 
-/// A re-save (README, "incoming/") whose first save's data file an `overwrite` removed since:
-/// EBUSY, nothing committed, and the note names the version and operation that removed the
-/// file, not a commit that never happened.
+/// A re-save (docs/MOUNT.md "Re-saves") whose first save's data file an `overwrite` removed since:
+/// EBUSY, nothing committed, and the note names the version and operation that removed the file,
+/// not a commit that never happened.
 #[test]
 fn a_re_save_of_an_overwritten_file_names_the_overwrite() {
     use std::io::Write;

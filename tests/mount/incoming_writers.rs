@@ -1,10 +1,10 @@
 //! Two processes writing one `incoming/` name in tight loops at the same time, on a real mount
-//! (README "incoming/": "Concurrent writers on one name each get their own batch", "Racing
-//! writers on one name", "Re-saves"). Each writer is a real Python process that opens the name,
-//! writes one to three rows, closes it, forty times, and logs every row whose write and close
-//! returned 0. The table must then hold each such row exactly once (an `O_TRUNC` writer's
-//! earlier saves may be replaced by its own later ones, README "Re-saves", so only its last
-//! save's rows must be there, and none of its rows twice), and nothing may be left staged.
+//! (docs/MOUNT.md "Concurrent writers on one name" and docs/MOUNT.md "Re-saves"). Each writer is a
+//! real Python process that opens the name, writes one to three rows, closes it, forty times, and
+//! logs every row whose write and close returned 0. The table must then hold each such row exactly
+//! once (an `O_TRUNC` writer's earlier saves may be replaced by its own later ones, docs/MOUNT.md
+//! "Re-saves", so only its last save's rows must be there, and none of its rows twice), and nothing
+//! may be left staged.
 //!
 //! Before this test, an appender racing a truncating writer lost rows its close had reported
 //! saved (left in `_staging/`, or replaced as if they were the other process's re-save), and

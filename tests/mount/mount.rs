@@ -1,4 +1,5 @@
-//! Scenario tests of `tinydelta-mount` on real FUSE mounts (issue 3, items 1-3 and 5).
+//! Scenario tests of `tinydelta-mount` on real FUSE mounts (docs/MOUNT.md "Starting and stopping",
+//! docs/MOUNT.md "Reading").
 
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -717,8 +718,8 @@ fn a_remount_right_after_an_unmount_is_not_undone_by_the_old_daemon() {
 
 /// A signal to a daemon whose mount is no longer on its path (detached by `umount -l` while a
 /// reader holds a file of it, and another table mounted there since) leaves the path's mount
-/// alone; the old daemon exits once its last file is closed (break-it review of issue 10: the
-/// signal unmounted the newer mount).
+/// alone; the old daemon exits once its last file is closed (docs/MOUNT.md "Starting and stopping";
+/// the signal once unmounted the newer mount).
 #[test]
 fn a_signal_to_a_detached_daemon_leaves_the_newer_mount_alone() {
     let a = Fixture::empty(&["id:int"]);

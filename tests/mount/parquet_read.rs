@@ -1,7 +1,7 @@
-//! Parquet data files and tables made by delta-rs (issue 14 items 1 and 2; docs/FORMAT.md,
-//! "Parquet data files" and "Tables of other Delta writers"): the real `deltalake` package
-//! writes Parquet into a tinydelta table and makes tables of its own; the CLI and the mount serve
-//! every version as canonical JSONL, compared with what deltalake itself reads.
+//! Parquet data files and tables made by delta-rs (docs/FORMAT.md "Parquet data files" and
+//! docs/FORMAT.md "Tables of other Delta writers"): the real `deltalake` package writes Parquet
+//! into a tinydelta table and makes tables of its own; the CLI and the mount serve every version as
+//! canonical JSONL, compared with what deltalake itself reads.
 //!
 //! Needs Python with deltalake and pyarrow (`scripts/test.sh` makes `.venv`); fails, never skips,
 //! without it.

@@ -1,5 +1,5 @@
-//! FUSE passthrough (README "Reading") on real mounts: single-file versions and commit files are
-//! read by the kernel from the data file itself; everything else, and every file with
+//! FUSE passthrough (docs/MOUNT.md "Passthrough") on real mounts: single-file versions and commit
+//! files are read by the kernel from the data file itself; everything else, and every file with
 //! `--no-passthrough`, through the daemon. Same bytes either way.
 
 use std::fs;
@@ -119,9 +119,9 @@ fn a_data_file_of_the_wrong_size_is_eio_at_open() {
     }
 }
 
-/// `v/<n>/parts/` (README "Reading"): version n's data files, one file each, named in the order
-/// of `data.jsonl`, so `cat parts/*` gives its bytes; each part is one file on disk, so it is
-/// read with passthrough (no READ reaches the daemon), and through the daemon without.
+/// `v/<n>/parts/` (docs/MOUNT.md "`v/<n>/parts/`"): version n's data files, one file each, named in
+/// the order of `data.jsonl`, so `cat parts/*` gives its bytes; each part is one file on disk, so
+/// it is read with passthrough (no READ reaches the daemon), and through the daemon without.
 #[test]
 fn parts_are_the_data_files_of_a_version_in_order() {
     for passthrough in [true, false] {
@@ -212,11 +212,12 @@ fn reads_of(m: &Mount, path: &std::path::Path) -> usize {
     m.log_text().lines().filter(|l| l.contains(&tag)).count()
 }
 
-/// `data.jsonl` of several data files (README "Reading"): `st_blksize` is 512 KiB (replies are
-/// spliced from the data files, and a pipe holds 512 KiB at any offset); it is read
-/// direct (every read a request, nothing kept in the page cache) until a reader has read it to
-/// its end, then through the page cache: the read after the one that filled it sends no READ.
-/// A shared mmap of a direct open works. Same bytes every time, with and without passthrough.
+/// `data.jsonl` of several data files (docs/MOUNT.md "Direct first reads of `data.jsonl`"):
+/// `st_blksize` is 512 KiB (replies are spliced from the data files, and a pipe holds 512 KiB at
+/// any offset); it is read direct (every read a request, nothing kept in the page cache) until a
+/// reader has read it to its end, then through the page cache: the read after the one that filled
+/// it sends no READ. A shared mmap of a direct open works. Same bytes every time, with and without
+/// passthrough.
 #[test]
 fn several_data_files_are_read_direct_then_from_the_page_cache() {
     use std::os::unix::fs::MetadataExt;
@@ -270,8 +271,8 @@ fn several_data_files_are_read_direct_then_from_the_page_cache() {
 }
 
 /// Large reads of a `data.jsonl` of several data files are spliced from the data files
-/// (src/fuse/splice.rs): reads at any offset and of any size, across the files' boundaries and
-/// up to the end, return the version's bytes, on a direct open and through the page cache.
+/// (src/mount/splice.rs): reads at any offset and of any size, across the files' boundaries and up
+/// to the end, return the version's bytes, on a direct open and through the page cache.
 #[test]
 fn spliced_reads_return_the_bytes_at_any_offset() {
     use std::os::unix::fs::FileExt;

@@ -1,6 +1,6 @@
-//! Issue 9 reproductions on real mounts, as a local attacker would try them (README,
-//! "Security"): a second, unprivileged user who may read the mount (`-o allow_other`) or write
-//! the table folder. Each test asserts the safe outcome.
+//! What a local attacker would try, reproduced on real mounts (docs/SECURITY.md "What holds"): a
+//! second, unprivileged user who may read the mount (`-o allow_other`) or write the table folder.
+//! Each test asserts the safe outcome.
 
 use std::fs;
 
@@ -48,9 +48,9 @@ fn root_secret(dir: &std::path::Path) -> std::path::PathBuf {
     p
 }
 
-/// Issue 9, item 1: a data file replaced by a symlink to a root-only file is refused (EIO) to
-/// every reader of an allow_other mount, both when the swap happened before the mount and after
-/// it (before the first read); the secret never shows.
+/// A data file replaced by a symlink to a root-only file is refused (EIO) to every reader of an
+/// allow_other mount, both when the swap happened before the mount and after it (before the first
+/// read); the secret never shows.
 #[test]
 fn data_file_symlinked_to_a_secret_is_never_served() {
     let f = shared_fixture(&["flights-jan.jsonl", "flights-feb.jsonl"]);
@@ -98,11 +98,11 @@ fn data_file_symlinked_to_a_secret_is_never_served() {
     drop(m);
 }
 
-/// Issue 9, item 8: a table path with commas does not smuggle options into the mount: the
-/// source name the mount shows has no comma, and the mount has no `allow_other`, `suid` or `dev`.
-/// (Root mounts with mount(2), where the name is the source; fusermount3, used by other users,
-/// gets it in its `-o` list, which is why it is sanitised: see `fs_name`'s unit test. The test
-/// user cannot mount here because /dev/fuse is 0600.)
+/// A table path with commas does not smuggle options into the mount: the source name the mount
+/// shows has no comma, and the mount has no `allow_other`, `suid` or `dev`. (Root mounts with
+/// mount(2), where the name is the source; fusermount3, used by other users, gets it in its `-o`
+/// list, which is why it is sanitised: see `fs_name`'s unit test. The test user cannot mount here
+/// because /dev/fuse is 0600.)
 #[test]
 fn comma_in_the_table_path_adds_no_mount_option() {
     require_fuse();
@@ -145,7 +145,7 @@ fn comma_in_the_table_path_adds_no_mount_option() {
     assert!(opts.contains(&"nosuid") && opts.contains(&"nodev"), "{line}");
 }
 
-/// Issue 9, item 8: `--log-file` naming a symlink is refused; the file it points at is untouched.
+/// `--log-file` naming a symlink is refused; the file it points at is untouched.
 #[test]
 fn log_file_symlink_is_refused() {
     let f = Fixture::flights(&[]);
@@ -167,7 +167,8 @@ fn log_file_symlink_is_refused() {
     assert_eq!(fs::read_to_string(&victim).unwrap(), "root:SECRET-CONTENT");
 }
 
-/// Issue 8, item 9: a mount point that is the table, inside it, or holding it is refused.
+/// A mount point that is the table, inside it, or holding it is refused (docs/MOUNT.md "Starting
+/// and stopping").
 #[test]
 fn mount_point_overlapping_the_table_is_refused() {
     let f = Fixture::flights(&[]);
@@ -188,8 +189,8 @@ fn mount_point_overlapping_the_table_is_refused() {
     }
 }
 
-/// Issue 9, item 8: a data file name with a newline and a terminal escape, read from the log,
-/// is escaped in the daemon's log line about it: no forged line, no raw escape byte.
+/// A data file name with a newline and a terminal escape, read from the log, is escaped in the
+/// daemon's log line about it: no forged line, no raw escape byte.
 #[test]
 fn names_in_log_lines_are_escaped() {
     let f = Fixture::flights(&["flights-jan.jsonl"]);
@@ -285,9 +286,9 @@ sys.stdin.read()
     got
 }
 
-/// Issue 9, item 6: 2,000 open handles of a 3-part version (each read in all three parts)
-/// cost the daemon a few descriptors, not one per handle and part; 2,000 open handles on a
-/// large `incoming/` cost one listing, not 2,000 copies.
+/// 2,000 open handles of a 3-part version (each read in all three parts) cost the daemon a few
+/// descriptors, not one per handle and part; 2,000 open handles on a large `incoming/` cost one
+/// listing, not 2,000 copies.
 #[test]
 fn open_handles_do_not_exhaust_descriptors_or_memory() {
     let f = shared_fixture(&["flights-jan.jsonl", "flights-feb.jsonl", "flights-mar.jsonl"]);

@@ -1,4 +1,5 @@
-//! Unmodified Unix tools against a real mount, one test per tool (issue 3, item 5).
+//! Unmodified Unix tools against a real mount, one test per tool (docs/MOUNT.md "Tools and
+//! outcomes").
 //!
 //! Every test builds a flights table (v1 = January slice, v2 = + February slice), mounts it,
 //! runs the tool through `sh -c` with `$M` = mount point and `$T` = table, and checks the
@@ -358,11 +359,11 @@ print(hashlib.sha256(whole).hexdigest(), a.hex(), b.hex(), c.hex(), n, size)
     assert_eq!(e.f.latest_link(), "v/3");
 }
 
-/// A shared writable mapping of an `incoming/` file after an fsync commit (README "incoming/",
-/// the fsync commit point): the committed bytes are in the table, not in the file, so a page
-/// of them touched after the commit kills the process with SIGBUS (the mapping form of the
-/// EPERM a read or write gets), and a page mapped before the commit keeps its bytes while
-/// `msync` of a later write to it fails with EPERM; the table has each row once.
+/// A shared writable mapping of an `incoming/` file after an fsync commit (docs/MOUNT.md "Commit
+/// points", the fsync commit point): the committed bytes are in the table, not in the file, so a
+/// page of them touched after the commit kills the process with SIGBUS (the mapping form of the
+/// EPERM a read or write gets), and a page mapped before the commit keeps its bytes while `msync`
+/// of a later write to it fails with EPERM; the table has each row once.
 #[test]
 fn a_shared_mapping_after_an_fsync_commit() {
     use std::os::unix::process::ExitStatusExt;
@@ -568,8 +569,8 @@ fn vim() {
     assert!(names.is_empty(), "{names:?}");
 }
 
-// ---- Write idioms into incoming/ (issue 8): each ends with exit status 0, the table holding the
-// final content exactly once, and nothing left listed in incoming/ (README, "incoming/").
+// ---- Write idioms into incoming/: each ends with exit status 0, the table holding the final
+// content exactly once, and nothing left listed in incoming/ (docs/MOUNT.md "`incoming/`").
 
 const MAR_ROWS: usize = 600;
 
@@ -1137,10 +1138,10 @@ fn a_writer_killed_by_a_signal_commits_nothing() {
     t.added_mar_once(&[]);
 }
 
-/// A file whose rows are canonical as written becomes the version's data file itself (README,
-/// "incoming/"): what is written through the mount afterwards, by `>>`, a truncating re-save,
-/// or the same descriptor after an fsync commit, goes to new staged files and never changes
-/// the bytes a committed version names.
+/// A file whose rows are canonical as written becomes the version's data file itself (docs/MOUNT.md
+/// "One pass over the bytes, written once"): what is written through the mount afterwards, by `>>`,
+/// a truncating re-save, or the same descriptor after an fsync commit, goes to new staged files and
+/// never changes the bytes a committed version names.
 #[test]
 fn writes_after_a_commit_leave_its_data_file_alone() {
     let e = setup();

@@ -214,7 +214,7 @@ impl Fixture {
     }
 
     /// Mount with extra arguments and extra environment variables for the daemon (e.g.
-    /// `TINYDELTA_FAILPOINT`, src/failpoint.rs).
+    /// `TINYDELTA_FAILPOINT`, src/sys/failpoint.rs).
     pub fn mount_with_env(&self, extra: &[&str], env: &[(&str, &str)]) -> Mount {
         let log = self.dir.path().join("mount.log");
         let mut args = vec![

@@ -1,7 +1,7 @@
-//! An unprivileged user for tests of what other people can do to a table or a mount (README,
-//! "Security"): created once per test binary with `useradd` (the tests run as root), and used
-//! by running commands under its uid and gid with `setpriv` (util-linux), with no supplementary
-//! groups and no capabilities. A missing tool is a test failure with a clear message.
+//! An unprivileged user for tests of what other people can do to a table or a mount
+//! (docs/SECURITY.md "Security"): created once per test binary with `useradd` (the tests run as
+//! root), and used by running commands under its uid and gid with `setpriv` (util-linux), with no
+//! supplementary groups and no capabilities. A missing tool is a test failure with a clear message.
 #![allow(dead_code)]
 
 use std::ffi::OsStr;

@@ -1,5 +1,5 @@
 //! `tinydelta`: create, append, overwrite, read, describe, history, restore and vacuum tables
-//! (README, "Usage"). Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 not found, 5 bad input.
+//! (docs/CLI.md "Usage"). Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 not found, 5 bad input.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
@@ -187,9 +187,9 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Write a Delta table with Parquet data files that every Delta engine reads (README,
-    /// "Export"): the latest version (or --version N), or with --all-versions every version
-    /// with its history. Run again to continue a DEST from its last exported version.
+    /// Write a Delta table with Parquet data files that every Delta engine reads (docs/EXPORT.md
+    /// "Export"): the latest version (or --version N), or with --all-versions every version with
+    /// its history. Run again to continue a DEST from its last exported version.
     Export {
         /// Table folder.
         table: PathBuf,
@@ -296,11 +296,11 @@ enum Written {
     AlreadyApplied(i64),
 }
 
-/// One write (README, "Usage"; bad lines: README, "Errors"). Without `--rejects`: the fast
-/// path; if it finds a bad line, a second pass over the input lists up to `max_errors` of them,
-/// the total and hints (exit 5, nothing committed). With `--rejects FILE`: a first pass writes
-/// the bad lines to FILE (and their errors to FILE.errors), then the good lines are written;
-/// every line bad is exit 5 with nothing committed.
+/// One write (docs/CLI.md "Usage"; bad lines: docs/CLI.md "Errors that teach"). Without
+/// `--rejects`: the fast path; if it finds a bad line, a second pass over the input lists up to
+/// `max_errors` of them, the total and hints (exit 5, nothing committed). With `--rejects FILE`: a
+/// first pass writes the bad lines to FILE (and their errors to FILE.errors), then the good lines
+/// are written; every line bad is exit 5 with nothing committed.
 fn write_rows(
     t: &Table,
     mode: Mode,
@@ -334,7 +334,8 @@ fn write_rows(
     let more = "--max-errors N lists more";
     let Some(rejects_path) = &bad.rejects else {
         // Rows in a regular file: copied by the kernel and the copy checked, when every row is
-        // canonical already (README "Benchmarks"); otherwise the general path below.
+        // canonical already (docs/BENCHMARKS.md "What each figure measures", figure 6); otherwise
+        // the general path below.
         if matches!(mode, Mode::Append)
             && let Some((f, at)) = input.regular_file()?
         {
@@ -596,8 +597,8 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             follow,
         } => {
             let t = Table::open(&table)?;
-            // SIGINT ends --follow with exit 0 (README, "Usage"); SIGPIPE is ignored by Rust, so a
-            // closed pipe is a BrokenPipe error, which main() turns into exit 0 too.
+            // SIGINT ends --follow with exit 0 (docs/CLI.md "Usage"); SIGPIPE is ignored by Rust,
+            // so a closed pipe is a BrokenPipe error, which main() turns into exit 0 too.
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             if follow {
                 signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())
@@ -1120,9 +1121,9 @@ mod tests {
             || flag == "--version"
     }
 
-    /// Every command and flag the README's Usage section names exists in the clap definitions
-    /// (issue 13): the synopsis lines (`tinydelta CMD ... --flag`, continuation lines belong to
-    /// the command above) and inline code that starts with a subcommand (`read --as-of TIME`).
+    /// Every command and flag docs/CLI.md "Usage" names exists in the clap definitions: the
+    /// synopsis lines (`tinydelta CMD ... --flag`, continuation lines belong to the command above)
+    /// and inline code that starts with a subcommand (`read --as-of TIME`).
     #[test]
     fn readme_usage_names_only_real_commands_and_flags() {
         let mut top = Cli::command();

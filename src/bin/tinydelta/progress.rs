@@ -1,4 +1,4 @@
-//! Progress on a terminal for long work (README, "Usage": progress), drawn with `indicatif`.
+//! Progress on a terminal for long work (docs/CLI.md "Progress"), drawn with `indicatif`.
 //!
 //! A [`Progress`] draws nothing for its first second, so quick commands stay silent, and
 //! nothing at all when stderr is not a terminal or `--quiet` was given. Byte progress

@@ -73,6 +73,8 @@ pub(super) struct Canonicalizer<'s> {
     pub(super) stats: FileStats,
     /// Line ends (`\n`) the last [`Canonicalizer::chunk_into`] went through.
     pub(super) lines: u64,
+    /// The longest line accepted, bytes without its `\n`.
+    pub(super) max_line: usize,
 }
 
 /// One column as [`Canonicalizer::canonical`] checks it.
@@ -137,6 +139,11 @@ pub(super) enum Rejection {
 
 impl<'s> Canonicalizer<'s> {
     pub(super) fn new(schema: &'s Schema) -> Self {
+        Self::with_max_line(schema, DEFAULT_MAX_LINE_BYTES)
+    }
+
+    /// [`Canonicalizer::new`] accepting lines of at most `max_line` bytes (without the `\n`).
+    pub(super) fn with_max_line(schema: &'s Schema, max_line: usize) -> Self {
         let key_prefix: Vec<Vec<u8>> = schema
             .columns
             .iter()
@@ -172,6 +179,7 @@ impl<'s> Canonicalizer<'s> {
                 ..FileStats::default()
             },
             lines: 0,
+            max_line,
         }
     }
 
@@ -553,7 +561,7 @@ impl<'s> Canonicalizer<'s> {
         let mut line_no = first_line;
         let mut rest = chunk;
         let mut deferred = defer;
-        let max = max_line_bytes();
+        let max = self.max_line;
         while !rest.is_empty() {
             // The common case: a canonical row and its `\n`, found in one pass.
             if let Some(end) = self.canonical_row(rest, true)

@@ -7,22 +7,11 @@ use super::*;
 /// (line, column, reason) of a rejected line.
 pub(super) type LineError = (u64, String, String);
 
-/// The default maximum line length: 16 MiB. Memory per validation is bounded by it, not by the
-/// input (README, "Limits").
+/// The default maximum line length, bytes without the `\n`: 16 MiB. A longer line is
+/// [`Error::BadInput`] naming it; memory per validation is bounded by the limit, not by the
+/// input (docs/MOUNT.md "Limits"). The mount's `--max-line-bytes` sets another value for
+/// `incoming/` ([`LineCheck::with_max_line_bytes`]).
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
-
-pub(super) static MAX_LINE_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_LINE_BYTES);
-
-/// The longest line (bytes, without its `\n`) any validation accepts; a longer one is
-/// [`Error::BadInput`] naming the line.
-pub fn max_line_bytes() -> usize {
-    MAX_LINE_BYTES.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// Set the maximum line length for this process (the mount's `--max-line-bytes`).
-pub fn set_max_line_bytes(n: usize) {
-    MAX_LINE_BYTES.store(n.max(1), std::sync::atomic::Ordering::Relaxed);
-}
 
 /// Longest reason kept in an error: a rejected value is quoted only up to about 200 bytes, so a
 /// 50 MB integer makes a short note, not a 50 MB one.
@@ -58,6 +47,8 @@ pub struct LineCheck {
     /// Every complete line so far is its own canonical row, byte for byte (then `stats.bytes`
     /// is the length of the input up to the end of its last complete line).
     pub(super) same: bool,
+    /// The longest line accepted, bytes without its `\n`.
+    pub(super) max_line: usize,
 }
 
 /// What [`LineCheck::feed_kept`] and [`LineCheck::finish_kept`] did with the rows.
@@ -96,7 +87,15 @@ impl LineCheck {
             offset: 0,
             stats,
             same: true,
+            max_line: DEFAULT_MAX_LINE_BYTES,
         }
+    }
+
+    /// This check accepting lines of at most `n` bytes without the `\n` (at least 1) instead of
+    /// [`DEFAULT_MAX_LINE_BYTES`].
+    pub fn with_max_line_bytes(mut self, n: usize) -> LineCheck {
+        self.max_line = n.max(1);
+        self
     }
 
     /// The schema it checks against.
@@ -138,7 +137,7 @@ impl LineCheck {
     ) -> Result<bool> {
         let pieces = split_lines(complete, LINE_CHECK_PIECE);
         if pieces.len() == 1 {
-            let mut c = Canonicalizer::new(&self.schema);
+            let mut c = Canonicalizer::with_max_line(&self.schema, self.max_line);
             let before = out.len();
             let same = c
                 .chunk_into(complete, self.line, out, defer)
@@ -153,7 +152,7 @@ impl LineCheck {
         // time of its share of the pieces. Each piece counts its lines from 1: their numbers in
         // the input are known once the pieces before it are counted (no pass over the write
         // to count them first).
-        let results = check_pieces(&self.schema, complete, &pieces, defer, beside);
+        let results = check_pieces(&self.schema, self.max_line, complete, &pieces, defer, beside);
         // The first bad line in input order wins, as in one pass.
         // A failed write counts none of its rows (as in one pass): the caller may feed the
         // good lines before the bad one again (crate::format::diagnose does).
@@ -237,7 +236,7 @@ impl LineCheck {
         let (was_same, prefix) = (self.same, self.stats.bytes);
         let Some(nl) = memchr::memrchr(b'\n', data) else {
             self.pending.extend_from_slice(data);
-            let max = max_line_bytes();
+            let max = self.max_line;
             if self.pending.len() > max {
                 return Err(Self::bad(
                     source,

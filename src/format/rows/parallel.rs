@@ -21,6 +21,8 @@ pub(super) type PieceResult = std::result::Result<(FileStats, bool, u64), LineEr
 /// leaves its share to the others instead of holding the write up.
 pub(super) struct Pieces {
     pub(super) schema: Schema,
+    /// The longest line accepted ([`LineCheck::with_max_line_bytes`]).
+    pub(super) max_line: usize,
     /// A copy of the write's complete lines (the helpers cannot borrow the caller's buffer),
     /// given back to [`INPUTS`] when the last holder drops it.
     pub(super) input: Vec<u8>,
@@ -57,8 +59,14 @@ impl Drop for Pieces {
 }
 
 /// Check the whole lines `piece` (numbered from 1) into `rows` (cleared first).
-pub(super) fn check_piece(schema: &Schema, piece: &[u8], defer: bool, rows: &mut Vec<u8>) -> PieceResult {
-    let mut c = Canonicalizer::new(schema);
+pub(super) fn check_piece(
+    schema: &Schema,
+    max_line: usize,
+    piece: &[u8],
+    defer: bool,
+    rows: &mut Vec<u8>,
+) -> PieceResult {
+    let mut c = Canonicalizer::with_max_line(schema, max_line);
     rows.clear();
     c.chunk_into(piece, 1, rows, defer).map(|same| {
         c.stats.bytes = if same { piece.len() } else { rows.len() } as u64;
@@ -111,6 +119,7 @@ pub(super) fn helpers() -> Option<&'static Helpers> {
                                     .unwrap_or_default();
                                 let r = check_piece(
                                     &work.schema,
+                                    work.max_line,
                                     &work.input[work.ranges[i].clone()],
                                     work.defer,
                                     &mut rows,
@@ -146,6 +155,7 @@ pub(super) fn helpers() -> Option<&'static Helpers> {
 /// not hold the write up; the first result of a piece is used, and both are the same).
 pub(super) fn check_pieces(
     schema: &Schema,
+    max_line: usize,
     complete: &[u8],
     pieces: &[&[u8]],
     defer: bool,
@@ -174,6 +184,7 @@ pub(super) fn check_pieces(
         input.extend_from_slice(&complete[skip.min(complete.len())..]);
         let work = Arc::new(Pieces {
             schema: schema.clone(),
+            max_line,
             input,
             ranges,
             defer,
@@ -197,7 +208,7 @@ pub(super) fn check_pieces(
     let mut local_next = 0;
     let check_here = |i: usize, spare: &mut Vec<Vec<u8>>| {
         let mut rows = spare.pop().unwrap_or_default();
-        let r = check_piece(schema, pieces[i], defer, &mut rows);
+        let r = check_piece(schema, max_line, pieces[i], defer, &mut rows);
         (rows, r)
     };
     loop {

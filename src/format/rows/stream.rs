@@ -283,7 +283,7 @@ pub(super) fn check_segment(
     buf: &mut Vec<u8>,
 ) -> std::io::Result<bool> {
     use std::os::unix::fs::FileExt;
-    let max = max_line_bytes();
+    let max = DEFAULT_MAX_LINE_BYTES;
     if buf.len() < CHECK_READ_BYTES {
         buf.resize(CHECK_READ_BYTES, 0);
     }

@@ -1,6 +1,6 @@
 //! The `incoming/` operations of [`TableView`]: create, open, write, flush, fsync, release,
 //! rename, unlink and setattr of files in the drop box, and the commit each commit point makes
-//! (docs/MOUNT.md "incoming/"). The state they act on is [`crate::mount::incoming`].
+//! (docs/MOUNT.md "`incoming/`"). The state they act on is [`crate::mount::incoming`].
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use log::{debug, info, warn};
 
-use crate::format::rows::Kept;
+use crate::format::rows::{Kept, LineCheck};
 use crate::mount::errno::{FsError, FsResult};
 use crate::mount::incoming::*;
 use crate::mount::inode::Node;
@@ -21,7 +21,7 @@ use crate::util::sync::lock;
 
 use super::{Attr, Caller, Handle, Kind, Opened, SetAttrs, TableView};
 
-/// Who wrote the bytes a commit takes, as the re-save rule (README "Re-saves") cares.
+/// Who wrote the bytes a commit takes, as the re-save rule (docs/MOUNT.md "Re-saves") cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Own {
     /// The committing process alone, not through `O_APPEND`: a whole-file save.
@@ -67,6 +67,7 @@ impl TableView {
         }
         Ok(Some(Stream::new(
             self.versions.table().latest_snapshot_arc()?.schema.clone(),
+            self.cfg.max_line_bytes,
         )))
     }
 
@@ -310,7 +311,8 @@ impl TableView {
                 // With O_TRUNC from offset 0. Without it (`>>` onto a name just committed by
                 // another process whose release is still on its way) after the committed bytes,
                 // as when nobody else had it open: the kernel writes at the size it was shown,
-                // and the new rows commit as their own APPEND (README "incoming/").
+                // and the new rows commit as their own APPEND (docs/MOUNT.md "What counts as
+                // open").
                 if trunc {
                     e.base = 0;
                 }
@@ -466,9 +468,9 @@ impl TableView {
     /// Run `f` with `seq`'s I/O lock held. The lock is looked up again once held: an open that
     /// moved `seq`'s writers to a new number ([`TableView::split_off_writers`]) gave the lock it
     /// held to the moved batch and `seq` a fresh one, so a caller that waited on the old lock
-    /// would otherwise run beside an operation holding `seq`'s new lock (issue 8: a commit
-    /// finishing on the number a racing `O_TRUNC` had just given a fresh batch, whose writer
-    /// then got EPERM). `seq`'s lock only changes under the lock, so once it matches it stays.
+    /// would otherwise run beside an operation holding `seq`'s new lock (a commit finishing on the
+    /// number a racing `O_TRUNC` had just given a fresh batch: its writer got EPERM). `seq`'s lock
+    /// only changes under the lock, so once it matches it stays.
     fn with_io<R>(&self, seq: u64, f: impl FnOnce() -> FsResult<R>) -> FsResult<R> {
         loop {
             let io = self.io_lock(seq)?;
@@ -556,7 +558,7 @@ impl TableView {
         self.locked(fh, |seq| {
             // An `O_APPEND` write goes to the end of the handle's own batch: the kernel's offset
             // is the size it last saw of the inode, which another process's batch of the same
-            // name may have set (README "Concurrent writers on one name").
+            // name may have set (docs/MOUNT.md "Concurrent writers on one name").
             let offset = if append {
                 lock(&self.incoming).get(seq)?.size()
             } else {
@@ -623,7 +625,7 @@ impl TableView {
         let mut rows = ROWS.with(|r| std::mem::take(&mut *r.borrow_mut()));
         rows.clear();
         // The bytes go into the page cache on this thread while helper threads check the rows
-        // (both cost about as much per byte, issue 10); the answer waits for both.
+        // (both cost about as much per byte); the answer waits for both.
         let mut written = None;
         let mut write = || written = Some(file.write_all_at(data, at));
         let fed = match stream.as_mut() {
@@ -925,7 +927,7 @@ impl TableView {
     /// committed name (it starts after committed bytes) and got nothing since (`touch`, `: >>`,
     /// an open whose truncate below the committed bytes failed) makes the name committed again,
     /// as right after its commit: not listed, reachable for [`GHOST_TTL`], read as no bytes
-    /// (README "incoming/"), whatever its name.
+    /// (docs/MOUNT.md "After the commit the name lingers"), whatever its name.
     fn drop_if_empty(&self, inc: &mut Incoming, seq: u64) {
         let Some(e) = inc.files.get_mut(&seq) else { return };
         let Some(b) = e.bytes() else { return };
@@ -1169,9 +1171,17 @@ impl TableView {
                         reason: reason.clone(),
                     });
                 }
-                // Bad input: every bad line, the total and hints (src/diagnose.rs, issue 13).
+                // Bad input: every bad line, the total and hints (src/format/diagnose.rs).
                 let reader = BufReader::with_capacity(1 << 20, PreadReader::new(file.clone(), from, len));
-                let msg = crate::format::diagnose::note_for(|| Ok(self.table().latest_snapshot()?.schema.clone()), &source, reader, &err);
+                let msg = crate::format::diagnose::note_for(
+                    || {
+                        let schema = self.table().latest_snapshot()?.schema.clone();
+                        Ok(LineCheck::new(schema).with_max_line_bytes(self.cfg.max_line_bytes))
+                    },
+                    &source,
+                    reader,
+                    &err,
+                );
                 warn!("incoming/{name:?}: not committed: {}", msg.escape_debug());
                 self.note(seq, &msg);
                 Err(FsError::Table(err))
@@ -1179,11 +1189,11 @@ impl TableView {
         }
     }
 
-    /// Before a commit validates bytes `from..len` of `seq` in one request (README, "Limits"):
-    /// when validation refused exactly these bytes against the same schema before, that refusal
-    /// again, without reading them; when they are more than
-    /// [`staging::max_validate_bytes`], `EFBIG` ([`FsError::TooBig`]) and a note saying why.
-    /// Returns the schema the validation will use, to key the verdict it may give.
+    /// Before a commit validates bytes `from..len` of `seq` in one request (docs/MOUNT.md
+    /// "Limits"): when validation refused exactly these bytes against the same schema before, that
+    /// refusal again, without reading them; when they are more than
+    /// [`super::ViewConfig::max_validate_bytes`], `EFBIG` ([`FsError::TooBig`]) and a note saying
+    /// why. Returns the schema the validation will use, to key the verdict it may give.
     fn validation_budget(&self, seq: u64, source: &str, from: u64, len: u64) -> FsResult<crate::format::schema::Schema> {
         let schema = self.versions.table().latest_snapshot_arc()?.schema.clone();
         let kept = lock(&self.incoming).get(seq)?.bytes().and_then(|b| b.verdict.clone());
@@ -1196,7 +1206,7 @@ impl TableView {
             return Err(FsError::Table(v.error(source)));
         }
         let need = len - from;
-        let cap = staging::max_validate_bytes();
+        let cap = self.cfg.max_validate_bytes;
         if need > cap {
             let msg = format!(
                 "not committed: {source} would need {need} bytes validated in one request, more than the limit of \
@@ -1250,7 +1260,8 @@ impl TableView {
         stream.keep(&self.staging, id, data, kept, &rows);
         // Every row its own canonical form: the staged file is the data file. The mount never
         // writes it again once committed (a later write, fsync commit or re-save starts a new
-        // staged file), so no bytes a version names change (README "incoming/").
+        // staged file), so no bytes a version names change (docs/MOUNT.md "One pass over the bytes,
+        // written once").
         let whole = kept == Kept::Same && stream.canon.is_none() && stats.bytes == len;
         let have_rows = whole || stream.canon.is_some() || stats.num_records == 0;
         if stream.canon_failed || !have_rows {
@@ -1336,7 +1347,7 @@ impl TableView {
             inc.unname(seq);
             inc.maybe_drop(seq);
             // A name removed is no longer reachable: the next save of it is a new file, not a
-            // re-save of the removed one (README "Re-saves"), even by the same process.
+            // re-save of the removed one (docs/MOUNT.md "Re-saves"), even by the same process.
             inc.recent.remove(name);
             debug!("incoming/{name:?}: removed");
             return Ok(());

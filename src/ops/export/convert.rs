@@ -1,9 +1,9 @@
 //! One data file of canonical JSONL rows -> one snappy-compressed Parquet file, streamed in
 //! batches of [`BATCH_ROWS`] rows, with the Delta per-file statistics of what was written
-//! (Delta PROTOCOL "Per-file Statistics"). The type mapping is README's "Export" section:
-//! int -> Int64 (Delta `long`), float -> Float64 (`double`), str -> Utf8 (`string`), bool ->
-//! Boolean (`boolean`), date -> Date32 (`date`), timestamp -> Timestamp(µs, "UTC")
-//! (`timestamp`, Parquet INT64 TIMESTAMP(MICROS, isAdjustedToUTC = true)).
+//! (Delta PROTOCOL "Per-file Statistics"). The type mapping is docs/EXPORT.md "One version": int ->
+//! Int64 (Delta `long`), float -> Float64 (`double`), str -> Utf8 (`string`), bool -> Boolean
+//! (`boolean`), date -> Date32 (`date`), timestamp -> Timestamp(µs, "UTC") (`timestamp`, Parquet
+//! INT64 TIMESTAMP(MICROS, isAdjustedToUTC = true)).
 //!
 //! Every row is checked against the schema as it is read (the source is read from disk, so
 //! nothing is assumed): a line that is not an object of the schema's columns with values of
@@ -36,7 +36,7 @@ pub const BATCH_ROWS: usize = 8192;
 /// bytes (or at 1,048,576 rows, the writer's default), so memory stays bounded per file.
 const ROW_GROUP_BYTES: usize = 64 << 20;
 
-/// Longest string prefix kept in `minValues` (as tinydelta's own statistics; README,
+/// Longest string prefix kept in `minValues` (as tinydelta's own statistics; docs/FORMAT.md
 /// "Decisions where the spec is silent").
 const STRING_STAT_PREFIX: usize = 32;
 

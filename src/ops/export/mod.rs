@@ -1,5 +1,5 @@
 //! `tinydelta export TABLE DEST [--version N | --all-versions]`: write a Delta table with
-//! Parquet data files that every Delta engine reads (README, "Export").
+//! Parquet data files that every Delta engine reads (docs/EXPORT.md "Export").
 //!
 //! The source is read only through the snapshot/replay API ([`Table::snapshot`],
 //! [`Table::snapshot_after`], [`Table::read_commit`]: every version proven by the log segment)
@@ -731,7 +731,7 @@ impl Dest {
 
     /// DEST's `metaData` for the source's `m` (in force with `schema`): DEST's own table id,
     /// provider `parquet`, `schema` written with the Delta types the Parquet files hold
-    /// (README, "Export"; a source's `integer` column is a `long` in DEST), the same
+    /// (docs/EXPORT.md "Table"; a source's `integer` column is a `long` in DEST), the same
     /// configuration. A partitioned source is exported unpartitioned: its partition columns are
     /// ordinary columns of the rows, whose values the reader fills in from `partitionValues`.
     fn metadata_for(&self, m: &Metadata, schema: &crate::format::schema::Schema) -> Metadata {
