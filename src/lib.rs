@@ -60,7 +60,7 @@ pub mod time {
 
 /// `check`: is the table whole? (docs/CLI.md "Usage").
 pub mod check {
-    pub use crate::ops::check::{Problem, Report, Severity, check};
+    pub use crate::ops::check::{CheckOptions, Problem, Report, Severity, check};
 }
 
 /// `vacuum`: delete data files no version within the retention needs (docs/FORMAT.md "Vacuum").
@@ -72,7 +72,7 @@ pub mod vacuum {
 
 /// `optimize`: compact small data files into one OPTIMIZE commit (docs/FORMAT.md "Optimize").
 pub mod optimize {
-    pub use crate::ops::optimize::{DEFAULT_TARGET_SIZE, OptimizeReport, optimize, parse_size};
+    pub use crate::ops::optimize::{DEFAULT_TARGET_SIZE, OptimizeOptions, OptimizeReport, optimize, parse_size};
 }
 
 /// `alter add-column` (docs/FORMAT.md "Schema evolution").

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::format::actions::{CommitInfo, Metadata, Protocol};
 use crate::error::{Error, Result};
@@ -73,6 +74,22 @@ pub struct FileEntry {
     pub added_in: u64,
 }
 
+impl FileEntry {
+    /// The live file an `add` action of `version`'s commit makes.
+    pub fn from_add(add: &crate::format::actions::Add, version: u64) -> FileEntry {
+        let rows = add.num_records();
+        FileEntry {
+            num_records: rows.unwrap_or(0),
+            has_stats: rows.is_some(),
+            size: add.size,
+            modification_time: add.modification_time,
+            partition_values: add.partition_values.clone(),
+            added_in: version,
+            path: add.path.clone(),
+        }
+    }
+}
+
 /// A table frozen at one version: schema, live files in the order they were added, and the
 /// commit's provenance. Immutable once built.
 #[derive(Debug, Clone)]
@@ -132,6 +149,62 @@ pub struct Replay {
     pub ever_added: Option<std::collections::HashSet<String>>,
 }
 
+/// The snapshot of `commit`'s version from `base`, the snapshot of the version before, when the
+/// commit only adds files that are not live in `base` and records its time (an append, an
+/// `ADD COLUMNS`, a vacuum commit): `base`'s files with the new ones after them, as log replay
+/// gives ([`Replay::apply`]). `None` for anything else (a `remove`, a re-added live path, a
+/// protocol action, a schema it cannot parse): the caller replays instead.
+pub fn advance(base: &Snapshot, commit: &crate::log::files::Commit) -> Option<Snapshot> {
+    let info = commit.info.clone().filter(|i| i.timestamp_recorded)?;
+    if commit.version != base.version.checked_add(1)? {
+        return None;
+    }
+    let mut snap = Snapshot {
+        root: base.root.clone(),
+        version: commit.version,
+        timestamp: info.timestamp,
+        commit_info: info,
+        schema: base.schema.clone(),
+        metadata: base.metadata.clone(),
+        protocol: base.protocol.clone(),
+        files: Vec::with_capacity(base.files.len() + 1),
+        txns: base.txns.clone(),
+        vacuums: base.vacuums,
+    };
+    if snap.commit_info.operation == crate::format::actions::VACUUM_START {
+        snap.vacuums = snap.vacuums.saturating_add(1);
+    }
+    let mut added: Vec<Arc<FileEntry>> = Vec::new();
+    for a in &commit.actions {
+        if a.remove.is_some() {
+            return None;
+        }
+        // A protocol change is checked by replay (reader version and features), never here.
+        if a.protocol.is_some() {
+            return None;
+        }
+        if let Some(m) = &a.metadata {
+            snap.schema = Schema::from_schema_string(&m.schema_string).ok()?;
+            snap.metadata = m.clone();
+        }
+        if let Some(t) = &a.txn {
+            snap.txns.insert(t.app_id.clone(), t.version);
+        }
+        if let Some(add) = &a.add {
+            // A linear search per add: bounded to commits of a few files (an append adds one).
+            let live = |p: &str| base.files.iter().chain(&added).any(|f| f.path == p);
+            if added.len() >= 16 || live(&add.path) {
+                return None;
+            }
+            added.push(Arc::new(FileEntry::from_add(add, commit.version)));
+        }
+    }
+    // (Shared entries: a commit costs one pointer copy per live file, not a copy of each.)
+    snap.files.extend(base.files.iter().cloned());
+    snap.files.extend(added);
+    Some(snap)
+}
+
 impl Replay {
     /// Apply the actions of one commit (already checked complete by [`crate::log::files::parse_commit`],
     /// paths decoded and safe). Errors: [`Error::UnsupportedProtocol`].
@@ -162,16 +235,7 @@ impl Replay {
                 }
                 self.seq += 1;
                 self.last_adds.push(add.path.clone());
-                let rows = add.num_records();
-                let entry = FileEntry {
-                    num_records: rows.unwrap_or(0),
-                    has_stats: rows.is_some(),
-                    size: add.size,
-                    modification_time: add.modification_time,
-                    partition_values: add.partition_values.clone(),
-                    added_in: version,
-                    path: add.path.clone(),
-                };
+                let entry = FileEntry::from_add(add, version);
                 self.rows = self.rows.saturating_add(entry.num_records);
                 self.unstated += usize::from(!entry.has_stats);
                 self.order.insert(entry.path.clone(), self.seq);

@@ -7,7 +7,6 @@
 //! `_delta_log/_corrupt/` (never deletes it), so the table is whole at the version before.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 
 use serde::Serialize;
 
@@ -104,8 +103,18 @@ fn hint(version: u64, newest: u64, message: &str) -> &'static str {
     }
 }
 
+/// What [`check`] does beyond reading the log.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CheckOptions {
+    /// Re-read every live data file and count its rows against its stats (`--deep`).
+    pub deep: bool,
+    /// Move a damaged newest commit into `_delta_log/_corrupt/` (`--repair`).
+    pub repair: bool,
+}
+
 /// Check `table`. Errors: only when the log folder cannot be listed at all.
-pub fn check(table: &Table, deep: bool, repair: bool) -> Result<Report> {
+pub fn check(table: &Table, opts: &CheckOptions) -> Result<Report> {
+    let CheckOptions { deep, repair } = *opts;
     let mut report = Report::default();
     let listing = Listing::read(table.log_dir_handle())?;
     for (name, v) in &listing.not_regular {
@@ -239,7 +248,7 @@ fn check_versions(table: &Table, first: u64, end: u64, deep: bool, report: &mut 
                         }
                         continue;
                     }
-                    let rows = match canonical_rows(file, &full, &latest.schema)? {
+                    let rows = match crate::format::rows::canonical_file_rows(file, &full, &latest.schema)? {
                         Ok(rows) => rows,
                         Err(why) => {
                             report.damage(Some(entry.added_in), format!("{}: {why}", full.display()), RESTORE_HINT);
@@ -290,70 +299,6 @@ fn check_versions(table: &Table, first: u64, end: u64, deep: bool, report: &mut 
         }
     }
     Ok(())
-}
-
-/// Rows of a data file that must be canonical JSONL (docs/FORMAT.md, "Data files"): every line
-/// is re-canonicalised against `schema` and must come out byte for byte the same, and the last
-/// line must end with `\n`. A line written before `alter add-column` (docs/FORMAT.md, "Schema
-/// evolution") lacks the trailing nullable columns added since: it is canonical when it comes out
-/// the same under `schema` cut to its first `k` columns, where every column after `k` is
-/// nullable. Returns `Ok(Ok(rows))`, or `Ok(Err(reason))` naming the first line that is not
-/// canonical. Errors: [`Error::Io`] naming `path`.
-pub fn canonical_rows(
-    file: std::fs::File,
-    path: &std::path::Path,
-    schema: &crate::format::schema::Schema,
-) -> Result<std::result::Result<u64, String>> {
-    let mut reader = BufReader::with_capacity(1 << 20, file);
-    let mut line = Vec::new();
-    let mut out = Vec::new();
-    let mut n = 0u64;
-    let mut c = crate::format::rows::LineCheck::new(schema.clone());
-    // The shortest schema an older row may have been written under: the trailing columns it
-    // lacks must all be nullable (ADD COLUMNS only appends nullable fields).
-    let cols = schema.columns.len();
-    let shortest = cols - schema.columns.iter().rev().take_while(|col| col.nullable).count();
-    let mut older: Vec<Option<crate::format::rows::LineCheck>> = (0..cols).map(|_| None).collect();
-    let mut last_older = None;
-    loop {
-        line.clear();
-        let k = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| Error::io("read", path, e))?;
-        if k == 0 {
-            return Ok(Ok(n));
-        }
-        n += 1;
-        if line.last() != Some(&b'\n') {
-            return Ok(Err(format!("line {n} has no final newline")));
-        }
-        out.clear();
-        if let Err(e) = c.feed("data file", &line, &mut out) {
-            return Ok(Err(format!("line {n} is not a valid row: {e}")));
-        }
-        if out == line {
-            continue;
-        }
-        let mut tries = last_older.into_iter().chain((shortest.max(1)..cols).rev());
-        let found = tries.find(|&k: &usize| {
-            let check = older[k].get_or_insert_with(|| {
-                crate::format::rows::LineCheck::new(crate::format::schema::Schema {
-                    columns: schema.columns[..k].to_vec(),
-                })
-            });
-            out.clear();
-            if check.feed("data file", &line, &mut out).is_err() {
-                // A failed check keeps no state worth keeping: start the next one afresh.
-                older[k] = None;
-                return false;
-            }
-            out == line
-        });
-        match found {
-            Some(k) => last_older = Some(k),
-            None => return Ok(Err(format!("line {n} is not canonical JSONL (as tinydelta writes it)"))),
-        }
-    }
 }
 
 const CHECKPOINT_HINT: &str = "delete it from _tinydelta/checkpoints/ (readers replay the commits instead while they exist); it is rewritten when needed";

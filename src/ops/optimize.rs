@@ -135,14 +135,35 @@ fn write_bin(table: &Table, schema: &crate::format::schema::Schema, inputs: &[&F
     result
 }
 
-/// Compact the latest version's data files smaller than `target_size` bytes (see the module
+/// What [`optimize`] compacts, and how it commits.
+#[derive(Debug, Clone)]
+pub struct OptimizeOptions {
+    /// Files smaller than this many bytes are compacted into files of about this size
+    /// (`--target-size`; [`DEFAULT_TARGET_SIZE`] by default).
+    pub target_size: u64,
+    /// `expect_version` and extra commit parameters.
+    pub write: WriteOptions,
+}
+
+impl Default for OptimizeOptions {
+    fn default() -> Self {
+        OptimizeOptions {
+            target_size: DEFAULT_TARGET_SIZE,
+            write: WriteOptions::default(),
+        }
+    }
+}
+
+/// Compact the latest version's data files smaller than `opts.target_size` bytes (see the module
 /// doc). Returns what was done; nothing is committed when no bin would hold two files.
 ///
 /// Errors: [`Error::ConcurrentWrite`] (exit 3) when a commit after the version it read removed
 /// or re-added one of its inputs or changed the metadata, or `expect_version` no longer holds
 /// (then its new files are deleted); [`Error::InvalidArgument`] for a zero target; errors of reading the
 /// data files (a vacuumed or damaged file) and of the commit.
-pub fn optimize(table: &Table, target_size: u64, opts: &WriteOptions) -> Result<OptimizeReport> {
+pub fn optimize(table: &Table, opts: &OptimizeOptions) -> Result<OptimizeReport> {
+    let OptimizeOptions { target_size, write } = opts;
+    let (target_size, opts) = (*target_size, write);
     if target_size == 0 {
         return Err(Error::InvalidArgument("--target-size must be more than 0 bytes".into()));
     }

@@ -1,5 +1,5 @@
-//! The operating system beneath the table: opens that cannot leave the table folder, I/O
-//! helpers, the one mountinfo reader and failpoints (docs/ARCHITECTURE.md).
+//! The operating system beneath the table: opens that cannot leave the table folder, the one
+//! mountinfo reader and failpoints (docs/ARCHITECTURE.md).
 
 pub mod beneath;
 pub mod failpoint;

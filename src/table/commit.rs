@@ -1,6 +1,6 @@
-//! The commit loop (docs/FORMAT.md "How a write becomes visible": Concurrency): publish the
-//! next version with [`crate::log::publish`]; when another writer won it, rebase over the
-//! winner unless it conflicts with what this commit read.
+//! The commit loop (docs/FORMAT.md "Concurrency"): publish the next version with
+//! [`crate::log::publish`]; when another writer won it, rebase over the winner unless it conflicts
+//! with what this commit read.
 
 use std::fs::File;
 use std::path::Path;

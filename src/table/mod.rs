@@ -91,7 +91,7 @@ type StampedSnapshot = (Arc<Snapshot>, CommitStamp);
 /// modification and change times (`fstatat`), or `None` when there is none (a version reached
 /// through a checkpoint whose commits were deleted). A commit is never written again in place,
 /// so a different stamp means the version's commit was replaced or damaged after a snapshot
-/// was built from it: caches keyed by version number check it before use (README, "Trust").
+/// was built from it: caches keyed by version number check it before use (docs/FORMAT.md "Listings the mount keeps").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommitStamp(Option<(u64, i64, i64, i64, i64, i64)>);
 
@@ -1054,72 +1054,6 @@ impl Table {
 
 }
 
-/// The snapshot of `commit`'s version from `base`, the snapshot of the version before, when the
-/// commit only adds files that are not live in `base` and records its time (an append, an
-/// `ADD COLUMNS`, a vacuum commit): `base`'s files with the new ones after them, as log replay
-/// gives ([`Replay::apply`]). `None` for anything else (a `remove`, a re-added live path, a
-/// protocol action, a schema it cannot parse): the caller replays instead.
-fn advance(base: &Snapshot, commit: &crate::log::files::Commit) -> Option<Snapshot> {
-    let info = commit.info.clone().filter(|i| i.timestamp_recorded)?;
-    if commit.version != base.version.checked_add(1)? {
-        return None;
-    }
-    let mut snap = Snapshot {
-        root: base.root.clone(),
-        version: commit.version,
-        timestamp: info.timestamp,
-        commit_info: info,
-        schema: base.schema.clone(),
-        metadata: base.metadata.clone(),
-        protocol: base.protocol.clone(),
-        files: Vec::with_capacity(base.files.len() + 1),
-        txns: base.txns.clone(),
-        vacuums: base.vacuums,
-    };
-    if snap.commit_info.operation == crate::format::actions::VACUUM_START {
-        snap.vacuums = snap.vacuums.saturating_add(1);
-    }
-    let mut added: Vec<Arc<crate::log::snapshot::FileEntry>> = Vec::new();
-    for a in &commit.actions {
-        if a.remove.is_some() {
-            return None;
-        }
-        // A protocol change is checked by replay (reader version and features, README
-        // "Tables of other Delta writers"), never here.
-        if a.protocol.is_some() {
-            return None;
-        }
-        if let Some(m) = &a.metadata {
-            snap.schema = Schema::from_schema_string(&m.schema_string).ok()?;
-            snap.metadata = m.clone();
-        }
-        if let Some(t) = &a.txn {
-            snap.txns.insert(t.app_id.clone(), t.version);
-        }
-        if let Some(add) = &a.add {
-            // A linear search per add: bounded to commits of a few files (an append adds one).
-            let live = |p: &str| base.files.iter().chain(&added).any(|f| f.path == p);
-            if added.len() >= 16 || live(&add.path) {
-                return None;
-            }
-            let rows = add.num_records();
-            added.push(Arc::new(crate::log::snapshot::FileEntry {
-                path: add.path.clone(),
-                size: add.size,
-                num_records: rows.unwrap_or(0),
-                has_stats: rows.is_some(),
-                modification_time: add.modification_time,
-                partition_values: add.partition_values.clone(),
-                added_in: commit.version,
-            }));
-        }
-    }
-    // (Shared entries: a commit costs one pointer copy per live file, not a copy of each.)
-    snap.files.extend(base.files.iter().cloned());
-    snap.files.extend(added);
-    Some(snap)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1179,7 +1113,7 @@ mod tests {
             let base = t.snapshot(v - 1).expect("base");
             let full = t.snapshot(v).expect("full");
             let commit = t.read_commit(v).expect("commit");
-            match advance(&base, &commit) {
+            match crate::log::snapshot::advance(&base, &commit) {
                 Some(s) => {
                     advanced += 1;
                     assert_eq!(s.files, full.files, "version {v}");
@@ -1211,7 +1145,7 @@ mod tests {
                 None => assert!(commit.actions.iter().any(|a| a.remove.is_some()), "version {v}"),
             }
             // Never from a base that is not the version before.
-            assert!(advance(&t.snapshot(0).expect("v0"), &commit).is_none() || v == 1);
+            assert!(crate::log::snapshot::advance(&t.snapshot(0).expect("v0"), &commit).is_none() || v == 1);
         }
         assert_eq!(advanced, latest - 1);
     }

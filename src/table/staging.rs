@@ -177,8 +177,8 @@ pub struct Staging {
     boot: Boot,
     _lock: File,
     /// Open descriptors of staged files by file name (`<id>.data`, `<id>.canon`): at most
-    /// [`DEFAULT_MAX_OPEN_STAGED`] (or [`set_max_open_staged`]), the least recently used closed
-    /// first and opened again on demand ([`Staging::data`]).
+    /// [`DEFAULT_MAX_OPEN_STAGED`] (or the limit given to [`Staging::open_with`]), the least
+    /// recently used closed first and opened again on demand ([`Staging::data`]).
     open: Mutex<Lru<String, File>>,
     /// Which side files (`.name`, `.error`, `.sync`, `.canon`: [`Side`] bits) may exist for each
     /// id this daemon created, so that [`Staging::remove`] unlinks only those (a commit's

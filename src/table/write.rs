@@ -491,7 +491,7 @@ impl Table {
                     // it again while it is the newest (at worst a newer store is undone, and
                     // that version is read once more).
                     self.newest_ok.store(version, Ordering::Release);
-                    match advance(b, &c) {
+                    match crate::log::snapshot::advance(b, &c) {
                         Some(s) => Ok(s),
                         None => self.replay_after(b, version),
                     }

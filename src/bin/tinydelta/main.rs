@@ -788,7 +788,13 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             };
             let r = {
                 let _p = Progress::spinner(&format!("optimize {}", table.display()), quiet);
-                tinydelta::optimize::optimize(&t, target, &opts)?
+                tinydelta::optimize::optimize(
+                    &t,
+                    &tinydelta::optimize::OptimizeOptions {
+                        target_size: target,
+                        write: opts,
+                    },
+                )?
             };
             match r.version {
                 Some(v) => writeln!(
@@ -817,7 +823,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
         } => {
             let _p = Progress::spinner(&format!("check {}", table.display()), quiet);
             let report = match Table::open(&table) {
-                Ok(t) => tinydelta::check::check(&t, deep, repair)?,
+                Ok(t) => tinydelta::check::check(&t, &tinydelta::check::CheckOptions { deep, repair })?,
                 Err(e @ Error::Corrupt { .. }) => tinydelta::check::Report::unopenable(e),
                 Err(e) => return Err(e.into()),
             };
@@ -1144,7 +1150,7 @@ mod tests {
                 Some(&"tinydelta") => {
                     let name = words.get(1).expect("a subcommand after tinydelta");
                     let c = sub(name)
-                        .unwrap_or_else(|| panic!("README names `tinydelta {name}`, which clap does not define"));
+                        .unwrap_or_else(|| panic!("docs/CLI.md names `tinydelta {name}`, which clap does not define"));
                     current = Some((c, &top));
                     current.as_ref().map(|c| c.0.clone())
                 }
@@ -1163,7 +1169,7 @@ mod tests {
             for f in flags(code) {
                 assert!(
                     has_flag(owner, &cmd, &f),
-                    "README's usage line {code:?} names {f}, which `{}` does not have",
+                    "docs/CLI.md's usage line {code:?} names {f}, which `{}` does not have",
                     cmd.get_name()
                 );
                 checked += 1;
@@ -1182,7 +1188,7 @@ mod tests {
             for f in flags(span) {
                 assert!(
                     has_flag(owner, &cmd, &f),
-                    "README's usage section has `{span}`, but `{}` has no {f}",
+                    "docs/CLI.md's usage section has `{span}`, but `{}` has no {f}",
                     cmd.get_name()
                 );
                 checked += 1;
@@ -1190,13 +1196,13 @@ mod tests {
         }
         assert!(
             checked >= 40,
-            "only {checked} flags found in README's usage section: did its format change?"
+            "only {checked} flags found in docs/CLI.md's usage section: did its format change?"
         );
         // Every subcommand is in the synopsis.
         for c in top.get_subcommands().filter(|c| c.get_name() != "help") {
             assert!(
                 usage.contains(&format!("    tinydelta {}", c.get_name())),
-                "README's usage synopsis does not list `tinydelta {}`",
+                "docs/CLI.md's usage synopsis does not list `tinydelta {}`",
                 c.get_name()
             );
         }

@@ -550,7 +550,7 @@ impl<'s> Canonicalizer<'s> {
     /// `defer`, a chunk that is its own canonical form (every
     /// line canonical and ending in `\n`, no blank line, BOM or CR) is validated and counted but
     /// not copied: the result is `true` and `out` is untouched, so the caller writes `chunk`
-    /// itself (issue 10: the data is written once, never copied through a second buffer).
+    /// itself (the data is written once, never copied through a second buffer).
     pub(super) fn chunk_into(
         &mut self,
         chunk: &[u8],

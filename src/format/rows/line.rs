@@ -35,7 +35,7 @@ pub(super) fn excerpt(reason: &str) -> String {
 /// last line, at most [`max_line_bytes`].
 ///
 /// [`LineCheck::feed_kept`] and [`LineCheck::finish_kept`] write no rows while every row is its
-/// own canonical form (the input is then its own data file, issue 10), only from the first row
+/// own canonical form (the input is then its own data file, docs/MOUNT.md "One pass over the bytes, written once"), only from the first row
 /// that is not.
 #[derive(Debug)]
 pub struct LineCheck {
@@ -214,7 +214,7 @@ impl LineCheck {
 
     /// [`LineCheck::feed_kept`], running `beside` once on this thread (also when the check
     /// fails), while helper threads check the pieces of a large write if there are any (the
-    /// mount writes the same bytes into the page cache meanwhile, issue 10).
+    /// mount writes the same bytes into the page cache meanwhile).
     pub fn feed_kept_beside(
         &mut self,
         source: &str,

@@ -1,4 +1,4 @@
-//! Input validation and canonical rows (README "Input rules", docs/FORMAT.md).
+//! Input validation and canonical rows (docs/CLI.md "Input rules", docs/FORMAT.md "Data files").
 //!
 //! [`canonicalize`] streams JSONL from a reader to a writer one line at a time, so memory is
 //! bounded by the longest line, never by the file. Each accepted line is rewritten as one compact
@@ -536,7 +536,7 @@ mod tests {
         input
     }
 
-    /// The copy check of `tinydelta append --file` (README "Benchmarks") takes exactly the files
+    /// The copy check of `tinydelta append --file` (docs/BENCHMARKS.md "What each figure measures", figure 6) takes exactly the files
     /// canonicalize writes back unchanged, with the same statistics, over several segments and
     /// threads: every other input (blank line, CR, BOM, no last newline, another spelling, an
     /// invalid row) anywhere in the file is left to canonicalize.
@@ -691,43 +691,7 @@ mod scanner_props {
     }
 }
 
-#[cfg(test)]
-mod speed {
-    use super::*;
-
-    /// ns per byte of the one-pass check on one thread, over the file in `ROWS_BENCH_FILE`
-    /// (e.g. a month of flights): `ROWS_BENCH_FILE=... cargo test --release --lib rows::speed
-    /// -- --ignored --nocapture`. Its schema is the flights schema of `scripts/bench`.
-    #[test]
-    #[ignore]
-    fn one_pass_check_speed() {
-        let Ok(path) = std::env::var("ROWS_BENCH_FILE") else {
-            panic!("set ROWS_BENCH_FILE")
-        };
-        let data = std::fs::read(path).unwrap();
-        let spec = "year:int! month:int! day:int! dep_time:int sched_dep_time:int dep_delay:int arr_time:int sched_arr_time:int arr_delay:int carrier:str flight:int tailnum:str origin:str dest:str air_time:int distance:int hour:int minute:int time_hour:timestamp";
-        let cols: Vec<String> = spec.split(' ').map(String::from).collect();
-        let schema = Schema::parse_cli(&cols).unwrap();
-        let mut best = f64::MAX;
-        for _ in 0..15 {
-            let t = std::time::Instant::now();
-            let mut c = Canonicalizer::new(&schema);
-            let mut out = Vec::new();
-            let same = c.chunk_into(&data, 1, &mut out, true).unwrap();
-            assert!(same);
-            let el = t.elapsed().as_secs_f64();
-            best = best.min(el);
-            std::hint::black_box(&c.stats);
-        }
-        eprintln!(
-            "one-pass check: {:.3} ns/byte ({} bytes, best of 15)",
-            best * 1e9 / data.len() as f64,
-            data.len()
-        );
-    }
-}
-
-/// The one-pass check of canonical rows against the version it replaced (issue 10: the faster
+/// The one-pass check of canonical rows against the version it replaced (the faster
 /// check must accept and refuse exactly what the old one did, with the same statistics) and
 /// against the general path (a row it accepts is its own canonical form).
 #[cfg(test)]
@@ -748,7 +712,7 @@ mod canonical_props {
         Instant(i64),
     }
 
-    /// The one-pass check before issue 10's rewrite, kept as it was (its values counted after
+    /// The one-pass check before its rewrite for speed, kept as it was (its values counted after
     /// the whole row is accepted).
     fn reference(this: &mut Canonicalizer, parsed: &mut Vec<Parsed>, b: &[u8]) -> bool {
         let n = this.schema.columns.len();

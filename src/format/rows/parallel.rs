@@ -42,7 +42,7 @@ impl Pieces {
 }
 
 /// Buffers for the copies of large writes [`check_pieces`] hands to the helpers, reused (a
-/// fresh 1 MiB buffer costs a page fault per 4 KiB, issue 10). A copy comes back when the last
+/// fresh 1 MiB buffer costs a page fault per 4 KiB per 4 KiB). A copy comes back when the last
 /// thread holding its [`Pieces`] drops them, whichever thread that is.
 pub(super) static INPUTS: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
 
@@ -79,7 +79,7 @@ pub(super) type Checked = (usize, Vec<u8>, PieceResult);
 
 /// The helper threads that check pieces of large writes: `cores - 1` of them (at most 3),
 /// started once per process (a thread start per write of the mount cost ~6% of its time per
-/// `cp`, issue 10), at the lowest priority. They wait on a queue (no spinning: the machine's
+/// `cp`), at the lowest priority. They wait on a queue (no spinning: the machine's
 /// other work keeps its CPU).
 pub(super) struct Helpers {
     pub(super) jobs: std::sync::Mutex<std::sync::mpsc::Sender<(std::sync::Arc<Pieces>, std::sync::mpsc::Sender<Checked>)>>,
@@ -102,7 +102,7 @@ pub(super) fn helpers() -> Option<&'static Helpers> {
                         // The lowest priority (nice 19; on Linux the nice value is the calling
                         // thread's, setpriority(2)): a helper uses a core nothing else wants.
                         // Woken at normal priority on a busy machine, it took the core of the
-                        // thread that woke it, which then waited for it (issue 10's profile);
+                        // thread that woke it, which then waited for it (seen in a profile);
                         // that thread checks whatever the helper does not get to. If the call
                         // fails the helper runs at normal priority, which is only slower.
                         let _ = rustix::process::setpriority_process(None, 19);

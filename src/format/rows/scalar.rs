@@ -5,7 +5,7 @@
 use super::*;
 
 /// `hay` starts with `needle`, compared eight bytes at a time: keys and timestamps are short, and
-/// a `memcmp` call per key cost more than the comparison (issue 10's profile).
+/// a `memcmp` call per key cost more than the comparison (a profile of the one-pass check).
 #[inline]
 pub(super) fn starts_with(hay: &[u8], needle: &[u8]) -> bool {
     if hay.len() < needle.len() {
@@ -230,7 +230,7 @@ pub(super) fn valid_date(s: &str) -> bool {
 
 /// An RFC 3339 timestamp's instant, µs since the epoch, when it is in the years 0001-9999 in
 /// UTC (Delta's timestamp range, PROTOCOL "Primitive Types"). A leap second (`:60`) is taken
-/// as chrono reads it (README, "Input rules"). Errors: the reason, to follow the raw value.
+/// as chrono reads it (docs/CLI.md "Input rules"). Errors: the reason, to follow the raw value.
 pub(super) fn timestamp_us(s: &str) -> std::result::Result<i64, &'static str> {
     use chrono::Datelike;
     let t = chrono::DateTime::parse_from_rfc3339(s).map_err(|_| "is not an RFC 3339 timestamp")?;

@@ -6,7 +6,7 @@ use super::*;
 
 /// Input is cut into chunks of about this many bytes (whole lines) for the worker threads: small
 /// enough that the few chunks in flight reuse the same buffers (1 MiB chunks cost a page fault
-/// per 4 KiB of each fresh buffer, issue 10), large enough that handing them over costs nothing.
+/// per 4 KiB of each fresh buffer), large enough that handing them over costs nothing.
 pub(super) const CHUNK_BYTES: usize = 256 << 10;
 
 /// Read whole lines from `input` until at least [`CHUNK_BYTES`] are in `chunk` (more only when
@@ -37,7 +37,7 @@ pub(super) fn read_chunk<R: BufRead>(input: &mut R, chunk: &mut Vec<u8>, source:
     }
 }
 
-/// Stream JSONL from `input` to `output` as canonical rows (README "Input rules"), returning the
+/// Stream JSONL from `input` to `output` as canonical rows (docs/CLI.md "Input rules"), returning the
 /// statistics of what was written.
 ///
 /// `source` names the input in errors (a path, `<stdin>`, an `incoming/` name). Accepts CRLF, a
@@ -101,8 +101,8 @@ pub fn canonicalize<R: BufRead, W: Write>(
 pub(super) const SEGMENT_BYTES: u64 = 1 << 20;
 
 /// Bytes a thread of [`check_canonical_file`] reads at once: small enough to stay in the core's
-/// cache between the `pread` and the check (a buffer that large costs ~0.2 ns/byte to fill,
-/// issue 10), larger only for a longer line.
+/// cache between the `pread` and the check (a buffer that large costs ~0.2 ns/byte to fill),
+/// larger only for a longer line.
 pub(super) const CHECK_READ_BYTES: usize = 256 << 10;
 
 /// Whether the first `len` bytes of `file` are already canonical rows, every line its own
@@ -112,11 +112,11 @@ pub(super) const CHECK_READ_BYTES: usize = 256 << 10;
 /// row, an invalid or over-long line): the caller then runs [`canonicalize`], which
 /// canonicalises the rows or words the error with its line and column.
 ///
-/// Every row is checked in full, by the same check as [`canonicalize`]'s (README "Input
-/// rules"). The file is read with `pread` by one thread per core, each taking the next
+/// Every row is checked in full, by the same check as [`canonicalize`]'s (docs/CLI.md
+/// "Input rules"). The file is read with `pread` by one thread per core, each taking the next
 /// [`SEGMENT_BYTES`] of it; memory is a [`CHECK_READ_BYTES`] buffer per thread (more for a longer
 /// line, at most the longest line allowed, [`max_line_bytes`]). Meant for a file nobody else
-/// writes (`tinydelta append --file` checks its own copy of the input, README "Benchmarks").
+/// writes (`tinydelta append --file` checks its own copy of the input, docs/BENCHMARKS.md "What each figure measures").
 ///
 /// Errors: [`Error::Io`] naming `path` when a read fails or the file is shorter than `len`.
 #[cfg(test)]
@@ -371,4 +371,68 @@ pub fn count_rows(file: std::fs::File, path: &std::path::Path) -> Result<u64> {
         }
     }
     Ok(n)
+}
+
+/// Rows of a data file that must be canonical JSONL (docs/FORMAT.md, "Data files"): every line
+/// is re-canonicalised against `schema` and must come out byte for byte the same, and the last
+/// line must end with `\n`. A line written before `alter add-column` (docs/FORMAT.md, "Schema
+/// evolution") lacks the trailing nullable columns added since: it is canonical when it comes out
+/// the same under `schema` cut to its first `k` columns, where every column after `k` is
+/// nullable. Returns `Ok(Ok(rows))`, or `Ok(Err(reason))` naming the first line that is not
+/// canonical. Errors: [`Error::Io`] naming `path`.
+pub fn canonical_file_rows(
+    file: std::fs::File,
+    path: &std::path::Path,
+    schema: &crate::format::schema::Schema,
+) -> Result<std::result::Result<u64, String>> {
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut line = Vec::new();
+    let mut out = Vec::new();
+    let mut n = 0u64;
+    let mut c = crate::format::rows::LineCheck::new(schema.clone());
+    // The shortest schema an older row may have been written under: the trailing columns it
+    // lacks must all be nullable (ADD COLUMNS only appends nullable fields).
+    let cols = schema.columns.len();
+    let shortest = cols - schema.columns.iter().rev().take_while(|col| col.nullable).count();
+    let mut older: Vec<Option<crate::format::rows::LineCheck>> = (0..cols).map(|_| None).collect();
+    let mut last_older = None;
+    loop {
+        line.clear();
+        let k = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| Error::io("read", path, e))?;
+        if k == 0 {
+            return Ok(Ok(n));
+        }
+        n += 1;
+        if line.last() != Some(&b'\n') {
+            return Ok(Err(format!("line {n} has no final newline")));
+        }
+        out.clear();
+        if let Err(e) = c.feed("data file", &line, &mut out) {
+            return Ok(Err(format!("line {n} is not a valid row: {e}")));
+        }
+        if out == line {
+            continue;
+        }
+        let mut tries = last_older.into_iter().chain((shortest.max(1)..cols).rev());
+        let found = tries.find(|&k: &usize| {
+            let check = older[k].get_or_insert_with(|| {
+                crate::format::rows::LineCheck::new(crate::format::schema::Schema {
+                    columns: schema.columns[..k].to_vec(),
+                })
+            });
+            out.clear();
+            if check.feed("data file", &line, &mut out).is_err() {
+                // A failed check keeps no state worth keeping: start the next one afresh.
+                older[k] = None;
+                return false;
+            }
+            out == line
+        });
+        match found {
+            Some(k) => last_older = Some(k),
+            None => return Ok(Err(format!("line {n} is not canonical JSONL (as tinydelta writes it)"))),
+        }
+    }
 }
