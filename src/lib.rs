@@ -4,13 +4,14 @@
 //! The library is what both binaries stand on: open a [`Table`], get a [`Snapshot`] of any
 //! version by log replay, stream its rows, and commit appends, overwrites and restores with the
 //! link-publish protocol. The operations on a whole table ([`check`], [`vacuum`], [`optimize`],
-//! [`add_column`], [`changes`], [`export`]) each take an options value and return a report.
+//! [`alter::add_column`](alter::add_column), [`changes`], [`export`]) each take an options value and return a report.
 //!
 //! Layers (docs/ARCHITECTURE.md), imports pointing one way, lowest first:
 //! `util`, `error` -> `sys` -> `format` -> `log` -> `table` -> `ops` -> `mount`. The modules are
 //! crate-private; the `internal-api` feature opens them for model tests and benchmarks.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs)]
 // Without the mount, the helpers only it uses (process, splice, staging limits) are unused.
 #![cfg_attr(not(feature = "mount"), allow(dead_code))]
 

@@ -47,7 +47,7 @@ use super::errno::{FsError, FsResult};
 pub const GHOST_TTL: Duration = Duration::from_secs(5);
 
 /// How long a commit point waits for the release of writer handles that no process holds any
-/// more ([`TableView::await_released`]); a release in flight is normally served within
+/// more ([`crate::mount::view::TableView::await_released`]); a release in flight is normally served within
 /// milliseconds, this bounds the wait for a writable mapping kept without a descriptor.
 pub const RELEASE_WAIT: Duration = Duration::from_secs(10);
 

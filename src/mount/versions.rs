@@ -39,7 +39,7 @@ pub struct VersionBody {
     /// `data` are these, or their converted rows for Parquet data files.
     pub sources: Arc<[String]>,
     /// The Parquet data files among them with their `add.size` in bytes: checked beneath the
-    /// table at every open and getattr ([`VersionSet::check_parquet`]) before their converted
+    /// table at every open and getattr ([`Versions::check_parquet`]) before their converted
     /// rows are served.
     pub parquet: Arc<[(String, u64)]>,
     /// The stamp of the version's commit file when the body was replayed (as for heads).

@@ -45,7 +45,7 @@ pub fn commit_loop_serializable(
 /// set, any existing `expect_version + 1` is a conflict. Returns the version published.
 ///
 /// Errors: [`Error::ConcurrentWrite`] naming the version that got in the way; errors of
-/// [`publish`]; [`Error::Corrupt`] if a rebase crosses a damaged commit.
+/// [`crate::log::publish::publish_after`]; [`Error::Corrupt`] if a rebase crosses a damaged commit.
 pub fn commit_loop(
     table: &Table,
     read_version: u64,

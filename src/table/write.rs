@@ -78,7 +78,7 @@ impl Table {
     /// when every line is its own canonical row already (docs/BENCHMARKS.md "What each figure
     /// measures", figure 6): the file is copied into the new `part-<uuid>.jsonl` by the kernel
     /// (`copy_file_range`, as `cp` does), and the copy, which nobody else writes, is what is
-    /// checked ([`rows::check_canonical_file`], every row in full, as [`Table::append`] checks it)
+    /// checked ([`rows::check_canonical_while`], every row in full, as [`Table::append`] checks it)
     /// and committed, so bytes that change in `input` after the check cannot reach the table. The
     /// disk starts writing the copy while it is checked; it is fsynced with the commit
     /// ([`publish::publish_after`]). `unchanged` is called once the copy reached the end of

@@ -32,7 +32,7 @@ pub(super) fn excerpt(reason: &str) -> String {
 /// `incoming/`): feed the bytes in order; each complete line is validated as it arrives (so a bad
 /// line fails the write that completes it) and its canonical form appended to the caller's
 /// output, and [`LineCheck::finish`] handles a last line without `\n`. Memory: the unfinished
-/// last line, at most [`max_line_bytes`].
+/// last line, at most its maximum line length ([`LineCheck::with_max_line_bytes`]).
 ///
 /// [`LineCheck::feed_kept`] and [`LineCheck::finish_kept`] write no rows while every row is its
 /// own canonical form (the input is then its own data file, docs/MOUNT.md "One pass over the bytes, written once"), only from the first row

@@ -191,14 +191,14 @@ impl Written {
     }
 }
 
-/// [`check_canonical_file`] of a file another thread is still writing, so the check keeps up
-/// with the writing (`tinydelta append --file` checks its copy while the kernel makes it, issue
-/// 10): `write` runs on this thread once the other checking threads are started (it writes
+/// Check that `file`, which another thread is still writing, holds canonical rows: every row in
+/// full, by the same check as [`canonicalize`]'s, keeping up with the writing (`tinydelta append
+/// --file` checks its copy while the kernel makes it): `write` runs on this thread once the other checking threads are started (it writes
 /// `file` and reports through `written`; it must end with [`Written::finish`] or
 /// [`Written::stop`]), then this thread checks too. Threads only read what `written` says is
 /// there. After [`Written::stop`] the result is meaningless (`None` or an error).
 ///
-/// Errors: as [`check_canonical_file`].
+/// Errors: [`Error::Io`] naming `path` when a read fails or the file is shorter than it must be.
 pub fn check_canonical_while(
     schema: &Schema,
     file: &std::fs::File,
