@@ -163,40 +163,7 @@ impl OwnedSync {
     }
 }
 
-/// Work for a [`helper`] thread.
-type HelperJob = Box<dyn FnOnce() + Send>;
-
-/// Idle helper threads of [`sync_at_once`], kept between commits (starting two threads per
-/// commit cost more CPU than the rest of a one-row commit's publish). There are never more
-/// than the most fsyncs that ever ran at once.
-static IDLE_HELPERS: std::sync::Mutex<Vec<std::sync::mpsc::Sender<HelperJob>>> = std::sync::Mutex::new(Vec::new());
-
-/// Run `job` on an idle helper thread, or a new one; gives the job back when no thread can be
-/// started.
-fn helper(job: HelperJob) -> std::result::Result<(), HelperJob> {
-    let idle = IDLE_HELPERS.lock().unwrap_or_else(|p| p.into_inner()).pop();
-    let job = match idle {
-        Some(tx) => match tx.send(job) {
-            Ok(()) => return Ok(()),
-            Err(std::sync::mpsc::SendError(job)) => job,
-        },
-        None => job,
-    };
-    let (tx, jobs) = std::sync::mpsc::channel::<HelperJob>();
-    let me = tx.clone();
-    let spawned = std::thread::Builder::new().name("fsync".into()).spawn(move || {
-        for job in jobs {
-            job();
-            IDLE_HELPERS.lock().unwrap_or_else(|p| p.into_inner()).push(me.clone());
-        }
-    });
-    if spawned.is_err() {
-        return Err(job);
-    }
-    tx.send(job).map_err(|std::sync::mpsc::SendError(job)| job)
-}
-
-/// Run `syncs` at the same time (the first on this thread, the others on [`helper`] threads;
+/// Run `syncs` at the same time (the first on this thread, the others on [`crate::util::pool`] threads;
 /// one that cannot get a thread runs here after the first) and wait for all. Returns the first
 /// error in `syncs`' order.
 fn sync_at_once(syncs: &[Sync<'_>]) -> Result<()> {
@@ -208,7 +175,7 @@ fn sync_at_once(syncs: &[Sync<'_>]) -> Result<()> {
         .map(|job| {
             let (tx, rx) = std::sync::mpsc::channel::<Result<()>>();
             let started = job.owned().is_some_and(|owned| {
-                helper(Box::new(move || {
+                crate::util::pool::run(Box::new(move || {
                     let _ = tx.send(owned.run());
                 }))
                 .is_ok()

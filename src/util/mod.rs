@@ -1,5 +1,6 @@
 //! The lowest layer: helpers with no knowledge of tables (docs/ARCHITECTURE.md).
 
 pub mod lru;
+pub mod pool;
 pub mod sync;
 pub mod time;

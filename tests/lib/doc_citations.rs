@@ -299,7 +299,7 @@ fn doc_citations_name_existing_headings_and_links_resolve() {
             };
             match docs.get(&root().join(&c.file)) {
                 None => failures.push(format!("{at}: cites {}, which does not exist", c.file)),
-                Some(h) if !h.texts.iter().any(|t| *t == heading) => failures.push(format!(
+                Some(h) if !h.texts.contains(&heading) => failures.push(format!(
                     "{at}: cites {} \"{heading}\", but {} has no `#` to `####` heading with exactly that text",
                     c.file, c.file
                 )),
