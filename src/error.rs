@@ -113,6 +113,22 @@ pub enum Error {
         reason: String,
     },
 
+    /// A data file that a version names is not on disk. Rendered as damage ("corrupt table"); a
+    /// retention vacuum's deletion is told apart by [`Error::Vacuumed`].
+    #[error("corrupt table: {}: data file is missing, but a version names it", path.display())]
+    MissingDataFile {
+        /// The data file, under the table root.
+        path: PathBuf,
+    },
+
+    /// A data file holds Parquet bytes (the `PAR1` magic) under a name that does not end in
+    /// `.parquet`: tinydelta reads it neither as JSONL nor as Parquet.
+    #[error("corrupt table: {}: data file holds Parquet bytes (PAR1 magic) under a name that does not end in .parquet; tinydelta reads it as neither", path.display())]
+    MisnamedParquet {
+        /// The data file, under the table root.
+        path: PathBuf,
+    },
+
     /// The table's `protocol` action asks for reader or writer features tinydelta lacks.
     #[error("table {} needs Delta reader version {reader} / writer version {writer}; tinydelta reads up to reader version 3 and writes writer version 2", table.display())]
     UnsupportedProtocol {
@@ -271,6 +287,8 @@ impl Error {
             Error::Io { .. }
             | Error::TableExists(_)
             | Error::Corrupt { .. }
+            | Error::MissingDataFile { .. }
+            | Error::MisnamedParquet { .. }
             | Error::UnsupportedProtocol { .. }
             | Error::UnsupportedFeature { .. }
             | Error::ReadOnlyTable { .. }
@@ -288,6 +306,15 @@ impl Error {
             Error::BadInput { .. } => ErrorKind::BadInput,
             Error::ExportStopped { source, .. } => source.kind(),
         }
+    }
+
+    /// Whether this error says the table is damaged ("corrupt table": a log or data file that
+    /// is not what the protocol allows, a missing or misnamed data file).
+    pub fn is_damage(&self) -> bool {
+        matches!(
+            self,
+            Error::Corrupt { .. } | Error::MissingDataFile { .. } | Error::MisnamedParquet { .. }
+        )
     }
 
     /// An [`Error::Io`] for `op` on `path`.

@@ -116,6 +116,8 @@ fn table_errno(e: &crate::error::Error) -> i32 {
         | Error::Vacuumed { .. } => libc::ENOENT,
         Error::TableExists(_) => libc::EEXIST,
         Error::Corrupt { .. }
+        | Error::MissingDataFile { .. }
+        | Error::MisnamedParquet { .. }
         | Error::UnsupportedProtocol { .. }
         | Error::UnsupportedFeature { .. }
         | Error::NotDurable { .. }

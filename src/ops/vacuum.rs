@@ -236,7 +236,9 @@ fn aside_path(line: &str) -> Option<String> {
 fn lock_orphan(dir: &Dir, name: &str, cutoff_s: i64) -> Result<Option<std::fs::File>> {
     let file = match dir.try_open_file(name) {
         Ok(Some(f)) => f,
-        Ok(None) | Err(Error::Corrupt { .. }) => return Ok(None),
+        Ok(None) | Err(Error::Corrupt { .. } | Error::MissingDataFile { .. } | Error::MisnamedParquet { .. }) => {
+            return Ok(None);
+        }
         Err(e) => return Err(e),
     };
     let errno = |e: rustix::io::Errno| {

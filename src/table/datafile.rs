@@ -183,10 +183,7 @@ pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File>
     let file = match root.open_file(rel) {
         Ok(f) => f,
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::Corrupt {
-                path,
-                reason: MISSING.into(),
-            });
+            return Err(Error::MissingDataFile { path });
         }
         Err(e) => return Err(e),
     };
@@ -213,11 +210,10 @@ pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File>
     Ok(file)
 }
 
-pub(super) const MISSING: &str = "data file is missing, but a version names it";
 
 /// Whether `e` is [`open_data_file`]'s error for a missing data file.
 pub fn is_missing_data_file(e: &Error) -> bool {
-    matches!(e, Error::Corrupt { reason, .. } if reason == MISSING)
+    matches!(e, Error::MissingDataFile { .. })
 }
 
 /// Before a commit naming `file` (at `path`) is linked: it must still have a name (vacuum
@@ -301,18 +297,13 @@ pub(super) fn stat_data_file(root: &Dir, rel: &str, expected_size: u64) -> Resul
 
 use crate::format::parquet::is_parquet_name;
 
-pub(super) const PARQUET: &str = "data file holds Parquet bytes (PAR1 magic) under a name that does not end in .parquet; tinydelta reads it as neither";
-
 pub(super) fn parquet_error(path: PathBuf) -> Error {
-    Error::Corrupt {
-        path,
-        reason: PARQUET.into(),
-    }
+    Error::MisnamedParquet { path }
 }
 
 /// Whether `e` says a data file is in a format tinydelta does not read (Parquet): the table is
 /// not damaged, but the versions naming the file cannot be read by tinydelta.
 pub fn is_unsupported_format(e: &Error) -> bool {
-    matches!(e, Error::Corrupt { reason, .. } if reason == PARQUET)
+    matches!(e, Error::MisnamedParquet { .. })
 }
 

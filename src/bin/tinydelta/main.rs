@@ -824,7 +824,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             let _p = Progress::spinner(&format!("check {}", table.display()), quiet);
             let report = match Table::open(&table) {
                 Ok(t) => tinydelta::check::check(&t, &tinydelta::check::CheckOptions { deep, repair })?,
-                Err(e @ Error::Corrupt { .. }) => tinydelta::check::Report::unopenable(e),
+                Err(e) if e.is_damage() => tinydelta::check::Report::unopenable(e),
                 Err(e) => return Err(e.into()),
             };
             drop(_p);

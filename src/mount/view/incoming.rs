@@ -1302,7 +1302,7 @@ impl TableView {
                 };
                 // A file changed behind the mount's back is refused, not worked around: the
                 // commit fails (EIO) and the note says why.
-                placed.set(Some(r.is_ok() || matches!(r, Err(crate::error::Error::Corrupt { .. }))));
+                placed.set(Some(r.is_ok() || matches!(&r, Err(e) if e.is_damage())));
                 r
             },
             opts,
@@ -1315,7 +1315,7 @@ impl TableView {
             let _ = self.staging.remove_canon(id);
             return Ok(None);
         }
-        if matches!(result, Err(crate::error::Error::Corrupt { .. })) {
+        if matches!(&result, Err(e) if e.is_damage()) {
             let _ = self.staging.remove_canon(id);
         }
         Ok(Some((result, stream.hash.finish())))
