@@ -273,10 +273,7 @@ pub(super) fn stat_data_file(root: &Dir, rel: &str, expected_size: u64) -> Resul
     let st = match root.stat(rel)? {
         Some(st) => st,
         None => {
-            return Err(Error::Corrupt {
-                path,
-                reason: "data file is missing, but a version names it".into(),
-            });
+            return Err(Error::MissingDataFile { path });
         }
     };
     if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
