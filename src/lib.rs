@@ -4,7 +4,8 @@
 //! The library is what both binaries stand on: open a [`Table`], get a [`Snapshot`] of any
 //! version by log replay, stream its rows, and commit appends, overwrites and restores with the
 //! link-publish protocol. The operations on a whole table ([`check`], [`vacuum`], [`optimize`],
-//! [`alter::add_column`](alter::add_column), [`changes`], [`export`]) each take an options value and return a report.
+//! [`alter::add_column`], [`changes`], [`export`]) each take an options value and return a
+//! report.
 //!
 //! Layers (docs/ARCHITECTURE.md), imports pointing one way, lowest first:
 //! `util`, `error` -> `sys` -> `format` -> `log` -> `table` -> `ops` -> `mount`. The modules are
@@ -46,7 +47,7 @@ pub use crate::format::schema::Schema;
 pub use crate::log::snapshot::{FileEntry, Snapshot};
 pub use crate::table::history::readable_versions;
 pub use crate::table::staging::SOURCE_PARAM;
-pub use crate::table::{FileAppend, Table, TxnOutcome, WriteOptions};
+pub use crate::table::{FileAppend, HistoryEntry, Table, TxnOutcome, WriteOptions};
 
 /// Errors that teach: every bad line of an input with its line, column and hints
 /// (docs/CLI.md "Errors that teach").

@@ -44,6 +44,10 @@ pub struct WriteOptions {
     pub expect_version: Option<u64>,
     /// Extra `commitInfo.operationParameters` (e.g. the mount's `stagingId`).
     pub extra_params: Vec<(String, String)>,
+    /// The longest input line accepted, bytes without its `\n`; `None`:
+    /// [`crate::format::rows::DEFAULT_MAX_LINE_BYTES`] (the mount's `--max-line-bytes` sets it
+    /// for the commits of `incoming/`).
+    pub max_line_bytes: Option<usize>,
 }
 
 /// What identifies one state of `_delta_log/`'s entries: inode, mtime and ctime of the folder

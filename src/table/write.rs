@@ -15,8 +15,9 @@ impl Table {
         schema: &Schema,
         source: &str,
         input: impl BufRead,
+        opts: &WriteOptions,
     ) -> Result<(Option<Add>, Option<File>)> {
-        let Some((add, file)) = self.create_data_file(schema, source, input)? else {
+        let Some((add, file)) = self.create_data_file(schema, source, input, opts)? else {
             return Ok((None, None));
         };
         if let Err(e) = file.sync_all() {
@@ -28,7 +29,13 @@ impl Table {
 
     /// [`Table::write_data_file`] without the fsync: the file is returned open, for
     /// [`publish::publish_after`] to fsync together with the commit (one journal commit, not two).
-    pub(super) fn create_data_file(&self, schema: &Schema, source: &str, input: impl BufRead) -> Result<Option<(Add, File)>> {
+    pub(super) fn create_data_file(
+        &self,
+        schema: &Schema,
+        source: &str,
+        input: impl BufRead,
+        opts: &WriteOptions,
+    ) -> Result<Option<(Add, File)>> {
         let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
         let path = self.root.join(&name);
         let created = self.dir.create_new(&name, 0o644)?;
@@ -37,7 +44,14 @@ impl Table {
             return Err(e);
         }
         let mut w = BufWriter::with_capacity(256 << 10, Writeback::new(created));
-        let result = rows::canonicalize(schema, source, input, &mut w, &path).and_then(|stats| {
+        let result = rows::canonicalize_with(
+            schema,
+            opts.max_line_bytes.unwrap_or(rows::DEFAULT_MAX_LINE_BYTES),
+            source,
+            input,
+            &mut w,
+            &path,
+        ).and_then(|stats| {
             let file = w.into_inner().map_err(|e| Error::io("write", &path, e.into_error()))?;
             Ok((stats, file.file))
         });
@@ -65,7 +79,7 @@ impl Table {
         let read_version = self.latest_version()?;
         let snap = self.snapshot(read_version)?;
         self.check_writable_as(&snap, "append")?;
-        let Some((add, file)) = self.create_data_file(&snap.schema, source, input)? else {
+        let Some((add, file)) = self.create_data_file(&snap.schema, source, input, opts)? else {
             return Ok(None);
         };
         let path = self.root.join(&add.path);
@@ -294,7 +308,7 @@ impl Table {
         let mut read_version = self.latest_version()?;
         let mut snap = self.snapshot(read_version)?;
         self.check_writable_as(&snap, "this re-save")?;
-        let (add, held) = self.write_data_file(&snap.schema, source, input)?;
+        let (add, held) = self.write_data_file(&snap.schema, source, input, opts)?;
         if let (Some(a), Some(f)) = (&add, &held) {
             still_linked(f, &self.root.join(&a.path))?;
         }
@@ -413,7 +427,7 @@ impl Table {
         {
             return Ok(TxnOutcome::AlreadyApplied { recorded });
         }
-        let created = self.create_data_file(&snap.schema, source, input)?;
+        let created = self.create_data_file(&snap.schema, source, input, opts)?;
         let add = created.as_ref().map(|(a, _)| a.clone());
         let path = add.as_ref().map(|a| self.root.join(&a.path));
         let data: Vec<(&File, &Path)> = match (&created, &path) {
@@ -591,7 +605,7 @@ impl Table {
         let read_version = self.latest_version()?;
         let snap = self.snapshot(read_version)?;
         self.check_writable_as(&snap, "overwrite")?;
-        let (add, held) = self.write_data_file(&snap.schema, source, input)?;
+        let (add, held) = self.write_data_file(&snap.schema, source, input, opts)?;
         if let (Some(a), Some(f)) = (&add, &held) {
             still_linked(f, &self.root.join(&a.path))?;
         }

@@ -14,4 +14,5 @@
 mod support;
 
 mod doc_citations;
+mod facade;
 mod incoming_model;

@@ -1042,6 +1042,40 @@ fn max_line_bytes_and_share_incoming_options() {
     assert_eq!(modes.lines().collect::<Vec<_>>(), ["755", "644", "444"]);
 }
 
+/// `--max-line-bytes` holds at the commit too, not only for bytes checked as they arrive: a file
+/// written out of order is validated at its close, against the same limit (and a limit above
+/// the CLI's 16 MiB default is the one applied there).
+#[test]
+fn max_line_bytes_holds_for_a_file_validated_at_its_close() {
+    let f = Fixture::flights(&[]);
+    let _m = f.mount_with(&["--max-line-bytes", "1000"]);
+    let e = Env { f, _m };
+    let mar = fixture_bytes("flights-mar.jsonl");
+    let row = lines(&mar)[0];
+    // Line 2 is a valid row but for its length: a 2000-byte tail number.
+    let mut wide: serde_json::Value = serde_json::from_slice(row).unwrap();
+    wide["tailnum"] = serde_json::Value::String("x".repeat(2000));
+    let long = format!(
+        "{}\n{wide}\n{}\n",
+        String::from_utf8_lossy(row),
+        String::from_utf8_lossy(row),
+    );
+    fs::write(e.f.dir.path().join("long.jsonl"), long).unwrap();
+    // Second half first, then the first: the bytes are validated when the file is closed.
+    let out = e.sh(
+        "python3 -c \"import os; d=open('long.jsonl','rb').read(); h=len(d)//2; \
+         fd=os.open(os.environ['M']+'/incoming/ooo.jsonl', os.O_WRONLY|os.O_CREAT, 0o644); \
+         os.pwrite(fd, d[h:], h); os.pwrite(fd, d[:h], 0); os.close(fd)\"",
+    );
+    assert!(!out.status.success(), "the close must fail");
+    assert_eq!(e.f.latest(), 0, "nothing committed");
+    let note = fs::read_to_string(e.f.m("incoming/ooo.jsonl.error")).unwrap();
+    assert!(
+        note.contains("line 2") && note.contains("maximum of 1000 bytes"),
+        "{note}"
+    );
+}
+
 /// A committed name that a tool opens for writing and leaves without a byte (`touch`, `: >>`,
 /// `truncate` below the committed bytes, which fails) is committed again as right after its
 /// commit: not listed, `stat` and `cat` work (no bytes: they are in the table), the mode and

@@ -290,6 +290,7 @@ pub(super) type ChunkResult = (u64, std::result::Result<(Vec<u8>, Vec<u8>, FileS
 #[allow(clippy::too_many_arguments)]
 pub(super) fn parallel<R: BufRead, W: Write>(
     schema: &Schema,
+    max_line: usize,
     source: &str,
     mut input: R,
     output: &mut W,
@@ -310,7 +311,7 @@ pub(super) fn parallel<R: BufRead, W: Write>(
             let job_rx = Arc::clone(&job_rx);
             let res_tx = res_tx.clone();
             scope.spawn(move || {
-                let mut c = Canonicalizer::new(schema);
+                let mut c = Canonicalizer::with_max_line(schema, max_line);
                 loop {
                     let job = match job_rx.lock() {
                         Ok(rx) => rx.recv(),

@@ -50,10 +50,23 @@ pub(super) fn read_chunk<R: BufRead>(input: &mut R, chunk: &mut Vec<u8>, source:
 pub fn canonicalize<R: BufRead, W: Write>(
     schema: &Schema,
     source: &str,
+    input: R,
+    output: &mut W,
+    out_path: &std::path::Path,
+) -> Result<FileStats> {
+    canonicalize_with(schema, DEFAULT_MAX_LINE_BYTES, source, input, output, out_path)
+}
+
+/// [`canonicalize`] accepting lines of at most `max_line` bytes (without the `\n`; at least 1).
+pub fn canonicalize_with<R: BufRead, W: Write>(
+    schema: &Schema,
+    max_line: usize,
+    source: &str,
     mut input: R,
     output: &mut W,
     out_path: &std::path::Path,
 ) -> Result<FileStats> {
+    let max_line = max_line.max(1);
     let bad = |(line, column, reason): LineError| Error::BadInput {
         file: source.to_string(),
         line,
@@ -61,7 +74,7 @@ pub fn canonicalize<R: BufRead, W: Write>(
         reason,
     };
     let mut first = Vec::with_capacity(CHUNK_BYTES + (64 << 10));
-    let mut c = Canonicalizer::new(schema);
+    let mut c = Canonicalizer::with_max_line(schema, max_line);
     if !read_chunk(&mut input, &mut first, source)? {
         return Ok(c.stats);
     }
@@ -89,7 +102,7 @@ pub fn canonicalize<R: BufRead, W: Write>(
         }
         return Ok(c.stats);
     }
-    parallel(schema, source, input, output, out_path, first, next, workers).map_err(|e| match e {
+    parallel(schema, max_line, source, input, output, out_path, first, next, workers).map_err(|e| match e {
         Either::Line(l) => bad(l),
         Either::Other(e) => e,
     })

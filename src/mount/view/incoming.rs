@@ -1037,6 +1037,7 @@ impl TableView {
                 (STAGING_ID_PARAM.to_string(), id.clone()),
                 (SOURCE_PARAM.to_string(), name.clone()),
             ],
+            max_line_bytes: Some(self.cfg.max_line_bytes),
         };
         let source = format!("incoming/{name}");
         let prepared = match plan {

@@ -394,6 +394,7 @@ fn staged_bytes_survive_a_restart_unless_committed() {
     let opts = WriteOptions {
         expect_version: None,
         extra_params: vec![(STAGING_ID_PARAM.into(), id.clone())],
+        max_line_bytes: None,
     };
     t.append("incoming/done.jsonl", &b"{\"id\":8}\n"[..], &opts).unwrap();
     drop(staging);
