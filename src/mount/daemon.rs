@@ -585,7 +585,9 @@ pub fn mount_id(path: &Path) -> Option<u64> {
 }
 
 /// The sentence for a table whose `_staging/.lock` another daemon holds: names the other mount
-/// point(s) when visible, and the holder the lock file records (`holder`, e.g. `pid 1234`).
+/// point(s) when visible (control characters, quotes and backslashes escaped, so a mount point
+/// cannot break the sentence into lines), and the holder the lock file records (`holder`, e.g.
+/// `pid 1234`).
 pub fn already_mounted(table_root: &Path, holder: &str) -> String {
     let by = if holder.is_empty() {
         "another tinydelta-mount".to_string()
@@ -598,7 +600,7 @@ pub fn already_mounted(table_root: &Path, holder: &str) -> String {
             table_root.display()
         ),
         points => {
-            let shown: Vec<String> = points.iter().map(|p| p.display().to_string()).collect();
+            let shown: Vec<String> = points.iter().map(|p| super::printable(&p.display().to_string())).collect();
             format!(
                 "table {} is already mounted at {} by {by}; a table can be mounted once (unmount it first: fusermount3 -u {})",
                 table_root.display(),
