@@ -54,6 +54,9 @@ pub enum FsError {
     /// allows (docs/MOUNT.md "Limits"); the reason.
     #[error("{0}")]
     TooBig(String),
+    /// `lseek` with `SEEK_DATA` or `SEEK_HOLE` at or past the end of the file.
+    #[error("no data or hole at or past the end of the file")]
+    PastEnd,
     /// A symlink was asked for something other than its target.
     #[error("invalid argument")]
     Invalid,
@@ -83,6 +86,7 @@ impl FsError {
             FsError::AlreadyCommitted => libc::EPERM,
             FsError::BadHandle => libc::EBADF,
             FsError::Invalid => libc::EINVAL,
+            FsError::PastEnd => libc::ENXIO,
             FsError::Stale => libc::ESTALE,
             FsError::Blocked(_) => libc::EIO,
             FsError::TooBig(_) => libc::EFBIG,

@@ -880,6 +880,24 @@ impl TableView {
         }
     }
 
+    /// `lseek` with `SEEK_DATA` or `SEEK_HOLE` (the kernel answers the other `whence` values
+    /// itself): files here have no holes, so data starts at any offset before the end and the one
+    /// hole is the end (docs/MOUNT.md "Reading"). An offset at or past the end is `ENXIO`.
+    pub fn seek(&self, ino: u64, offset: i64, whence: i32) -> FsResult<i64> {
+        let size = i64::try_from(self.getattr(ino)?.size).unwrap_or(i64::MAX);
+        if offset < 0 {
+            return Err(FsError::Invalid);
+        }
+        if offset >= size {
+            return Err(FsError::PastEnd);
+        }
+        match whence {
+            libc::SEEK_DATA => Ok(offset),
+            libc::SEEK_HOLE => Ok(size),
+            _ => Err(FsError::Invalid),
+        }
+    }
+
     /// Read up to `size` bytes at `offset`.
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
         match self.handle(fh)?.as_ref() {

@@ -751,3 +751,56 @@ fn a_signal_to_a_detached_daemon_leaves_the_newer_mount_alone() {
         "daemon b still running after its unmount"
     );
 }
+
+#[test]
+fn lseek_seek_data_and_seek_hole_are_answered_by_the_daemon() {
+    // DuckDB and pandas probe files with SEEK_DATA / SEEK_HOLE (docs/MOUNT.md "Reading"): the
+    // daemon answers them (files have no holes) instead of logging "Not Implemented".
+    let py = python(&[]);
+    let f = Fixture::flights(&["flights-jan.jsonl", "flights-feb.jsonl"]);
+    let m = f.mount();
+    let script = r#"
+import os, sys, errno
+for path in sys.argv[1:]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT if "/incoming/" in path else os.O_RDONLY)
+    if "/incoming/" in path:
+        os.write(fd, b'{"x":1}\n')
+    size = os.fstat(fd).st_size
+    assert size > 0, path
+    out = [size, os.lseek(fd, 0, os.SEEK_DATA), os.lseek(fd, 5, os.SEEK_DATA), os.lseek(fd, 0, os.SEEK_HOLE),
+           os.lseek(fd, size - 1, os.SEEK_HOLE)]
+    for whence in (os.SEEK_DATA, os.SEEK_HOLE):
+        try:
+            os.lseek(fd, size, whence)
+            out.append("no error")
+        except OSError as e:
+            out.append(errno.errorcode[e.errno])
+    print(" ".join(map(str, out)))
+    os.close(fd)
+"#;
+    let paths = [
+        "v/1/data.jsonl",
+        "v/2/data.jsonl",
+        "v/2/commit.json",
+        "changes.jsonl",
+        "incoming/.s.tmp",
+    ];
+    let mut args = vec!["-c".to_string(), script.to_string()];
+    args.extend(paths.iter().map(|p| f.m(p).display().to_string()));
+    let out = String::from_utf8(ok(&py, &args)).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), paths.len(), "{out}");
+    for (path, line) in paths.iter().zip(&lines) {
+        let size = fs::metadata(f.m(path)).unwrap().len();
+        assert_eq!(
+            *line,
+            format!("{size} 0 5 {size} {size} ENXIO ENXIO"),
+            "lseek on {path}"
+        );
+    }
+    fs::remove_file(f.m("incoming/.s.tmp")).unwrap();
+    m.unmount();
+    let log = m.log_text();
+    assert!(log.contains("lseek"), "the daemon saw no lseek request:\n{log}");
+    assert!(!log.contains("Not Implemented"), "{log}");
+}
