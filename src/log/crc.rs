@@ -115,6 +115,14 @@ pub fn read(log: &Dir, version: u64) -> Result<Option<Crc>> {
         return Ok(None);
     };
     let len = f.metadata().map_err(|e| Error::io("stat", log.join(&name), e))?.len();
+    if len == 0 {
+        // What a power loss leaves of a checksum written without an fsync (tinydelta writes it
+        // after the commit is durable and never fsyncs it).
+        return Err(Error::Corrupt {
+            path: log.join(&name),
+            reason: "the version checksum is empty (its write never reached the disk, as after a power loss)".into(),
+        });
+    }
     if len > crate::log::files::MAX_COMMIT_BYTES {
         return Err(Error::Corrupt {
             path: log.join(&name),

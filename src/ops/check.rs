@@ -316,6 +316,12 @@ fn check_side_files(table: &Table, s: &Snapshot, report: &mut Report) {
             }
         }
         Ok(None) => report.missing_crcs.push(s.version),
+        // A checksum is never part of the table: word it as what it is, not as a corrupt table.
+        Err(Error::Corrupt { path, reason }) => report.warn(
+            Some(s.version),
+            format!("{}: {reason}", path.display()),
+            "delete the .crc file; readers do not need it",
+        ),
         Err(e) => report.warn(
             Some(s.version),
             e.to_string(),

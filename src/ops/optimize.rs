@@ -7,9 +7,10 @@
 //! bytes concatenated, so `read` gives the same bytes in the same order), and a file at or over
 //! the target between them is re-added as is (same path, never also removed: one path in both an
 //! `add` and a `remove` of one commit is not allowed) so that replay keeps it in place. The
-//! commit is WriteSerializable ([`crate::table::commit::commit_loop_serializable`]): it rebases over blind
-//! appends (their rows then come before the optimized files) and conflicts with a commit that
-//! removed or re-added one of its inputs (an overwrite or a restore), or changed the metadata.
+//! commit is WriteSerializable: it rebases over blind appends, re-adding the files they added
+//! after the optimized ones (`dataChange: false`), so the rows keep their order, and conflicts
+//! with a commit that removed or re-added one of its inputs (an overwrite or a restore), or
+//! changed the metadata.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufReader, Write};
@@ -230,16 +231,21 @@ pub fn optimize(table: &Table, opts: &OptimizeOptions) -> Result<OptimizeReport>
     ]);
     params.extend(opts.extra_params.iter().cloned());
     let removed_bytes: u64 = removed.iter().map(|f| f.size).sum();
-    let metrics = BTreeMap::from([
-        ("numAddedFiles".to_string(), adds.len().to_string()),
-        ("numRemovedFiles".to_string(), removed.len().to_string()),
-        (
-            "numAddedBytes".to_string(),
-            adds.iter().map(|a| a.size).sum::<u64>().to_string(),
-        ),
-        ("numRemovedBytes".to_string(), removed_bytes.to_string()),
-    ]);
-    let res = crate::table::commit::commit_loop_serializable(table, read_version, &read_files, opts.expect_version, |_, ts| {
+    // Files that blind appends added after `read_version` (paths decoded, oldest first), re-added
+    // after the compacted files on a rebase so that the OPTIMIZE version reads like the version
+    // before it (docs/FORMAT.md "Optimize").
+    let appended: std::cell::RefCell<Vec<Add>> = std::cell::RefCell::new(Vec::new());
+    let build = |_: u64, ts: i64| {
+        let appended = appended.borrow();
+        let metrics = BTreeMap::from([
+            ("numAddedFiles".to_string(), (adds.len() + appended.len()).to_string()),
+            ("numRemovedFiles".to_string(), removed.len().to_string()),
+            (
+                "numAddedBytes".to_string(),
+                adds.iter().chain(appended.iter()).map(|a| a.size).sum::<u64>().to_string(),
+            ),
+            ("numRemovedBytes".to_string(), removed_bytes.to_string()),
+        ]);
         let mut actions = vec![crate::table::serializable_info(
             "OPTIMIZE",
             &params,
@@ -258,8 +264,36 @@ pub fn optimize(table: &Table, opts: &OptimizeOptions) -> Result<OptimizeReport>
             })
         }));
         actions.extend(adds.iter().cloned().map(Action::add));
+        actions.extend(appended.iter().cloned().map(|mut a| {
+            a.path = crate::format::actions::encode_path(&a.path);
+            Action::add(a)
+        }));
         actions
-    });
+    };
+    // WriteSerializable (docs/FORMAT.md "Concurrency"): a commit that removed or re-added one of
+    // the files read, or changed the metadata or protocol, conflicts; any other is rebased over,
+    // and the files it added (still live) join `appended`.
+    let conflicts = |version: u64| {
+        let commit = table.read_commit(version)?;
+        let mut appended = appended.borrow_mut();
+        let mut conflict = false;
+        for a in &commit.actions {
+            conflict |= a.metadata.is_some() || a.protocol.is_some();
+            if let Some(r) = &a.remove {
+                conflict |= read_files.contains(&r.path);
+                appended.retain(|x| x.path != r.path);
+            }
+            if let Some(add) = &a.add {
+                conflict |= read_files.contains(&add.path);
+                appended.retain(|x| x.path != add.path);
+                let mut add = add.clone();
+                add.data_change = false;
+                appended.push(add);
+            }
+        }
+        Ok(conflict)
+    };
+    let res = crate::table::commit::commit_loop_checked(table, read_version, opts.expect_version, &[], build, conflicts);
     let files: Vec<&str> = written.iter().map(String::as_str).collect();
     let v = table.finish(res, &files, &snap)?;
     Ok(OptimizeReport {

@@ -407,35 +407,49 @@ fn optimize_rebases_over_an_append_and_conflicts_with_an_overwrite_that_removed_
     let t = TempTable::new(SMALL);
     t.append(&small_rows(0, 2)); // 1
     t.append(&small_rows(10, 2)); // 2
-    // An append lands while optimize is frozen before its publish: optimize rebases; the rows are
-    // the same set, the appended ones now come first.
-    let parts = t.part_files();
+    // Two appends land while optimize is frozen before its publish: optimize rebases, re-adding
+    // the appended files after the compacted one, so the OPTIMIZE version (dataChange false)
+    // reads exactly like the version before it (docs/FORMAT.md "Optimize").
     let mut op = Writer::spawn(&t.args("optimize", &[]), "before-link=freeze", &[]);
     op.wait_frozen("before-link");
     assert_eq!(t.append(&small_rows(500, 1)), 3);
+    assert_eq!(t.append(&small_rows(900, 1)), 4);
     let results = release_all(vec![op]);
     let (st, out, err) = &results[0];
     assert!(st.success(), "{out} {err}");
-    assert!(out.contains("as version 4"), "{out}");
-    assert_eq!(ids(&t.read()), vec![500, 0, 1, 10, 11]);
-    assert_eq!(t.describe()["numFiles"], 2);
-    assert_clean_log(&t, 4);
-    let _ = parts;
+    assert!(out.contains("as version 5"), "{out}");
+    assert_eq!(ids(&t.read()), vec![0, 1, 10, 11, 500, 900]);
+    assert_eq!(
+        t.read_v(5),
+        t.read_v(4),
+        "the OPTIMIZE version reads like the one before it"
+    );
+    assert_eq!(t.describe()["numFiles"], 3);
+    assert_clean_log(&t, 5);
+    // Its adds: the compacted file, then the two appended files again, all dataChange false.
+    let commit: Vec<serde_json::Value> = String::from_utf8(t.commit_bytes(5))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let adds: Vec<&serde_json::Value> = commit.iter().filter_map(|a| a.get("add")).collect();
+    assert_eq!(adds.len(), 3, "{commit:?}");
+    assert!(adds.iter().all(|a| a["dataChange"] == false), "{commit:?}");
 
     // An overwrite lands while optimize is frozen: its inputs were removed, exit 3, no file left.
-    t.append(&small_rows(600, 1)); // 5
+    t.append(&small_rows(600, 1)); // 6
     let parts = t.part_files();
     let mut op = Writer::spawn(&t.args("optimize", &[]), "before-link=freeze", &[]);
     op.wait_frozen("before-link");
-    assert_eq!(t.overwrite(&small_rows(700, 1)), 6);
+    assert_eq!(t.overwrite(&small_rows(700, 1)), 7);
     let results = release_all(vec![op]);
     let (st, _, err) = &results[0];
     assert_eq!(st.code(), Some(3), "{err}");
-    assert!(err.contains("version 6 was committed"), "{err}");
+    assert!(err.contains("version 7 was committed"), "{err}");
     assert_eq!(ids(&t.read()), vec![700]);
     let added: BTreeSet<String> = t.part_files().difference(&parts).cloned().collect();
     assert_eq!(added.len(), 1, "the losing optimize left its file: {added:?}");
-    assert_clean_log(&t, 6);
+    assert_clean_log(&t, 7);
 }
 
 #[test]
