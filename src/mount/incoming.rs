@@ -245,6 +245,23 @@ pub(super) struct Writer {
     pub closed: bool,
 }
 
+/// The bytes of the last batch a close or rename committed, kept readable while the name
+/// lingers (docs/MOUNT.md "After the commit the name lingers"): `stat` shows them, so reads give
+/// them. Their descriptor is in the staging pool ([`staging::Staging::keep_committed`]).
+#[derive(Debug, Clone)]
+pub(super) struct KeptBatch {
+    /// The staging id the batch had.
+    pub id: String,
+    /// Its logical offset in the file (the committed bytes before it).
+    pub start: u64,
+    /// Its length.
+    pub len: u64,
+}
+
+/// How many committed batches of one name stay readable while it lingers (docs/MOUNT.md "After
+/// the commit the name lingers"): a name appended to (`>>`) more often keeps its latest ones.
+pub(super) const MAX_KEPT_BATCHES: usize = 64;
+
 /// One file of `incoming/`.
 #[derive(Debug)]
 pub(super) struct Staged {
@@ -267,6 +284,9 @@ pub(super) struct Staged {
     pub in_place: bool,
     /// Serialises writes, truncates and commits of this file.
     pub io: Arc<Mutex<()>>,
+    /// The batches committed by a close or rename since the last `fsync` commit (at most
+    /// [`MAX_KEPT_BATCHES`], oldest first), readable below `base`.
+    pub kept: Vec<KeptBatch>,
 }
 
 impl Staged {
@@ -405,8 +425,10 @@ impl Incoming {
 
     /// Committed names whose time is up stop being reachable (those without a note: a
     /// committed name with a note stays until `rm NAME.error`), and re-save records whose time
-    /// is up are forgotten.
-    pub(super) fn sweep(&mut self, now: Instant) {
+    /// is up are forgotten. Returns the staging ids of the [`KeptBatch`] batches of the names that
+    /// stopped being reachable (their descriptors can go).
+    pub(super) fn sweep(&mut self, now: Instant) -> Vec<String> {
+        let mut unkept = Vec::new();
         while self.due.peek().is_some_and(|Reverse((at, _))| *at <= now) {
             let Some(Reverse((_, what))) = self.due.pop() else {
                 break;
@@ -418,6 +440,9 @@ impl Incoming {
                             && matches!(&e.state, State::Committed { until, note: None } if *until <= now)
                     });
                     if expired {
+                        if let Some(e) = self.files.get_mut(&seq) {
+                            unkept.extend(e.kept.drain(..).map(|k| k.id));
+                        }
                         self.unname(seq);
                         self.maybe_drop(seq);
                     }
@@ -429,6 +454,7 @@ impl Incoming {
                 }
             }
         }
+        unkept
     }
 
     /// Note that `what` may expire at `at` (see [`Incoming::due`]); every change of a
@@ -454,6 +480,7 @@ impl Incoming {
                 perm,
                 in_place: false,
                 io: Arc::new(Mutex::new(())),
+                kept: Vec::new(),
             },
         );
         seq

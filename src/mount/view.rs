@@ -263,7 +263,7 @@ impl TableView {
         let committed = if found.is_empty() {
             Default::default()
         } else {
-            committed_staging_ids(&table)?
+            committed_staging_ids(&table)
         };
         let view = TableView {
             versions: Versions::new(table)?,
@@ -1123,16 +1123,49 @@ impl TableView {
     }
 }
 
-/// Staging ids recorded in the log (`commitInfo.operationParameters.stagingId`).
-fn committed_staging_ids(table: &Table) -> FsResult<std::collections::HashSet<String>> {
-    let latest = table.latest_version()?;
+/// Staging ids recorded in the log (`commitInfo.operationParameters.stagingId`), best effort
+/// (docs/MOUNT.md "Starting and stopping"): a commit that cannot be read (a damaged newest
+/// commit) or a log that cannot be listed is logged and skipped, and the staged files stay in
+/// `incoming/`, where the user can read and save them, rather than the mount failing.
+fn committed_staging_ids(table: &Table) -> std::collections::HashSet<String> {
     let mut ids = std::collections::HashSet::new();
-    for v in 0..=latest {
-        if let Some(id) = table.commit_info(v)?.operation_parameters.get(STAGING_ID_PARAM) {
-            ids.insert(id.clone());
+    let seg = match table.segment() {
+        Ok(seg) => seg,
+        Err(e) => {
+            log::warn!(
+                "cannot tell which staged files the log already has ({}); all of them stay in incoming/",
+                super::printable(&e.to_string())
+            );
+            return ids;
+        }
+    };
+    let mut unreadable: Option<(u64, u64, String)> = None;
+    for v in seg.first..=seg.end {
+        match table.read_commit(v) {
+            Ok(c) => {
+                if let Some(id) = c.info.as_ref().and_then(|i| i.operation_parameters.get(STAGING_ID_PARAM)) {
+                    ids.insert(id.clone());
+                }
+            }
+            Err(e) => match &mut unreadable {
+                Some((_, last, _)) => *last = v,
+                None => unreadable = Some((v, v, e.to_string())),
+            },
         }
     }
-    Ok(ids)
+    if let Some((first, last, why)) = unreadable {
+        let which = if first == last {
+            format!("version {first}")
+        } else {
+            format!("versions {first} to {last}")
+        };
+        log::warn!(
+            "cannot read the commit of {which} ({}): a staged file it committed would be back in incoming/; \
+             it is not committed again unless closed, touched or renamed",
+            super::printable(&why)
+        );
+    }
+    ids
 }
 
 mod incoming;

@@ -389,6 +389,7 @@ impl Staging {
                     None => None,
                 })
             };
+            let had_name_file = from_file.is_some();
             let named = match from_file {
                 Some(bytes) => Some(bytes),
                 None if exts.contains("data") => from_xattr()?,
@@ -401,10 +402,25 @@ impl Staging {
                 self.remove(&id)?;
                 continue;
             };
-            let name = String::from_utf8(named)
-                .ok()
-                .filter(|n| valid_name(n))
-                .unwrap_or_else(|| format!("recovered-{id}.jsonl"));
+            let usable = |bytes: Vec<u8>| String::from_utf8(bytes).ok().filter(|n| valid_name(n));
+            let name = usable(named);
+            if name.is_none() && self.dir.stat(&Self::rel(&id, "data"))?.is_some_and(|m| m.st_size == 0) {
+                // Nameless (a `.name` file cut by a power loss: its rename reached the disk, its
+                // bytes did not) and empty: nothing the user wrote survives in it, and bringing it
+                // back as `recovered-<id>.jsonl` would show a file nobody wrote (docs/MOUNT.md
+                // "Errors as early as known").
+                self.remove(&id)?;
+                continue;
+            }
+            let name = match name {
+                Some(n) => n,
+                // A cut `.name` file: the name the bytes were created under is still in the data
+                // file's attribute.
+                None if had_name_file => from_xattr()?
+                    .and_then(usable)
+                    .unwrap_or_else(|| format!("recovered-{id}.jsonl")),
+                None => format!("recovered-{id}.jsonl"),
+            };
             let error = self
                 .read_small(&id, "error")?
                 .map(|t| String::from_utf8_lossy(&t).trim_end().to_string());
@@ -518,6 +534,24 @@ impl Staging {
 
     fn fds(&self) -> std::sync::MutexGuard<'_, Lru<String, File>> {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keep `file`, the data file of `id` whose bytes were just committed (its names in here
+    /// are gone), among the open descriptors, so that the lingering `incoming/` name reads them
+    /// (docs/MOUNT.md "After the commit the name lingers"). It counts against the limit like any
+    /// staged file's descriptor and, once closed to stay within it, cannot be opened again.
+    pub fn keep_committed(&self, id: &str, file: Arc<File>) {
+        self.fds().put(Self::rel(id, "committed"), file);
+    }
+
+    /// The descriptor [`Staging::keep_committed`] kept for `id`, if it still is.
+    pub fn committed(&self, id: &str) -> Option<Arc<File>> {
+        self.fds().get(&Self::rel(id, "committed"))
+    }
+
+    /// Close the descriptor [`Staging::keep_committed`] kept for `id`.
+    pub fn forget_committed(&self, id: &str) {
+        self.fds().remove(&Self::rel(id, "committed"));
     }
 
     /// The data file of `id`, open for reading and writing: the kept descriptor, or opened again
@@ -822,17 +856,60 @@ pub fn valid_name(name: &str) -> bool {
 /// The suffix of the note that explains a failed commit.
 pub const ERROR_SUFFIX: &str = ".error";
 
-/// Whether `name` is a scratch name (editor swap files, rsync and `mktemp` temporaries): staged,
-/// but never committed. Leading `.`, trailing `~`, `.swp`, `.swx` or `.tmp`, and a download's
-/// partial file (`.part`, `.partial`, `.crdownload`, `.download`): a downloader may close and
-/// resume it, so only its rename onto the final name commits (docs/MOUNT.md "Scratch names,
-/// in-place edits and blocked files").
+/// Suffixes of scratch names: temporaries (`.tmp`, `.temp`), editors' swap files (`.kate-swp`,
+/// Chrome's `.crswap`; vim's `.swp`, `.swo`, ... are matched as `.sw` + a letter) and a
+/// download's partial file (`.part`, `.partial`, `.crdownload`, `.download`), which a downloader
+/// may close and resume.
+const SCRATCH_SUFFIXES: [&str; 8] = [
+    ".tmp",
+    ".temp",
+    ".kate-swp",
+    ".crswap",
+    ".part",
+    ".partial",
+    ".crdownload",
+    ".download",
+];
+
+/// Whether `name` is a scratch name (editor swap files, `mktemp`, `mkstemp` and Python
+/// `tempfile` temporaries, downloads in progress): staged, but never committed until renamed onto
+/// a plain name (docs/MOUNT.md "Scratch names, in-place edits and blocked files", which lists
+/// the patterns).
 pub fn is_scratch(name: &str) -> bool {
+    let b = name.as_bytes();
+    let random = |s: &[u8]| s.iter().all(u8::is_ascii_alphanumeric);
+    // Random letters as mkstemp(3) draws them (upper and lower case and digits): at least one
+    // upper-case letter and one lower-case letter or digit, so that a plain word or number is not
+    // taken for one.
+    let mixed = |s: &[u8]| {
+        random(s)
+            && s.iter().any(u8::is_ascii_uppercase)
+            && s.iter().any(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+    };
+    // Python's tempfile: "tmp" + 8 of [a-z0-9_], then the caller's suffix if any.
+    let python = b.len() >= 11
+        && b.starts_with(b"tmp")
+        && b[3..11].iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_')
+        && (b.len() == 11 || b[11] == b'.');
+    // mktemp(1): "tmp." + at least 6 random letters.
+    let mktemp = b.len() >= 10 && b.starts_with(b"tmp.") && random(&b[4..]);
+    // mkstemp(3) after a name: "NAME.XXXXXX"; GNU sed -i: "sedXXXXXX".
+    let mkstemp = match name.rsplit_once('.') {
+        Some((stem, ext)) => !stem.is_empty() && ext.len() == 6 && mixed(ext.as_bytes()),
+        None => false,
+    };
+    let sed = b.len() == 9 && b.starts_with(b"sed") && mixed(&b[3..]);
+    // vim's swap files: ".swp", then ".swo", ".swn", ... down to ".swa".
+    let vim = b.len() > 4 && b[b.len() - 4..b.len() - 1] == *b".sw" && b[b.len() - 1].is_ascii_lowercase();
     name.starts_with('.')
         || name.ends_with('~')
-        || [".swp", ".swx", ".tmp", ".part", ".partial", ".crdownload", ".download"]
-            .iter()
-            .any(|s| name.ends_with(s))
+        || (b.len() >= 3 && name.starts_with('#') && name.ends_with('#'))
+        || SCRATCH_SUFFIXES.iter().any(|s| name.ends_with(s))
+        || python
+        || mktemp
+        || mkstemp
+        || sed
+        || vim
 }
 
 #[cfg(test)]
@@ -888,6 +965,46 @@ mod tests {
         s.remove(&a).unwrap();
         let left: Vec<_> = fs::read_dir(s.dir()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(left.len(), 1, "{left:?}");
+    }
+
+    #[test]
+    fn an_empty_nameless_file_goes_and_a_cut_name_file_falls_back_to_the_attribute() {
+        // What a power loss leaves when a staged file's name was not durable: a `.name` file
+        // that is empty (its rename reached the disk, its bytes did not).
+        let dir = tempfile::tempdir().unwrap();
+        let s = Staging::open(dir.path()).unwrap();
+        let (renamed, mut f) = s.create("first.jsonl").unwrap();
+        f.write_all(b"{}\n").unwrap();
+        drop(f);
+        let (empty, _) = s.create("e.jsonl").unwrap();
+        let st = s.dir().to_path_buf();
+        drop(s);
+        fs::write(st.join(format!("{renamed}.name")), b"").unwrap();
+        fs::write(st.join(format!("{empty}.name")), b"").unwrap();
+        // Files without the attribute (written behind tinydelta's back): one empty, one not.
+        let bare_empty = "a".repeat(32);
+        let bare_full = "b".repeat(32);
+        fs::write(st.join(format!("{bare_empty}.data")), b"").unwrap();
+        fs::write(st.join(format!("{bare_empty}.name")), b"").unwrap();
+        fs::write(st.join(format!("{bare_full}.data")), b"{}\n").unwrap();
+        fs::write(st.join(format!("{bare_full}.name")), b"\xff").unwrap();
+        let s = Staging::open(dir.path()).unwrap();
+        let found: Vec<(String, String)> = s.scan().unwrap().into_iter().map(|f| (f.id, f.name)).collect();
+        assert_eq!(
+            found,
+            [
+                (renamed.clone(), "first.jsonl".to_string()),
+                (bare_full.clone(), format!("recovered-{bare_full}.jsonl")),
+            ]
+        );
+        // The empty nameless ones are gone from disk, side files included.
+        let mut left: Vec<String> = fs::read_dir(&st)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.starts_with(&empty) || n.starts_with(&bare_empty))
+            .collect();
+        left.sort();
+        assert!(left.is_empty(), "{left:?}");
     }
 
     #[test]
@@ -1024,10 +1141,35 @@ mod tests {
             ".x",
             "x.jsonl.part",
             "x.crdownload",
+            "x.swo",
+            "x.temp",
+            "tmpmc2whf69",
+            "tmp_a1b2c3d.jsonl",
+            "tmp.Xy3kPq9aBc",
+            "x.jsonl.aB3dEf",
+            "sedX1b2Cd",
+            "#x.jsonl#",
+            ".#x.jsonl",
+            "x.kate-swp",
+            "x.crswap",
         ] {
             assert!(is_scratch(s), "{s}");
         }
-        for s in ["x.jsonl", "data", "x.tmp.jsonl", "x.part.jsonl"] {
+        for s in [
+            "x.jsonl",
+            "data",
+            "x.tmp.jsonl",
+            "x.part.jsonl",
+            "tmp.jsonl",
+            "tmpdata.jsonl",
+            "tmp12345678x.jsonl",
+            "orders.202611",
+            "x.jsonld",
+            "sedation1",
+            "#x.jsonl",
+            "x.swift",
+            "x.sw",
+        ] {
             assert!(!is_scratch(s), "{s}");
         }
         assert!(!valid_name("x.error"));

@@ -348,3 +348,115 @@ fn a_log_replaced_while_mounted_takes_no_commit() {
         "committed into the replacing log"
     );
 }
+
+#[test]
+fn a_damaged_newest_commit_still_mounts_and_keeps_staged_files_reachable() {
+    // docs/MOUNT.md "Starting and stopping": best effort. A file staged by an earlier daemon
+    // comes back in incoming/ even though the newest commit cannot be read, so it can be saved.
+    let f = Fixture::flights(&FILES[..2]);
+    let good1 = f.read_v(1);
+    let row = lines(&fixture_bytes("flights-mar.jsonl"))[0].to_vec();
+    let staged = [row.as_slice(), b"\n"].concat();
+    {
+        let m = f.mount();
+        fs::write(f.m("incoming/.keep.tmp"), &staged).unwrap();
+        m.unmount();
+    }
+    fs::write(commit(&f, 2), b"{\"commitInfo\":").unwrap();
+    let m = f.mount();
+    assert_eq!(fs::read(f.m("incoming/.keep.tmp")).unwrap(), staged);
+    let saved = f.dir.path().join("saved.jsonl");
+    ok("cp", &[f.m("incoming/.keep.tmp"), saved.clone()]);
+    assert_eq!(fs::read(&saved).unwrap(), staged);
+    // What is readable is served; from the damage on, EIO.
+    assert_eq!(fs::read(f.m("v/1/data.jsonl")).unwrap(), good1);
+    assert_eio(&f.m("v/2/data.jsonl"), "the damaged version");
+    assert!(
+        m.log_text().contains("cannot read the commit of version 2"),
+        "{}",
+        m.log_text()
+    );
+}
+
+/// A staged file as an earlier boot left it in `_staging/` (written before the mount starts):
+/// `<id>.data` with `bytes`, `<id>.name` with `name`, and a durability record of another boot
+/// saying only `durable` bytes reached the disk. Its id.
+fn plant_staged(f: &Fixture, name: &[u8], bytes: &[u8], durable: Option<u64>) -> String {
+    let dir = f.table.join("_staging");
+    fs::create_dir_all(&dir).unwrap();
+    let id = format!("{:032x}", rand_id(&[name, bytes].concat()));
+    fs::write(dir.join(format!("{id}.data")), bytes).unwrap();
+    fs::write(dir.join(format!("{id}.name")), name).unwrap();
+    if let Some(d) = durable {
+        fs::write(
+            dir.join(format!("{id}.sync")),
+            format!("00000000-0000-0000-0000-000000000000 {d}\n"),
+        )
+        .unwrap();
+    }
+    id
+}
+
+fn rand_id(seed: &[u8]) -> u128 {
+    seed.iter().fold(0x1234_5678_9abc_def0_u128, |h, b| {
+        h.wrapping_mul(31).wrapping_add(u128::from(*b))
+    })
+}
+
+#[test]
+fn after_a_power_loss_an_empty_nameless_staged_file_is_gone() {
+    // docs/MOUNT.md "Errors as early as known" (crash safety): a staged file whose `.name` was
+    // cut by a power loss and whose bytes never reached the disk held nothing the user wrote.
+    let f = Fixture::flights(&FILES[..1]);
+    let gone = plant_staged(&f, b"", b"", None);
+    let row = [lines(&fixture_bytes("flights-mar.jsonl"))[0], b"\n"].concat();
+    let kept = plant_staged(&f, b"", &row, Some(row.len() as u64));
+    let _m = f.mount();
+    let mut listed: Vec<String> = fs::read_dir(f.m("incoming"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    listed.sort();
+    // Bytes without a name come back under a made-up name, so they can be saved; the empty one
+    // does not come back at all.
+    assert_eq!(listed, [format!("recovered-{kept}.jsonl")]);
+    let left: Vec<String> = fs::read_dir(f.table.join("_staging"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with(&gone))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_torn_staged_file_fails_its_commit_points_and_a_scratch_name_closes_fine() {
+    // docs/MOUNT.md "Errors as early as known": after a power loss a file whose bytes may be torn
+    // is blocked. Its commit points fail with EIO (touch of a plain name, the rename of a scratch
+    // name onto a plain name); the close of a scratch name is no commit point and answers 0.
+    let f = Fixture::flights(&FILES[..1]);
+    let row = [lines(&fixture_bytes("flights-mar.jsonl"))[0], b"\n"].concat();
+    let two = [row.as_slice(), row.as_slice()].concat();
+    plant_staged(&f, b"p.jsonl", &two, Some(row.len() as u64));
+    plant_staged(&f, b".s.tmp", &two, Some(row.len() as u64));
+    let _m = f.mount();
+    let dir = f.dir.path();
+    let note = fs::read_to_string(f.m("incoming/p.jsonl.error")).unwrap();
+    assert!(note.contains("torn"), "{note}");
+    let out = sh(dir, "touch \"$M/incoming/p.jsonl\"", &f.mnt, &f.table);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Input/output error"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = sh(dir, "touch \"$M/incoming/.s.tmp\"", &f.mnt, &f.table);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = sh(
+        dir,
+        "mv \"$M/incoming/.s.tmp\" \"$M/incoming/s.jsonl\"",
+        &f.mnt,
+        &f.table,
+    );
+    assert!(!out.status.success(), "the rename of a torn file committed it");
+    assert_eq!(f.latest(), 1, "nothing was committed");
+}

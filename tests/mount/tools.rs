@@ -683,6 +683,48 @@ fn part_file_then_mv() {
     t.added_mar_once(&[]);
 }
 
+/// `commitInfo.operationParameters.source` of the table's newest commit.
+fn newest_source(f: &Fixture) -> String {
+    let v = f.latest();
+    let text = fs::read_to_string(f.table.join(format!("_delta_log/{v:020}.json"))).unwrap();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|a| {
+            a["commitInfo"]["operationParameters"]["source"]
+                .as_str()
+                .map(String::from)
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn python_mkstemp_fsync_replace_commits_under_the_final_name() {
+    // tempfile.mkstemp's "tmpXXXXXXXX" is a scratch name: its fsync only syncs, and
+    // os.replace onto the final name commits once, under that name (docs/MOUNT.md "Scratch
+    // names, in-place edits and blocked files").
+    let t = idiom();
+    t.python_ok(
+        "import os, sys, tempfile\n\
+         inc = os.path.join(sys.argv[1], \"incoming\")\n\
+         fd, tmp = tempfile.mkstemp(dir=inc)\n\
+         os.write(fd, open(\"mar.jsonl\", \"rb\").read())\n\
+         os.fsync(fd)\n\
+         os.close(fd)\n\
+         os.replace(tmp, os.path.join(inc, \"py1.jsonl\"))\n",
+    );
+    t.added_mar_once(&[]);
+    assert_eq!(newest_source(&t.e.f), "py1.jsonl");
+}
+
+#[test]
+fn mktemp_then_mv_commits_under_the_final_name() {
+    let t = idiom();
+    require_tool("mktemp");
+    t.e.ok("t=$(mktemp -p \"$M/incoming\") && cat mar.jsonl > \"$t\" && mv \"$t\" \"$M/incoming/mk.jsonl\"");
+    t.added_mar_once(&[]);
+    assert_eq!(newest_source(&t.e.f), "mk.jsonl");
+}
+
 #[test]
 fn install_m_644() {
     let t = idiom();
@@ -1078,7 +1120,7 @@ fn max_line_bytes_holds_for_a_file_validated_at_its_close() {
 
 /// A committed name that a tool opens for writing and leaves without a byte (`touch`, `: >>`,
 /// `truncate` below the committed bytes, which fails) is committed again as right after its
-/// commit: not listed, `stat` and `cat` work (no bytes: they are in the table), the mode and
+/// commit: not listed, `stat` and `cat` work (the committed bytes, as `stat` counts them), the mode and
 /// times set by path are kept, and a later `>>` appends one more APPEND.
 #[test]
 fn a_committed_name_touched_again_behaves_as_right_after_its_commit() {
@@ -1091,11 +1133,16 @@ fn a_committed_name_touched_again_behaves_as_right_after_its_commit() {
     e.ok("touch \"$M/incoming/t.jsonl\" && touch -d @1000000000 \"$M/incoming/t.jsonl\"");
     assert_eq!(listing(), "", "a touched committed name is listed again");
     assert_eq!(e.text("stat -c %Y \"$M/incoming/t.jsonl\"").trim(), "1000000000");
-    assert_eq!(e.ok("cat \"$M/incoming/t.jsonl\""), b"", "cat of a committed name");
+    let committed = format!("{row}\n").into_bytes();
+    assert_eq!(
+        e.ok("cat \"$M/incoming/t.jsonl\""),
+        committed,
+        "cat of a committed name"
+    );
     put("a.jsonl");
     e.ok(": >> \"$M/incoming/a.jsonl\"");
     assert_eq!(listing(), "", "`: >>` onto a committed name left it listed");
-    assert_eq!(e.ok("cat \"$M/incoming/a.jsonl\""), b"");
+    assert_eq!(e.ok("cat \"$M/incoming/a.jsonl\""), committed);
     put("c.jsonl");
     let out = e.sh("truncate -s 2 \"$M/incoming/c.jsonl\"");
     assert!(!out.status.success(), "truncate below committed bytes must fail");
@@ -1114,6 +1161,52 @@ fn a_committed_name_touched_again_behaves_as_right_after_its_commit() {
     assert_eq!(e.f.latest(), 8);
     assert_eq!(lines(&e.f.read_v(8)).len(), 2800 + 6);
     assert_eq!(listing(), "");
+}
+
+/// For as long as a committed name lingers, `stat` and reads agree: the bytes committed under
+/// it, as written (docs/MOUNT.md "After the commit the name lingers"): a non-canonical file (its
+/// own bytes are not the table's rows), then `>>` onto it, then a verifying read by Python.
+#[test]
+fn a_lingering_name_reads_the_bytes_stat_counts() {
+    let e = setup();
+    // Keys out of schema order: the table stores canonical rows, not these bytes.
+    let mut rows: Vec<serde_json::Value> = lines(&fixture_bytes("flights-mar.jsonl"))[..3]
+        .iter()
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let written: Vec<u8> = rows
+        .iter_mut()
+        .flat_map(|r| {
+            let m = r.as_object().unwrap();
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.reverse();
+            let body: Vec<String> = keys.iter().map(|k| format!("{:?}: {}", k, m[*k])).collect();
+            format!("{{ {} }}\n", body.join(", ")).into_bytes()
+        })
+        .collect();
+    fs::write(e.f.dir.path().join("nc.jsonl"), &written).unwrap();
+    e.ok("cp nc.jsonl \"$M/incoming/nc.jsonl\"");
+    assert_eq!(e.f.latest(), 3);
+    let size = |name: &str| fs::metadata(e.f.m(&format!("incoming/{name}"))).unwrap().len();
+    assert_eq!(size("nc.jsonl"), written.len() as u64);
+    assert_eq!(fs::read(e.f.m("incoming/nc.jsonl")).unwrap(), written);
+    e.ok("cmp nc.jsonl \"$M/incoming/nc.jsonl\"");
+    // One more APPEND through `>>`: the name reads both commits' bytes.
+    let row = [lines(&fixture_bytes("flights-mar.jsonl"))[5], b"\n"].concat();
+    fs::write(e.f.dir.path().join("one.jsonl"), &row).unwrap();
+    e.ok("cat one.jsonl >> \"$M/incoming/nc.jsonl\"");
+    assert_eq!(e.f.latest(), 4);
+    let both = [written.as_slice(), row.as_slice()].concat();
+    assert_eq!(size("nc.jsonl"), both.len() as u64);
+    fs::write(e.f.dir.path().join("both.jsonl"), &both).unwrap();
+    let py = python(&["hashlib"]);
+    let digest = |path: &str| {
+        e.ok(&format!(
+            "{py} -c 'import hashlib,sys; b=open(sys.argv[1],\"rb\").read(); print(len(b), hashlib.sha256(b).hexdigest())' {path}"
+        ))
+    };
+    let (out, want) = (digest("\"$M/incoming/nc.jsonl\""), digest("both.jsonl"));
+    assert_eq!(String::from_utf8_lossy(&out), String::from_utf8_lossy(&want));
 }
 
 /// A commit whose durability is unknown (the fsync of `_delta_log/` after the publish failed,

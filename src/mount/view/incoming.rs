@@ -127,7 +127,7 @@ impl TableView {
     /// The node `name` in `incoming/` names: a listed or reachable file, or a note.
     pub(super) fn incoming_node(&self, name: &str) -> FsResult<Node> {
         let mut inc = lock(&self.incoming);
-        inc.sweep(Instant::now());
+        self.sweep(&mut inc);
         if let Some(seq) = inc.names.get(name) {
             return Ok(Node::Staged(*seq));
         }
@@ -249,6 +249,8 @@ impl TableView {
             perm: e.perm,
             in_place: e.in_place,
             io: std::mem::replace(&mut e.io, Arc::new(Mutex::new(()))),
+            // The committed bytes below `base` stay readable through the name.
+            kept: Vec::new(),
         };
         e.in_place = false;
         inc.files.insert(new, moved);
@@ -314,7 +316,7 @@ impl TableView {
                 // and the new rows commit as their own APPEND (docs/MOUNT.md "What counts as
                 // open").
                 if trunc {
-                    e.base = 0;
+                    self.restart(e);
                 }
                 e.mtime = SystemTime::now();
                 if !inc.names.contains_key(&name) {
@@ -334,7 +336,7 @@ impl TableView {
                     bytes.note = kept_note;
                     let e = inc.get(seq)?;
                     if trunc {
-                        e.base = 0;
+                        self.restart(e);
                     }
                     e.state = State::Listed(bytes);
                     if inc.names.get(&name) != Some(&seq) {
@@ -348,7 +350,7 @@ impl TableView {
                 }
                 State::Listed(_) if trunc => {
                     // Rewritten from offset 0: no longer blocked, and the old note is moot.
-                    e.base = 0;
+                    self.restart(e);
                     if let State::Listed(b) = &mut e.state {
                         b.data(&self.staging)?.set_len(0)?;
                         b.len = 0;
@@ -412,7 +414,7 @@ impl TableView {
         caller: Caller,
     ) -> FsResult<(u64, Opened)> {
         let mut inc = lock(&self.incoming);
-        inc.sweep(Instant::now());
+        self.sweep(&mut inc);
         if let Some(seq) = inc.names.get(name).copied() {
             let committed = matches!(inc.get(seq)?.state, State::Committed { .. });
             let busy = inc.written_by_other(seq, caller.tgid);
@@ -483,32 +485,79 @@ impl TableView {
 
     /// Read from a staged file.
     pub(super) fn read_staged(&self, seq: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
-        let (file, base, len) = {
+        let (file, base, len, kept, name) = {
             let mut inc = lock(&self.incoming);
             let e = inc.get(seq)?;
-            (e.file(&self.staging)?, e.base, e.bytes().map_or(0, |b| b.len))
+            (
+                e.file(&self.staging)?,
+                e.base,
+                e.bytes().map_or(0, |b| b.len),
+                e.kept.clone(),
+                e.name.clone(),
+            )
         };
-        let Some(file) = file else { return Ok(Vec::new()) };
+        let mut buf = Vec::new();
+        let (mut offset, mut size) = (offset, u64::from(size));
+        // Below `base`: the bytes the closes and renames since the last fsync commit committed,
+        // which `stat` counts (docs/MOUNT.md "After the commit the name lingers").
+        while size > 0 && offset < base {
+            let Some(k) = kept
+                .iter()
+                .find(|k| k.start <= offset && offset < k.start.saturating_add(k.len))
+            else {
+                break;
+            };
+            let Some(committed) = self.staging.committed(&k.id) else {
+                return Err(FsError::Io(io::Error::other(format!(
+                    "incoming/{}: its committed bytes are no longer kept open (more lingering names \
+                     than tinydelta-mount --max-open-staged); they are in the table",
+                    name.escape_debug()
+                ))));
+            };
+            let n = (k.start + k.len - offset).min(size);
+            let before = buf.len();
+            read_full(&committed, offset - k.start, n, &mut buf)?;
+            let got = (buf.len() - before) as u64;
+            offset += got;
+            size -= got;
+            if got < n {
+                return Ok(buf);
+            }
+        }
+        if size == 0 {
+            return Ok(buf);
+        }
+        let Some(file) = file else { return Ok(buf) };
         if offset < base {
-            return Err(FsError::AlreadyCommitted);
+            return if buf.is_empty() {
+                Err(FsError::AlreadyCommitted)
+            } else {
+                Ok(buf)
+            };
         }
         let at = offset - base;
         if at >= len {
-            return Ok(Vec::new());
+            return Ok(buf);
         }
-        let n = usize::try_from((len - at).min(u64::from(size))).unwrap_or(0);
-        let mut buf = vec![0u8; n];
-        let mut done = 0;
-        while done < n {
-            match file.read_at(&mut buf[done..], at + done as u64) {
-                Ok(0) => break,
-                Ok(k) => done += k,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        buf.truncate(done);
+        read_full(&file, at, (len - at).min(size), &mut buf)?;
         Ok(buf)
+    }
+
+    /// `e` starts again at offset 0 (`O_TRUNC`, a truncate to 0): the bytes committed before are
+    /// no longer part of the file, nor readable through it.
+    fn restart(&self, e: &mut Staged) {
+        e.base = 0;
+        for old in e.kept.drain(..) {
+            self.staging.forget_committed(&old.id);
+        }
+    }
+
+    /// [`Incoming::sweep`] now, closing the descriptors of the committed bytes of names that
+    /// stopped being reachable.
+    fn sweep(&self, inc: &mut Incoming) {
+        for id in inc.sweep(Instant::now()) {
+            self.staging.forget_committed(&id);
+        }
     }
 
     /// Make sure `seq` has bytes to write into (a write after an fsync commit starts a new batch
@@ -725,7 +774,7 @@ impl TableView {
             if size == 0 && e.bytes().is_some_and(|b| b.len == 0) {
                 // ftruncate(fd, 0) right after opening a committed name (vim's re-save, `>`
                 // without O_TRUNC): the new batch starts at offset 0.
-                e.base = 0;
+                self.restart(e);
                 if let Some(b) = e.bytes_mut() {
                     self.end_stream(b);
                     b.check = check_at_zero.take();
@@ -812,7 +861,7 @@ impl TableView {
                     return Ok(());
                 }
             }
-            self.commit_locked(seq, caller.tgid)
+            self.commit_locked(seq, caller.tgid, true, false)
         })
     }
 
@@ -833,7 +882,7 @@ impl TableView {
                 self.staging.sync(&id, &name, &file, len)?;
                 return Ok(());
             }
-            self.commit_locked(seq, opener)
+            self.commit_locked(seq, opener, false, false)
         })
     }
 
@@ -926,7 +975,7 @@ impl TableView {
     /// `cp` of an empty file): nothing to commit, nothing to keep. A batch that continues a
     /// committed name (it starts after committed bytes) and got nothing since (`touch`, `: >>`,
     /// an open whose truncate below the committed bytes failed) makes the name committed again,
-    /// as right after its commit: not listed, reachable for [`GHOST_TTL`], read as no bytes
+    /// as right after its commit: not listed, reachable for [`GHOST_TTL`], reading its committed bytes
     /// (docs/MOUNT.md "After the commit the name lingers"), whatever its name.
     fn drop_if_empty(&self, inc: &mut Incoming, seq: u64) {
         let Some(e) = inc.files.get_mut(&seq) else { return };
@@ -974,15 +1023,20 @@ impl TableView {
     /// Validate `seq` and commit it; on success its name stops being listed (it stays reachable
     /// for [`GHOST_TTL`]). `tgid`: the process whose commit point this is (for re-saves). An
     /// empty file commits nothing. On failure the bytes stay and `NAME.error` explains.
-    pub(super) fn commit(&self, seq: u64, tgid: Option<u32>) -> FsResult<()> {
-        self.with_io(seq, || self.commit_locked(seq, tgid))
+    /// `edit`: the rename of an in-place edit onto the name it edited, which is a re-save of that
+    /// name whoever saved it before (docs/MOUNT.md "Re-saves").
+    pub(super) fn commit(&self, seq: u64, tgid: Option<u32>, edit: bool) -> FsResult<()> {
+        self.with_io(seq, || self.commit_locked(seq, tgid, true, edit))
     }
 
-    /// [`TableView::commit`] with `seq`'s I/O lock held.
-    fn commit_locked(&self, seq: u64, tgid: Option<u32>) -> FsResult<()> {
+    /// [`TableView::commit`] with `seq`'s I/O lock held. `keep`: the commit point is a close or a
+    /// rename, after which the lingering name reads the committed bytes ([`KeptBatch`]); after an
+    /// `fsync` commit, reads below the committed bytes are refused instead (docs/MOUNT.md
+    /// "Commit points").
+    fn commit_locked(&self, seq: u64, tgid: Option<u32>, keep: bool, edit: bool) -> FsResult<()> {
         let (id, name, file, len, base, own) = {
             let mut inc = lock(&self.incoming);
-            inc.sweep(Instant::now());
+            self.sweep(&mut inc);
             let e = inc.get(seq)?;
             if staging::is_scratch(&e.name) {
                 return Ok(());
@@ -1019,7 +1073,7 @@ impl TableView {
         if base == 0
             && own == Own::Whole
             && let (Some(r), Some(t)) = (&recent, tgid)
-            && r.tgid == t
+            && (r.tgid == t || edit)
         {
             let same_prefix = len >= r.len && hash_prefix(&file, r.len)? == r.hash;
             plan = if same_prefix {
@@ -1077,6 +1131,9 @@ impl TableView {
                 if let Err(e) = self.staging.remove(&id) {
                     warn!("incoming/{name:?}: committed, but removing its staged bytes failed: {e}");
                 }
+                if keep {
+                    self.staging.keep_committed(&id, file.clone());
+                }
                 let mut inc = lock(&self.incoming);
                 let now = Instant::now();
                 if own == Own::Mixed {
@@ -1117,6 +1174,21 @@ impl TableView {
                     }
                 }
                 let e = inc.get(seq)?;
+                if keep {
+                    e.kept.push(KeptBatch {
+                        id: id.clone(),
+                        start: e.base,
+                        len,
+                    });
+                    if e.kept.len() > MAX_KEPT_BATCHES {
+                        let old = e.kept.remove(0);
+                        self.staging.forget_committed(&old.id);
+                    }
+                } else {
+                    for old in e.kept.drain(..) {
+                        self.staging.forget_committed(&old.id);
+                    }
+                }
                 e.base += len;
                 e.state = State::Committed {
                     until: now + GHOST_TTL,
@@ -1143,6 +1215,9 @@ impl TableView {
                 let mut inc = lock(&self.incoming);
                 inc.recent.remove(&name);
                 let e = inc.get(seq)?;
+                for old in e.kept.drain(..) {
+                    self.staging.forget_committed(&old.id);
+                }
                 e.base += len;
                 // With a note it is not swept (see [`Incoming::sweep`]); `rm NAME.error` gives
                 // it a new time.
@@ -1337,7 +1412,7 @@ impl TableView {
     /// table keeps its rows), or clears a note (`rm NAME.error`).
     pub(super) fn unlink_staged(&self, name: &str) -> FsResult<()> {
         let mut inc = lock(&self.incoming);
-        inc.sweep(Instant::now());
+        self.sweep(&mut inc);
         if let Some(&seq) = inc.names.get(name) {
             let e = inc.get(seq)?;
             if let State::Listed(b) = &e.state {
@@ -1385,9 +1460,11 @@ impl TableView {
     /// name, `NAME.error` explains, and the rename reports the error.
     pub(super) fn rename_staged(&self, old: &str, newname: &OsStr, noreplace: bool, caller: Caller) -> FsResult<()> {
         let new = Self::check_name(newname)?;
+        // An in-place edit (`sed -i`): it read the name it replaces, and saves it again.
+        let edit;
         let seq = {
             let mut inc = lock(&self.incoming);
-            inc.sweep(Instant::now());
+            self.sweep(&mut inc);
             let Some(&seq) = inc.names.get(old) else {
                 if old
                     .strip_suffix(ERROR_SUFFIX)
@@ -1435,6 +1512,7 @@ impl TableView {
             if e.bytes().is_none() || staging::is_scratch(new) {
                 return Ok(());
             }
+            edit = e.in_place;
             // A writer handle whose opener closed it (rsync closes its temporary, then renames
             // it at once; the release may still be on its way) writes no more.
             let counted = e.live_writers().next().is_some();
@@ -1455,7 +1533,7 @@ impl TableView {
             }
             e.in_place = false;
         }
-        self.commit(seq, caller.tgid)?;
+        self.commit(seq, caller.tgid, edit)?;
         let mut inc = lock(&self.incoming);
         self.drop_if_empty(&mut inc, seq);
         inc.maybe_drop(seq);
@@ -1475,3 +1553,23 @@ impl TableView {
     }
 }
 
+/// Read `n` bytes of `file` at `at` onto the end of `buf` (fewer at its end).
+fn read_full(file: &File, at: u64, n: u64, buf: &mut Vec<u8>) -> FsResult<()> {
+    let start = buf.len();
+    let n = usize::try_from(n).unwrap_or(0);
+    buf.resize(start + n, 0);
+    let mut done = 0;
+    while done < n {
+        match file.read_at(&mut buf[start + done..], at + done as u64) {
+            Ok(0) => break,
+            Ok(k) => done += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                buf.truncate(start);
+                return Err(e.into());
+            }
+        }
+    }
+    buf.truncate(start + done);
+    Ok(())
+}
