@@ -301,7 +301,8 @@ pub fn optimize(table: &Table, opts: &OptimizeOptions) -> Result<OptimizeReport>
         removed_files: removed.len(),
         removed_bytes,
         added_files: new_files,
-        files_after: snap.files.len() - removed.len() + new_files,
+        // The files appends added meanwhile are live too.
+        files_after: snap.files.len() - removed.len() + new_files + appended.borrow().len(),
     })
 }
 

@@ -417,7 +417,7 @@ fn optimize_rebases_over_an_append_and_conflicts_with_an_overwrite_that_removed_
     let results = release_all(vec![op]);
     let (st, out, err) = &results[0];
     assert!(st.success(), "{out} {err}");
-    assert!(out.contains("as version 5"), "{out}");
+    assert!(out.contains("as version 5") && out.contains("3 files live"), "{out}");
     assert_eq!(ids(&t.read()), vec![0, 1, 10, 11, 500, 900]);
     assert_eq!(
         t.read_v(5),
