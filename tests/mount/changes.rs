@@ -425,3 +425,59 @@ fn a_vacuumed_version_names_the_first_readable_one() {
         m.log_text()
     );
 }
+
+#[test]
+fn at_raises_commit_times_that_go_backwards_and_takes_the_first_of_a_repeated_local_time() {
+    let f = fixture();
+    for i in 1..=4 {
+        append(&f, &format!("{{\"id\":{i},\"src\":\"x\"}}\n"));
+    }
+    // Another writer's times, out of order (2026-10-25T00:00:00Z on): version 2's before
+    // version 1's, version 3's equal to version 2's; version 4 an hour after version 0.
+    let t0 = 1_792_886_400_000i64;
+    let recorded = [t0, t0 + 1000, t0 + 500, t0 + 500, t0 + 3_600_000];
+    let adjusted = [t0, t0 + 1000, t0 + 1001, t0 + 1002, t0 + 3_600_000];
+    for (v, ts) in recorded.iter().enumerate() {
+        let p = f.table.join(format!("_delta_log/{v:020}.json"));
+        let mut out = String::new();
+        for l in std::fs::read_to_string(&p).unwrap().lines() {
+            let mut a = json(l.as_bytes());
+            if let Some(ci) = a.get_mut("commitInfo") {
+                ci["timestamp"] = (*ts).into();
+            }
+            out.push_str(&a.to_string());
+            out.push('\n');
+        }
+        std::fs::write(&p, out).unwrap();
+    }
+    let _m = f.mount_with_env(&[], &[("TZ", "Europe/Berlin")]);
+    // ls at/: one entry per version, named by its adjusted time.
+    let mut names: Vec<String> = std::fs::read_dir(f.m("at"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let want: Vec<String> = adjusted.iter().map(|t| rfc(*t)).collect();
+    assert_eq!(names, want);
+    for (v, ts) in adjusted.iter().enumerate() {
+        let link = |ms: i64| std::fs::read_link(f.m("at").join(rfc(ms))).unwrap();
+        assert_eq!(link(*ts), Path::new(&format!("../v/{v}")), "at/{}", rfc(*ts));
+        if v > 0 {
+            assert_eq!(
+                link(ts - 1),
+                Path::new(&format!("../v/{}", v - 1)),
+                "at/{}",
+                rfc(ts - 1)
+            );
+        }
+    }
+    // The daemon's zone: 02:30 is repeated on 2026-10-25; its first occurrence is 00:30Z.
+    assert_eq!(
+        std::fs::read_link(f.m("at/2026-10-25 02:30")).unwrap(),
+        Path::new("../v/3")
+    );
+    assert_eq!(
+        std::fs::read_link(f.m("at/2026-10-25 03:30")).unwrap(),
+        Path::new("../v/4")
+    );
+}
