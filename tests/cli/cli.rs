@@ -706,9 +706,11 @@ fn writes_print_their_outcome_as_json_and_describe_json_says_rows() {
         (
             r["version"].as_u64(),
             r["restoredVersion"].as_u64(),
-            r["tableRows"].as_u64()
+            r["tableRows"].as_u64(),
+            r["rows"].as_u64(),
+            r["files"].as_u64()
         ),
-        (Some(3), Some(1), Some(2))
+        (Some(3), Some(1), Some(2), Some(2), Some(1))
     );
     t.write("empty.jsonl", b"");
     let out = t.td(&["append", "t", "--file", "empty.jsonl", "--json"]);

@@ -1180,16 +1180,17 @@ impl BadLines {
 }
 
 /// What `append`, `overwrite` and `restore --json` print for the version `v` they committed
-/// (docs/CLI.md "Usage"): the commit's own numbers (`rows`, `files`, `bytes` it added,
+/// (docs/CLI.md "Usage"): the commit's own numbers (`rows` in, `files` and `bytes` of the files it added,
 /// `removedFiles`) and the table's after it (`tableRows`, `tableFiles`, `tableBytes`), the
 /// same words `describe` and `history` use.
 fn outcome(t: &Table, table: &std::path::Path, v: u64) -> Result<serde_json::Value> {
     let commit = t.read_commit(v)?;
-    let (mut files, mut bytes, mut removed) = (0u64, 0u64, 0u64);
+    let (mut files, mut bytes, mut removed, mut rows) = (0u64, 0u64, 0u64, Some(0u64));
     for a in &commit.actions {
         if let Some(add) = &a.add {
             files += 1;
             bytes = bytes.saturating_add(add.size);
+            rows = rows.zip(add.num_records()).map(|(a, b)| a.saturating_add(b));
         }
         if a.remove.is_some() {
             removed += 1;
@@ -1205,7 +1206,10 @@ fn outcome(t: &Table, table: &std::path::Path, v: u64) -> Result<serde_json::Val
         "operation": info.short_operation(),
         "timestamp": s.timestamp,
         "time": rfc3339_ms(s.timestamp),
-        "rows": t.snapshot_rows_added(v)?,
+        "rows": match rows {
+            Some(n) => n,
+            None => t.snapshot_rows_added(v)?,
+        },
         "files": files,
         "bytes": bytes,
         "removedFiles": removed,
