@@ -10,7 +10,9 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
-say() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+# Commands in bold only on a terminal (and without NO_COLOR): redirected output gets no escapes.
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
+say() { printf '\n%s$ %s%s\n' "$bold" "$*" "$plain"; }
 run() {
     say "$*"
     "$@"

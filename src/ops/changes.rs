@@ -122,8 +122,12 @@ pub struct ChangeFeed {
     parts: Vec<ChangePart>,
     /// The first version the feed covers.
     first: u64,
-    /// Commit times of versions `first..first + times.len()`, ms since the epoch.
+    /// Commit times of versions `first..first + times.len()`, ms since the epoch, as time
+    /// travel uses them ([`Table::commit_times`]).
     times: Vec<i64>,
+    /// The time of the version before `first` when the feed starts after the segment's first
+    /// version (`--from-version`): the times go on from it.
+    before: Option<i64>,
     live: HashMap<String, Live>,
     len: u64,
     /// The schema in force at the last version indexed (Parquet rows are converted under it).
@@ -140,6 +144,7 @@ impl ChangeFeed {
         let mut live = HashMap::new();
         let mut times = Vec::new();
         let mut first = from;
+        let mut before = None;
         if from > 0 {
             // The state before `from`: a checkpoint start (old commits cleaned up) or --from-version.
             let base = if from == seg_first { from } else { from - 1 };
@@ -151,12 +156,15 @@ impl ChangeFeed {
                 // The checkpoint's own version has no commit to read: the feed starts after it.
                 times.push(snap.timestamp);
                 first = from;
+            } else {
+                before = table.commit_times(from - 1)?.1.last().copied();
             }
         }
         Ok(ChangeFeed {
             parts: Vec::new(),
             first,
             times,
+            before,
             live,
             len: 0,
             schema: None,
@@ -213,14 +221,13 @@ impl ChangeFeed {
     fn index_version(&mut self, table: &Table, v: u64) -> Result<()> {
         let c = table.read_commit(v)?;
         let info = c.info.clone().unwrap_or_default();
-        let ts = if info.timestamp_recorded {
-            info.timestamp
-        } else {
-            // docs/FORMAT.md, "Commit times": the file's mtime raised past the previous time.
-            match self.times.last() {
-                Some(p) => c.mtime_ms.max(p.saturating_add(1)),
-                None => table.commit_info(v)?.timestamp,
-            }
+        // docs/FORMAT.md, "Commit times": a time not after the previous one (or a commit
+        // without one: its file's mtime) is raised past it, as time travel takes it.
+        let previous = self.times.last().copied().or(self.before);
+        let ts = match (info.timestamp_recorded, previous) {
+            (true, p) => crate::table::monotonic_time(info.timestamp, p),
+            (false, Some(p)) => crate::table::monotonic_time(c.mtime_ms, Some(p)),
+            (false, None) => table.commit_info(v)?.timestamp,
         };
         if rfc3339_ms(ts).is_none() {
             return Err(Error::Corrupt {
@@ -728,14 +735,21 @@ pub fn check_parts(table: &Table, parts: &[&ChangePart]) -> Result<()> {
 /// nothing changed) until `stop` is set (SIGINT) or `closed()` says the reader of `out` has gone:
 /// both end with `Ok`.
 ///
+/// Without `from`, the feed starts at the first version whose changes can be read: when a
+/// retention vacuum deleted data files older versions' changes need, `note` is told which
+/// versions are left out and why, and the feed starts after them (docs/CLI.md "Usage"). A
+/// `from` given is kept: its unreadable changes are [`Error::ChangesVacuumed`].
+///
 /// Errors: [`Error::InvalidArgument`] when `from > to`; [`Error::VersionNotFound`] when `to` (or `from`
 /// without `follow`) is past the latest; the log's and data files' errors, naming them; a
 /// broken pipe as [`Error::Io`] of kind `BrokenPipe` (the CLI exits 0 quietly).
+#[allow(clippy::too_many_arguments)] // the command's flags, its output and its two ways to stop
 pub fn print(
     table: &Table,
     from: Option<u64>,
     to: Option<u64>,
     follow: bool,
+    note: &mut dyn FnMut(&str),
     out: &mut impl Write,
     stop: &std::sync::atomic::AtomicBool,
     closed: &dyn Fn() -> bool,
@@ -766,14 +780,32 @@ pub fn print(
     let mut feed = ChangeFeed::new(table, from.map(|n| n.min(latest + 1)))?;
     // A --from-version past the latest (with --follow) starts at the next commit.
     let mut printed = 0usize;
-    let mut emit = |feed: &mut ChangeFeed, through: u64, out: &mut dyn Write| -> Result<()> {
+    let mut start = from;
+    let mut emit = |feed: &mut ChangeFeed, through: u64, start: Option<u64>, out: &mut dyn Write| -> Result<()> {
         feed.extend(table, through)?;
-        write_parts(table, &feed.parts()[printed..], from, out)?;
+        write_parts(table, &feed.parts()[printed..], start, out)?;
         printed = feed.parts().len();
         out.flush().map_err(|e| Error::io("write", "<stdout>", e))
     };
     if from.is_none_or(|n| n <= latest) {
-        emit(&mut feed, to.unwrap_or(latest), out)?;
+        match emit(&mut feed, to.unwrap_or(latest), start, out) {
+            // No --from-version: from the first version whose changes can be read.
+            Err(Error::ChangesVacuumed {
+                readable_from,
+                vacuum_version,
+                time,
+                ..
+            }) if from.is_none() => {
+                note(&format!(
+                    "{}: the changes of versions before {readable_from} are not printed: the vacuum of {time} \
+                     (version {vacuum_version}) deleted data files they need; printing from version {readable_from}",
+                    table.root().display()
+                ));
+                start = Some(readable_from);
+                emit(&mut feed, to.unwrap_or(latest), start, out)?;
+            }
+            r => r?,
+        }
     }
     if !follow {
         return Ok(());
@@ -812,7 +844,7 @@ pub fn print(
         last_check = std::time::Instant::now();
         let latest = table.latest_version()?;
         if latest >= feed.next_version() {
-            emit(&mut feed, latest, out)?;
+            emit(&mut feed, latest, start, out)?;
         }
     }
 }

@@ -51,6 +51,13 @@ pub struct Report {
     /// Versions without a version checksum (summed up in one warning).
     #[serde(skip)]
     pub missing_crcs: Vec<u64>,
+    /// What is neither damage nor a warning: old versions a retention vacuum made unreadable on
+    /// purpose (docs/FORMAT.md "Checking a table"), said once.
+    pub notes: Vec<String>,
+    /// Data files a retention vacuum deleted: (count, newest version naming one, the vacuum's
+    /// version and time).
+    #[serde(skip)]
+    vacuumed: Option<(u64, u64, u64, i64)>,
 }
 
 impl Report {
@@ -271,15 +278,12 @@ fn check_versions(table: &Table, first: u64, end: u64, deep: bool, report: &mut 
             }
             Err(e) if !live && crate::table::is_missing_data_file(&e) => {
                 match crate::table::history::vacuum_that_deleted(table, *last, path)? {
-                    Some((v, ts)) => report.warn(
-                        Some(*last),
-                        format!(
-                            "{} (named by versions up to {last}) was deleted by the vacuum of {} (version {v}): those versions are no longer readable",
-                            table.root().join(path).display(),
-                            crate::util::time::shown_ms(ts)
-                        ),
-                        "nothing to do unless you need to read those old versions",
-                    ),
+                    // Deleted on purpose: summed up in one note below, never a warning.
+                    Some((v, ts)) => {
+                        let (n, through, by, at) = report.vacuumed.unwrap_or((0, 0, v, ts));
+                        let (by, at) = if v >= by { (v, ts) } else { (by, at) };
+                        report.vacuumed = Some((n + 1, through.max(*last), by, at));
+                    }
                     None => report.damage(
                         Some(*last),
                         format!(
@@ -297,6 +301,17 @@ fn check_versions(table: &Table, first: u64, end: u64, deep: bool, report: &mut 
             ),
             Err(e) => report.damage(Some(*last), e.to_string(), RESTORE_HINT),
         }
+    }
+    if let Some((n, through, v, ts)) = report.vacuumed {
+        let readable = crate::table::history::readable_versions(table)?;
+        report.notes.push(format!(
+            "{} named by versions up to {through} {} deleted on purpose by a retention vacuum (the newest: {}, \
+             version {v}), so those versions are no longer readable; readable versions: {}",
+            crate::format::diagnose::count(n, "data file", "data files"),
+            if n == 1 { "was" } else { "were" },
+            crate::util::time::shown_ms(ts),
+            crate::ops::vacuum::format_ranges(&readable),
+        ));
     }
     Ok(())
 }

@@ -45,8 +45,9 @@ pub struct WriteOptions {
     /// Extra `commitInfo.operationParameters` (e.g. the mount's `stagingId`).
     pub extra_params: Vec<(String, String)>,
     /// The longest input line accepted, bytes without its `\n`; `None`:
-    /// [`crate::format::rows::DEFAULT_MAX_LINE_BYTES`] (the mount's `--max-line-bytes` sets it
-    /// for the commits of `incoming/`).
+    /// [`crate::format::rows::DEFAULT_MAX_LINE_BYTES`] (the CLI's `append`/`overwrite
+    /// --max-line-bytes` and the mount's `--max-line-bytes` for the commits of `incoming/` set
+    /// it; docs/CLI.md "Input rules").
     pub max_line_bytes: Option<usize>,
 }
 
@@ -124,8 +125,12 @@ pub enum TxnOutcome {
 pub struct HistoryEntry {
     /// The version.
     pub version: u64,
-    /// The commit's commitInfo (timestamp resolved, see [`Table::commit_info`]).
+    /// The commit's commitInfo, its `timestamp` the time time travel uses: resolved
+    /// ([`Table::commit_info`]) and raised to one ms after the previous version's when it is
+    /// not after it ([`Table::commit_times`]; docs/FORMAT.md "Commit times").
     pub commit_info: CommitInfo,
+    /// The time as the commit records it (resolved, not raised).
+    pub recorded_timestamp: i64,
     /// Rows the commit wrote: its `numOutputRows` (Delta) or `num_added_rows` (delta-rs)
     /// metric, or for a commit that records neither, the rows of the files it added (stats,
     /// else counted in the files); `None` when a file to count could not be read.
@@ -153,6 +158,13 @@ fn resolve_time(mut info: CommitInfo, mtime_ms: i64, previous: Option<i64>) -> C
         };
     }
     info
+}
+
+/// A version's time as time travel uses it: `time` raised to one ms after the previous
+/// version's (adjusted) time when it is not after it, as Delta's history manager (Spark's
+/// `DeltaHistoryManager`, delta-kernel-rs) does before searching (docs/FORMAT.md "Commit times").
+pub(crate) fn monotonic_time(time: i64, previous: Option<i64>) -> i64 {
+    previous.map_or(time, |p| time.max(p.saturating_add(1)))
 }
 
 impl Table {
@@ -957,7 +969,12 @@ impl Table {
         // Rows counted in data files without a row count in their stats, by path (`None`: the
         // file could not be read).
         let mut counted: HashMap<String, Option<u64>> = HashMap::new();
-        self.replay_range(from, latest, &mut replay, previous, |v, r, info| {
+        // The times time travel uses (docs/FORMAT.md "Commit times"), as `commit_times` gives.
+        let mut adjusted = previous;
+        self.replay_range(from, latest, &mut replay, previous, |v, r, mut info| {
+            let recorded_timestamp = info.timestamp;
+            info.timestamp = monotonic_time(info.timestamp, adjusted);
+            adjusted = Some(info.timestamp);
             let mut count = |f: &crate::log::snapshot::FileEntry| match counted.get(&f.path) {
                 Some(n) => *n,
                 None => {
@@ -981,6 +998,7 @@ impl Table {
             out.push(HistoryEntry {
                 version: v,
                 commit_info: info,
+                recorded_timestamp,
                 rows,
                 table_rows,
                 table_files: files,
@@ -1035,25 +1053,39 @@ impl Table {
         Ok((replay.ever_added.unwrap_or_default(), values))
     }
 
-    /// The newest version whose commit timestamp is at or before `time_ms` (timestamps are
-    /// strictly increasing, so a binary search). Errors: `None` when `time_ms` is before
-    /// the first version.
+    /// The newest version whose time ([`Table::commit_times`]) is at or before `time_ms`.
+    /// `None` when `time_ms` is before the first version. One read of each commit of the log
+    /// segment (the times another writer recorded may go backwards, so no binary search).
+    /// Errors: as [`Table::commit_times`].
     pub fn version_as_of(&self, time_ms: i64) -> Result<Option<u64>> {
-        let latest = self.latest_version()?;
+        let (first, times) = self.commit_times(self.latest_version()?)?;
+        let n = times.partition_point(|t| *t <= time_ms);
+        Ok(n.checked_sub(1).map(|i| first + i as u64))
+    }
+
+    /// The times of versions `first..=through` that time travel by time searches, with `first`
+    /// the log segment's first version: each version's resolved time ([`Table::commit_info`];
+    /// a checkpoint's version, whose commit may be gone, its snapshot's), raised to one ms after
+    /// the previous version's when it is not after it, so they strictly increase
+    /// (docs/FORMAT.md "Commit times"). One read of each commit; 8 bytes per version.
+    /// Errors: as [`Table::read_commit`] and [`Table::snapshot`].
+    pub fn commit_times(&self, through: u64) -> Result<(u64, Vec<i64>)> {
         let first = self.segment()?.first;
-        if self.commit_info(first)?.timestamp > time_ms {
-            return Ok(None);
+        let start = if first > 0 {
+            self.snapshot(first)?.timestamp
+        } else {
+            self.commit_info(first)?.timestamp
+        };
+        let mut times = Vec::with_capacity(usize::try_from(through.saturating_sub(first)).unwrap_or(0).min(1 << 20) + 1);
+        times.push(start);
+        let (mut recorded, mut adjusted) = (start, start);
+        for v in first.saturating_add(1)..=through {
+            let c = self.read_commit(v)?;
+            recorded = resolve_time(c.info.unwrap_or_default(), c.mtime_ms, Some(recorded)).timestamp;
+            adjusted = monotonic_time(recorded, Some(adjusted));
+            times.push(adjusted);
         }
-        let (mut lo, mut hi) = (first, latest);
-        while lo < hi {
-            let mid = lo + (hi - lo).div_ceil(2);
-            if self.commit_info(mid)?.timestamp <= time_ms {
-                lo = mid;
-            } else {
-                hi = mid - 1;
-            }
-        }
-        Ok(Some(lo))
+        Ok((first, times))
     }
 
 }

@@ -113,6 +113,12 @@ impl Table {
         unchanged: impl FnOnce() -> Result<()>,
         opts: &WriteOptions,
     ) -> Result<FileAppend> {
+        // The one-pass check allows lines up to the default maximum: a lower
+        // `max_line_bytes` is enforced by the general path (a longer line is not canonical
+        // here, so a higher one is too).
+        if opts.max_line_bytes.is_some_and(|n| n < rows::DEFAULT_MAX_LINE_BYTES) {
+            return Ok(FileAppend::NotCanonical);
+        }
         let read_version = self.latest_version()?;
         let snap = self.snapshot(read_version)?;
         self.check_writable_as(&snap, "append")?;

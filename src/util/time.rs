@@ -98,7 +98,10 @@ fn parse_inner(s: &str, now_ms: i64) -> Result<i64, String> {
 fn local(naive: NaiveDateTime, s: &str) -> Result<i64, String> {
     match Local.from_local_datetime(&naive) {
         LocalResult::Single(t) => Ok(t.timestamp_millis()),
-        LocalResult::Ambiguous(a, _) => Ok(a.timestamp_millis()),
+        // A time repeated by a daylight-saving change: its first occurrence, the earlier instant.
+        // Compared here: chrono 0.4's `Local` gives the two in either order (so `earliest()`
+        // can be the later one).
+        LocalResult::Ambiguous(a, b) => Ok(a.timestamp_millis().min(b.timestamp_millis())),
         LocalResult::None => Err(format!(
             "{s} does not exist in the local time zone (a daylight-saving change skips it)"
         )),

@@ -423,6 +423,13 @@ fn completions_and_man_pages_are_generated() {
         );
         assert!(text.contains(&format!(".TH {page} 1")), "{page}.1 title");
     }
+    // `alter drop-column` only explains why it is refused (exit 2): no man page, no help line.
+    assert!(
+        !t.path("man1/tinydelta-alter-drop-column.1").exists(),
+        "a man page for alter drop-column"
+    );
+    let alter = fs::read_to_string(t.path("man1/tinydelta-alter.1")).unwrap();
+    assert!(!alter.contains("drop\\-column"), "tinydelta-alter.1 lists drop-column");
     let append = fs::read_to_string(t.path("man1/tinydelta-append.1")).unwrap();
     assert!(append.contains("rejects"), "tinydelta-append.1 documents --rejects");
     let mount = fs::read_to_string(t.path("man1/tinydelta-mount.1")).unwrap();
@@ -653,4 +660,109 @@ fn append_file_from_a_fifo_reads_it_once_like_a_pipe() {
         assert_eq!(perr.iter().map(|l| norm(l)).collect::<Vec<_>>(), err, "{input:?}");
         assert_eq!(t.read(), piped.read(), "{input:?}");
     }
+}
+
+/// `append`, `overwrite` and `restore --json` print the outcome; `describe --json` says `rows`
+/// and `bytes` as its text does (with `numRecords`/`sizeBytes` kept as aliases).
+#[test]
+fn writes_print_their_outcome_as_json_and_describe_json_says_rows() {
+    let t = T::new();
+    t.write("a.jsonl", b"{\"id\":1}\n{\"id\":2}\n");
+    let out = t.td(&["append", "t", "--file", "a.jsonl", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let a: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (a["committed"].clone(), a["version"].clone(), a["rows"].clone()),
+        (true.into(), 1.into(), 2.into())
+    );
+    assert_eq!(
+        (a["files"].as_u64(), a["tableRows"].as_u64(), a["tableFiles"].as_u64()),
+        (Some(1), Some(2), Some(1))
+    );
+    assert_eq!(a["operation"], "APPEND");
+    let part = t.path("t").join(
+        fs::read_dir(t.path("t"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .find(|n| n.starts_with("part-"))
+            .unwrap(),
+    );
+    assert_eq!(a["bytes"].as_u64(), Some(fs::metadata(&part).unwrap().len()));
+    t.write("b.jsonl", b"{\"id\":3}\n");
+    let out = t.td(&["overwrite", "t", "--file", "b.jsonl", "--json"]);
+    let o: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            o["version"].as_u64(),
+            o["rows"].as_u64(),
+            o["removedFiles"].as_u64(),
+            o["tableRows"].as_u64()
+        ),
+        (Some(2), Some(1), Some(1), Some(1))
+    );
+    let out = t.td(&["restore", "t", "--version", "1", "--json"]);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            r["version"].as_u64(),
+            r["restoredVersion"].as_u64(),
+            r["tableRows"].as_u64(),
+            r["rows"].as_u64(),
+            r["files"].as_u64()
+        ),
+        (Some(3), Some(1), Some(2), Some(2), Some(1))
+    );
+    t.write("empty.jsonl", b"");
+    let out = t.td(&["append", "t", "--file", "empty.jsonl", "--json"]);
+    assert!(out.status.success());
+    let e: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (e["committed"].clone(), e["reason"].clone()),
+        (false.into(), "noRows".into())
+    );
+    // describe: the JSON's rows and bytes are the text's rows: and bytes:.
+    let d: serde_json::Value = serde_json::from_slice(&t.td(&["describe", "t", "--json"]).stdout).unwrap();
+    let text = String::from_utf8(t.td(&["describe", "t"]).stdout).unwrap();
+    assert!(text.contains(&format!("rows:    {}\n", d["rows"])), "{text}");
+    assert!(text.contains(&format!("bytes:   {}\n", d["bytes"])), "{text}");
+    assert_eq!(
+        (d["rows"].clone(), d["bytes"].clone()),
+        (d["numRecords"].clone(), d["sizeBytes"].clone())
+    );
+}
+
+/// The longest line is one documented, configurable limit: 16 MiB by default for `append` and
+/// `overwrite` (as for the mount), `--max-line-bytes` to change it, either way.
+#[test]
+fn the_line_limit_is_16_mib_and_max_line_bytes_changes_it() {
+    let t = T::new();
+    // One 50 MB line (a canonical row: the one-pass path would copy it).
+    let mut big = b"{\"id\":1,\"region\":\"".to_vec();
+    big.resize(big.len() + 50_000_000, b'x');
+    big.extend_from_slice(b"\",\"year\":null,\"amount\":null}\n");
+    t.write("big.jsonl", &big);
+    let (code, _, err) = t.append("big.jsonl", &[]);
+    assert_eq!(code, 5, "{err:?}");
+    assert!(err[0].contains("line 1") && err[0].contains("16777216"), "{err:?}");
+    assert_eq!(t.latest(), 0);
+    let (code, out, err) = t.append("big.jsonl", &["--max-line-bytes", "67108864"]);
+    assert_eq!(code, 0, "{err:?}");
+    assert!(out.contains("appended 1 row"), "{out}");
+    assert_eq!(t.read().len(), big.len());
+    let out = t.td(&["overwrite", "t", "--file", "big.jsonl", "--max-line-bytes", "67108864"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A lower limit holds for a canonical row too (which the one-pass path would copy).
+    t.write(
+        "small.jsonl",
+        b"{\"id\":1,\"region\":\"abcdefghij\",\"year\":null,\"amount\":null}\n",
+    );
+    let (code, _, err) = t.append("small.jsonl", &["--max-line-bytes", "20"]);
+    assert_eq!(code, 5, "{err:?}");
+    assert!(err[0].contains("maximum of 20 bytes"), "{err:?}");
+    let out = t.td_stdin(
+        &["overwrite", "t", "--max-line-bytes", "20"],
+        Some(b"{\"id\":1,\"region\":\"abcdefghij\"}\n"),
+    );
+    assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(t.latest(), 2);
 }

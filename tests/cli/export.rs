@@ -740,3 +740,76 @@ fn a_partitioned_table_made_by_deltalake_is_exported_unpartitioned() {
     assert_eq!(types, ["long", "double", "string", "string"]);
     assert_readers_agree(&src, &dest, &all_versions(&src, 0..=5), true);
 }
+
+/// Reads DEST with deltalake: for each row (by `id`), the bits of `x` as a hex u64; then the
+/// bits of every `add`'s `minValues.x` and `maxValues.x` (parsed by Python's exact `json`).
+const FLOAT_BITS: &str = r#"
+import sys, glob, json, struct
+from deltalake import DeltaTable
+bits = lambda f: struct.unpack('<Q', struct.pack('<d', f))[0]
+t = DeltaTable(sys.argv[1]).to_pyarrow_table().sort_by('id')
+print(json.dumps([format(bits(v), 'x') for v in t.column('x').to_pylist()]))
+stats = [json.loads(json.loads(l)['add']['stats']) for f in glob.glob(sys.argv[1] + '/_delta_log/*.json')
+         for l in open(f) if '"add"' in l]
+print(json.dumps([[format(bits(s['minValues']['x']), 'x'), format(bits(s['maxValues']['x']), 'x')] for s in stats]))
+"#;
+
+#[test]
+fn every_double_survives_export_bit_for_bit_values_and_statistics() {
+    // Random bit patterns (xorshift64*): every exponent, subnormals, both signs; plus the
+    // values seen changed by one ulp.
+    let mut s: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut vals = vec![-2.5e-308, 123456789.12345679, 5e-324, -0.0, f64::MAX, f64::MIN_POSITIVE];
+    while vals.len() < 20_000 {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        let f = f64::from_bits(s.wrapping_mul(0x2545_F491_4F6C_DD1D));
+        if f.is_finite() {
+            vals.push(f);
+        }
+    }
+    let mut rows = String::new();
+    for (i, v) in vals.iter().enumerate() {
+        // Rust's `{:?}` is the shortest text that reads back as the same double.
+        rows.push_str(&format!("{{\"id\":{i},\"x\":{v:?}}}\n"));
+    }
+    let src = TempTable::new(&["id:int!", "x:float"]);
+    src.append(rows.as_bytes());
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("dest");
+    export(&src, &dest, &[]).ok();
+    let out = String::from_utf8(py(&["-c", FLOAT_BITS, dest.to_str().unwrap()], b"")).unwrap();
+    let mut lines = out.lines();
+    let got: Vec<String> = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let want: Vec<String> = vals.iter().map(|v| format!("{:x}", v.to_bits())).collect();
+    let changed: Vec<(usize, &String, &String)> = want
+        .iter()
+        .zip(&got)
+        .enumerate()
+        .filter(|(_, (w, g))| w != g)
+        .map(|(i, (w, g))| (i, w, g))
+        .collect();
+    assert_eq!(got.len(), vals.len());
+    assert!(
+        changed.is_empty(),
+        "{} of {} doubles changed, e.g. {:?}",
+        changed.len(),
+        vals.len(),
+        &changed[..changed.len().min(5)]
+    );
+    // Statistics: the exact min and max (a -0.0 minimum is written as 0.0, as Delta writers do).
+    let stats: Vec<(String, String)> = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let min = vals.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    assert_eq!(
+        stats,
+        vec![(format!("{:x}", min.to_bits()), format!("{:x}", max.to_bits()))]
+    );
+    // tinydelta reads DEST back with the same text as the source.
+    let back = td(&["read", dest.to_str().unwrap()]).ok();
+    assert!(
+        back.stdout == src.read(),
+        "tinydelta read of DEST differs from the source"
+    );
+}

@@ -890,20 +890,63 @@ fn retention_vacuum_deletes_removed_files_records_the_run_and_old_versions_fail_
     let h = t.td("history", &["--json"]).ok().json();
     assert_eq!(h[5]["operation"], "VACUUM START");
     assert_eq!(h[6]["operation"], "VACUUM END");
-    // check: a vacuumed file is a warning naming the vacuum, the table is whole.
+    // check: a file a retention vacuum deleted on purpose is one note (no warning, ever), the
+    // table is whole.
     let out = t.td("check", &[]).ok().text();
     assert!(
-        out.contains("was deleted by the vacuum of") && out.contains("whole"),
+        out.contains("note: 1 data file named by versions up to 3 was deleted on purpose by a retention vacuum")
+            && out.contains("(the newest: ")
+            && out.contains("version 5)")
+            && out.contains("readable versions: 0-2, 4-6")
+            && out.contains("whole"),
         "{out}"
     );
+    assert!(!out.contains("warning"), "{out}");
+    let j = t.td("check", &["--json"]).ok().json();
+    assert_eq!(j["problems"], json!([]));
+    assert_eq!(j["notes"].as_array().map(Vec::len), Some(1));
+    // changes: without --from-version, from the first version whose changes can be read
+    // (version 3 added the deleted file, version 4 removed it), saying so on stderr; exit 0.
+    let all = t
+        .td("changes", &[])
+        .ok()
+        .stderr_has(&["the changes of versions before 5 are not printed", "(version 5)"]);
+    assert_eq!(all.stdout, t.td("changes", &["--from-version", "5"]).ok().stdout);
+    t.td("changes", &["--from-version", "3"])
+        .code(4)
+        .stderr_has(&["--from-version 5"]);
+    // export --all-versions into a new DEST: from version 4 (versions 4-6 are readable), with
+    // a checkpoint there; DEST reads as the source at each of them.
+    let dest = t.path.with_extension("dest");
+    let out = td(&["export", &t.p(), dest.to_str().unwrap(), "--all-versions"])
+        .ok()
+        .stderr_has(&["versions before 4 are not exported", "starts at version 4"]);
+    assert!(out.text().contains("as versions 4-6"), "{}", out.text());
+    assert!(dest.join("_delta_log/00000000000000000004.checkpoint.parquet").exists());
+    assert!(!dest.join("_delta_log/00000000000000000000.json").exists());
+    // (The same rows; read from the checkpoint, the files come in path order.)
+    let sorted = |b: &[u8]| {
+        let mut v = ids(b);
+        v.sort_unstable();
+        v
+    };
+    for v in 4..=6u64 {
+        let back = td(&["read", dest.to_str().unwrap(), "--version", &v.to_string()]).ok();
+        assert_eq!(sorted(&back.stdout), sorted(&t.read_v(v)), "DEST version {v}");
+    }
     // Vacuum again: nothing left to delete, no new commits.
     let out = t.td("vacuum", &["--retain", "0s", "--force"]).ok().text();
     assert!(out.contains("deleted 0 files"), "{out}");
     assert_eq!(t.latest(), 6);
-    // Appends and restores of readable versions go on.
+    // Appends and restores of readable versions go on, and the export continues.
     t.append(&small_rows(50, 1));
     t.td("restore", &["--version", "1"]).ok();
     assert_eq!(t.read(), reads[1]);
+    let out = td(&["export", &t.p(), dest.to_str().unwrap(), "--all-versions"]).ok();
+    assert!(out.text().contains("as versions 7-8"), "{}", out.text());
+    let back = td(&["read", dest.to_str().unwrap()]).ok();
+    assert_eq!(sorted(&back.stdout), sorted(&reads[1]));
+    let _ = fs::remove_dir_all(&dest);
 }
 
 #[test]
@@ -1735,4 +1778,84 @@ fn vacuum_never_deletes_the_data_file_of_an_append_in_flight() {
     assert!(err.contains("deleted"), "{err}");
     assert_eq!(t.latest(), 1);
     t.td("check", &[]).ok();
+}
+
+/// A log whose commit times another writer recorded out of order: version 2's is before
+/// version 1's and version 3's equals version 2's. `(table, adjusted times)`: each time raised
+/// to one ms after the previous version's when it is not after it (docs/FORMAT.md "Commit
+/// times"). Version 4 is an hour after version 0, so a local time repeated by the end of
+/// daylight saving time in Europe/Berlin (2026-10-25 02:30 = 00:30Z and 01:30Z) falls between.
+pub(crate) fn table_with_times_going_backwards() -> (TempTable, Vec<i64>) {
+    let t = TempTable::new(SMALL);
+    for i in 0..4 {
+        t.append(&small_rows(i, 1));
+    }
+    // 2026-10-25T00:00:00Z.
+    let t0 = 1_792_886_400_000i64;
+    let recorded = [t0, t0 + 1000, t0 + 500, t0 + 500, t0 + 3_600_000];
+    for (v, ts) in recorded.iter().enumerate() {
+        let mut lines = t.commit(v as u64);
+        for l in &mut lines {
+            if let Some(ci) = l.get_mut("commitInfo") {
+                ci["timestamp"] = (*ts).into();
+            }
+        }
+        t.write_commit(v as u64, &lines);
+    }
+    (t, vec![t0, t0 + 1000, t0 + 1001, t0 + 1002, t0 + 3_600_000])
+}
+
+#[test]
+fn as_of_raises_commit_times_that_go_backwards_and_takes_the_first_of_a_repeated_local_time() {
+    let (t, adjusted) = table_with_times_going_backwards();
+    // Every version is reached at its own (adjusted) time, and not 1 ms before it.
+    for (v, ts) in adjusted.iter().enumerate() {
+        let at = rfc3339(*ts);
+        assert_eq!(
+            t.td("read", &["--as-of", &at]).ok().stdout,
+            t.read_v(v as u64),
+            "--as-of {at}"
+        );
+        if v > 0 {
+            let before = rfc3339(ts - 1);
+            assert_eq!(
+                t.td("read", &["--as-of", &before]).ok().stdout,
+                t.read_v(v as u64 - 1),
+                "--as-of {before}"
+            );
+        }
+    }
+    // Version 2's recorded time (before version 1's) is version 0's era.
+    assert_eq!(
+        t.td("read", &["--as-of", &rfc3339(adjusted[0] + 500)]).ok().stdout,
+        t.read_v(0)
+    );
+    // history shows the adjusted times, and the recorded ones in --json.
+    let h: Value = serde_json::from_str(&t.td("history", &["--json"]).ok().text()).unwrap();
+    let field = |k: &str| -> Vec<i64> { h.as_array().unwrap().iter().map(|e| e[k].as_i64().unwrap()).collect() };
+    assert_eq!(field("timestamp"), adjusted);
+    assert_eq!(field("recordedTimestamp")[2], adjusted[0] + 500);
+    let text = t.td("history", &[]).ok().text();
+    assert!(text.contains(&rfc3339(adjusted[2])), "{text}");
+    // The change feed's _commit_timestamp is the same time.
+    let feed = t.td("changes", &[]).ok().text();
+    for l in feed.lines() {
+        let row: Value = serde_json::from_str(l).unwrap();
+        let v = row["_commit_version"].as_u64().unwrap() as usize;
+        assert_eq!(
+            row["_commit_timestamp"].as_str(),
+            Some(rfc3339(adjusted[v]).as_str()),
+            "{l}"
+        );
+    }
+    let from2 = t.td("changes", &["--from-version", "2"]).ok().text();
+    assert!(from2.contains(&rfc3339(adjusted[2])), "{from2}");
+    // A local time that the end of daylight saving time repeats means its first occurrence
+    // (00:30Z, version 3), not its second (01:30Z, version 4).
+    let mut c = cmd(&t.args("read", &["--as-of", "2026-10-25 02:30"]));
+    c.env("TZ", "Europe/Berlin");
+    assert_eq!(run(c, b"").ok().stdout, t.read_v(3));
+    let mut c = cmd(&t.args("read", &["--as-of", "2026-10-25 03:30"]));
+    c.env("TZ", "Europe/Berlin");
+    assert_eq!(run(c, b"").ok().stdout, t.read_v(4));
 }

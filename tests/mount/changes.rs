@@ -377,9 +377,9 @@ fn a_missing_data_file_is_eio_and_the_size_stays() {
     assert!(String::from_utf8_lossy(&out.stderr).contains(&add));
 }
 
-/// After an ordinary vacuum the feed's early versions are gone, not damage: `changes` exits 4
-/// naming the version, the file and the first version whose changes can be read, and
-/// `--from-version N` then works; the mount's `changes.jsonl` is `EIO` with a log line saying
+/// After an ordinary vacuum the feed's early versions are gone, not damage: `changes` starts at
+/// the first version whose changes can be read (saying so), `--from-version` before it exits 4
+/// naming the version, the file and that first version, and `--from-version N` then works; the mount's `changes.jsonl` is `EIO` with a log line saying
 /// the same (docs/MOUNT.md "Following a table: `changes.jsonl`").
 #[test]
 fn a_vacuumed_version_names_the_first_readable_one() {
@@ -398,24 +398,31 @@ fn a_vacuumed_version_names_the_first_readable_one() {
     ok(TD_BIN, &["vacuum", &f.t(), "--retain", "0s", "--force"]);
     ok(TD_BIN, &["check", &f.t()]);
     append(&f, "{\"id\":4,\"src\":\"d\"}\n");
-    for args in [vec![], vec!["--from-version", "3"]] {
-        let mut a = vec!["changes", f.table.to_str().unwrap()];
-        a.extend(args);
-        let out = run(TD_BIN, &a);
-        let err = String::from_utf8_lossy(&out.stderr).to_string();
-        assert_eq!(out.status.code(), Some(4), "{err}");
-        assert!(out.stdout.is_empty());
-        let first = if a.len() == 2 { 1 } else { 3 };
-        assert!(
-            err.contains(&format!("version {first}'s changes need data file "))
-                && err.contains("which the vacuum of ")
-                && err.contains("(version 4) removed (it is no longer in the table); changes can be read from version 4 on (--from-version 4)"),
-            "{err}"
-        );
-    }
+    // An explicit --from-version whose changes are gone: exit 4 naming the first readable one.
+    let out = run(TD_BIN, &["changes", f.table.to_str().unwrap(), "--from-version", "3"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        err.contains("version 3's changes need data file ")
+            && err.contains("which the vacuum of ")
+            && err.contains("(version 4) removed (it is no longer in the table); changes can be read from version 4 on (--from-version 4)"),
+        "{err}"
+    );
     let from4 = f.td(&["changes", &f.t(), "--from-version", "4"]);
     assert_eq!(lines(&from4).len(), 1);
     assert_eq!(json(lines(&from4)[0])["_commit_version"], 6);
+    // Without --from-version: from the first readable version (nothing else is meaningful),
+    // saying on stderr what is left out and why; exit 0.
+    let out = run(TD_BIN, &["changes", f.table.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(out.stdout, from4);
+    assert!(
+        err.contains("the changes of versions before 4 are not printed: the vacuum of ")
+            && err.contains("(version 4) deleted data files they need; printing from version 4"),
+        "{err}"
+    );
     let m = f.mount();
     let e = std::fs::read(f.m("changes.jsonl")).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EIO));
@@ -423,5 +430,61 @@ fn a_vacuumed_version_names_the_first_readable_one() {
         wait_for(5, || m.log_text().contains("changes can be read from version 4 on")),
         "{}",
         m.log_text()
+    );
+}
+
+#[test]
+fn at_raises_commit_times_that_go_backwards_and_takes_the_first_of_a_repeated_local_time() {
+    let f = fixture();
+    for i in 1..=4 {
+        append(&f, &format!("{{\"id\":{i},\"src\":\"x\"}}\n"));
+    }
+    // Another writer's times, out of order (2026-10-25T00:00:00Z on): version 2's before
+    // version 1's, version 3's equal to version 2's; version 4 an hour after version 0.
+    let t0 = 1_792_886_400_000i64;
+    let recorded = [t0, t0 + 1000, t0 + 500, t0 + 500, t0 + 3_600_000];
+    let adjusted = [t0, t0 + 1000, t0 + 1001, t0 + 1002, t0 + 3_600_000];
+    for (v, ts) in recorded.iter().enumerate() {
+        let p = f.table.join(format!("_delta_log/{v:020}.json"));
+        let mut out = String::new();
+        for l in std::fs::read_to_string(&p).unwrap().lines() {
+            let mut a = json(l.as_bytes());
+            if let Some(ci) = a.get_mut("commitInfo") {
+                ci["timestamp"] = (*ts).into();
+            }
+            out.push_str(&a.to_string());
+            out.push('\n');
+        }
+        std::fs::write(&p, out).unwrap();
+    }
+    let _m = f.mount_with_env(&[], &[("TZ", "Europe/Berlin")]);
+    // ls at/: one entry per version, named by its adjusted time.
+    let mut names: Vec<String> = std::fs::read_dir(f.m("at"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let want: Vec<String> = adjusted.iter().map(|t| rfc(*t)).collect();
+    assert_eq!(names, want);
+    for (v, ts) in adjusted.iter().enumerate() {
+        let link = |ms: i64| std::fs::read_link(f.m("at").join(rfc(ms))).unwrap();
+        assert_eq!(link(*ts), Path::new(&format!("../v/{v}")), "at/{}", rfc(*ts));
+        if v > 0 {
+            assert_eq!(
+                link(ts - 1),
+                Path::new(&format!("../v/{}", v - 1)),
+                "at/{}",
+                rfc(ts - 1)
+            );
+        }
+    }
+    // The daemon's zone: 02:30 is repeated on 2026-10-25; its first occurrence is 00:30Z.
+    assert_eq!(
+        std::fs::read_link(f.m("at/2026-10-25 02:30")).unwrap(),
+        Path::new("../v/3")
+    );
+    assert_eq!(
+        std::fs::read_link(f.m("at/2026-10-25 03:30")).unwrap(),
+        Path::new("../v/4")
     );
 }

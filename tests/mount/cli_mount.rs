@@ -126,3 +126,41 @@ fn a_mount_right_after_an_unmount_waits_for_the_exiting_daemon() {
     assert!(out.status.success());
     assert!(mount::wait_for(20, || !mount::alive(pid)));
 }
+
+/// `scripts/demo.sh` with its output redirected (a file, a pipe, CI's log) writes no terminal
+/// escapes; it runs whole (with a `cargo` that does nothing: the binaries are built).
+#[test]
+fn demo_script_writes_no_escapes_into_redirected_output() {
+    mount::require_fuse();
+    let stub = tempfile::tempdir().unwrap();
+    let cargo = stub.path().join("cargo");
+    fs::write(&cargo, "#!/bin/sh\nexit 0\n").unwrap();
+    fs::set_permissions(&cargo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let bin = Path::new(TD_BIN).parent().unwrap();
+    let path = format!(
+        "{}:{}:{}",
+        stub.path().display(),
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/demo.sh"))
+        .env("PATH", path)
+        .env_remove("NO_COLOR")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "demo.sh failed: {stdout}\n{stderr}");
+    assert!(
+        stdout.contains("demo.sh: OK") && stdout.contains("\n$ tinydelta history"),
+        "{stdout}"
+    );
+    assert!(
+        !out.stdout.contains(&0x1b) && !out.stderr.contains(&0x1b),
+        "escapes in: {stdout:?}"
+    );
+}

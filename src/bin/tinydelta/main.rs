@@ -58,6 +58,9 @@ enum Cmd {
         txn: Option<String>,
         #[command(flatten)]
         bad: BadLines,
+        /// Print the outcome as one JSON object (version, rows, files, bytes, table totals).
+        #[arg(long)]
+        json: bool,
     },
     /// Replace all rows with the input as one WRITE/Overwrite commit.
     Overwrite {
@@ -71,6 +74,9 @@ enum Cmd {
         expect_version: Option<u64>,
         #[command(flatten)]
         bad: BadLines,
+        /// Print the outcome as one JSON object (version, rows, files, bytes, table totals).
+        #[arg(long)]
+        json: bool,
     },
     /// Print a version's rows as canonical JSONL.
     Read {
@@ -129,6 +135,9 @@ enum Cmd {
         /// Commit only if the latest version is still N.
         #[arg(long, value_name = "N")]
         expect_version: Option<u64>,
+        /// Print the outcome as one JSON object (version, rows, files, bytes, table totals).
+        #[arg(long)]
+        json: bool,
     },
     /// Change the schema: add a nullable column (Delta ADD COLUMNS).
     Alter {
@@ -229,6 +238,11 @@ struct BadLines {
     /// List at most N bad lines in the error (the total is always given).
     #[arg(long, value_name = "N", default_value_t = tinydelta::diagnose::DEFAULT_MAX_ERRORS)]
     max_errors: usize,
+    /// The longest input line accepted, in bytes without its newline (default 16 MiB =
+    /// 16777216; the mount's --max-line-bytes is the same limit). Memory grows with the
+    /// longest line (docs/CLI.md "Input rules").
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    max_line_bytes: Option<u64>,
 }
 
 #[derive(Subcommand)]
@@ -241,7 +255,9 @@ enum AlterCmd {
         #[arg(long, value_name = "N")]
         expect_version: Option<u64>,
     },
-    /// Refused: Delta needs column mapping to drop a column.
+    /// Refused: Delta needs column mapping to drop a column. Hidden from help, completions and
+    /// man pages (it only explains the refusal; docs/CLI.md "Usage").
+    #[command(hide = true)]
     DropColumn {
         /// The column.
         name: String,
@@ -483,6 +499,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             expect_version,
             txn,
             bad,
+            json,
         } => {
             let txn = txn
                 .map(|txn| {
@@ -499,6 +516,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             let t = Table::open(&table)?;
             let opts = WriteOptions {
                 expect_version,
+                max_line_bytes: bad.max_line_bytes(),
                 ..Default::default()
             };
             let mode = match &txn {
@@ -508,6 +526,21 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             let (written, _) = write_rows(&t, mode, &file, opts, &bad, quiet)?;
             let name = file.as_ref().map_or("<stdin>".into(), |p| p.display().to_string());
             let tag = txn.as_ref().map(|(a, v)| format!(" (txn {a}:{v})")).unwrap_or_default();
+            if json {
+                let doc = match written {
+                    Written::Version(v) => outcome(&t, &table, v)?,
+                    Written::AlreadyApplied(recorded) => json!({
+                        "table": table.display().to_string(), "committed": false, "version": null,
+                        "reason": "txnAlreadyApplied", "txnRecordedVersion": recorded,
+                    }),
+                    Written::NoRows => json!({
+                        "table": table.display().to_string(), "committed": false, "version": null,
+                        "reason": "noRows",
+                    }),
+                };
+                writeln!(out, "{doc}").map_err(stdout_err)?;
+                return Ok(());
+            }
             match (written, &txn) {
                 (Written::Version(v), _) => {
                     let rows = t.snapshot_rows_added(v)?;
@@ -533,14 +566,25 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             file,
             expect_version,
             bad,
+            json,
         } => {
             let t = Table::open(&table)?;
             let opts = WriteOptions {
                 expect_version,
+                max_line_bytes: bad.max_line_bytes(),
                 ..Default::default()
             };
             let (written, _) = write_rows(&t, Mode::Overwrite, &file, opts, &bad, quiet)?;
-            if let Written::Version(v) = written {
+            if json {
+                let doc = match written {
+                    Written::Version(v) => outcome(&t, &table, v)?,
+                    _ => json!({
+                        "table": table.display().to_string(), "committed": false, "version": null,
+                        "reason": "noRows",
+                    }),
+                };
+                writeln!(out, "{doc}").map_err(stdout_err)?;
+            } else if let Written::Version(v) = written {
                 let rows = t.snapshot_rows_added(v)?;
                 writeln!(
                     out,
@@ -568,7 +612,13 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                             return Err(Error::NoVersionAsOf {
                                 table: table.clone(),
                                 time,
-                                first: rfc3339_ms(t.commit_info(t.segment()?.first)?.timestamp),
+                                first: rfc3339_ms(
+                                    t.commit_times(t.segment()?.first)?
+                                        .1
+                                        .first()
+                                        .copied()
+                                        .unwrap_or_default(),
+                                ),
                             }
                             .into());
                         }
@@ -605,7 +655,17 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                     .map_err(|e| Error::io("install a SIGINT handler for", &table, e))?;
             }
             let mut out = io::BufWriter::with_capacity(256 << 10, io::stdout().lock());
-            tinydelta::changes::print(&t, from_version, to_version, follow, &mut out, &stop, &stdout_closed)?;
+            let mut note = |s: &str| eprintln!("tinydelta: {s}");
+            tinydelta::changes::print(
+                &t,
+                from_version,
+                to_version,
+                follow,
+                &mut note,
+                &mut out,
+                &stop,
+                &stdout_closed,
+            )?;
         }
         Cmd::Describe { table, version, json } => {
             let t = Table::open(&table)?;
@@ -636,7 +696,11 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                     "schema": schema["columns"],
                     "schemaString": s.metadata.schema_string,
                     "numFiles": s.files.len(),
+                    // `rows` and `bytes` as the text output says them; `numRecords` and
+                    // `sizeBytes` (Delta's words) stay as aliases (docs/CLI.md "Usage").
+                    "rows": s.num_records() + counted,
                     "numRecords": s.num_records() + counted,
+                    "bytes": s.size_bytes(),
                     "filesWithoutStats": unstated,
                     "sizeBytes": s.size_bytes(),
                     "files": files,
@@ -693,6 +757,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                             "version": e.version,
                             "timestamp": e.commit_info.timestamp,
                             "time": rfc3339_ms(e.commit_info.timestamp),
+                            "recordedTimestamp": e.recorded_timestamp,
                             "operation": e.commit_info.short_operation(),
                             "deltaOperation": e.commit_info.operation,
                             "operationParameters": e.commit_info.operation_parameters,
@@ -738,6 +803,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             table,
             version,
             expect_version,
+            json,
         } => {
             let t = Table::open(&table)?;
             let opts = WriteOptions {
@@ -745,7 +811,14 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 ..Default::default()
             };
             let v = t.restore(version, &opts)?;
-            writeln!(out, "restored {} to version {version} as version {v}", table.display()).map_err(stdout_err)?;
+            if json {
+                let mut doc = outcome(&t, &table, v)?;
+                doc["restoredVersion"] = json!(version);
+                writeln!(out, "{doc}").map_err(stdout_err)?;
+            } else {
+                writeln!(out, "restored {} to version {version} as version {v}", table.display())
+                    .map_err(stdout_err)?;
+            }
         }
         Cmd::Alter { table, change } => match change {
             AlterCmd::AddColumn { column, expect_version } => {
@@ -829,7 +902,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             };
             drop(_p);
             if json {
-                writeln!(out, "{}", json!({"table": table.display().to_string(), "whole": report.is_whole(), "readableThrough": report.readable_through, "problems": report.problems, "repaired": report.repaired})).map_err(stdout_err)?;
+                writeln!(out, "{}", json!({"table": table.display().to_string(), "whole": report.is_whole(), "readableThrough": report.readable_through, "problems": report.problems, "notes": report.notes, "repaired": report.repaired})).map_err(stdout_err)?;
             } else {
                 for p in &report.problems {
                     let sev = match p.severity {
@@ -837,6 +910,9 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                         tinydelta::check::Severity::Warning => "warning",
                     };
                     writeln!(out, "{sev}: {} (what to do: {})", p.message, p.hint).map_err(stdout_err)?;
+                }
+                for n in &report.notes {
+                    writeln!(out, "note: {n}").map_err(stdout_err)?;
                 }
                 for r in &report.repaired {
                     writeln!(out, "repair: {r}").map_err(stdout_err)?;
@@ -992,6 +1068,15 @@ fn export(
         ))
     })?;
     drop(p);
+    if let Some(from) = r.started_at {
+        // Said on stderr: what was left out and why (stdout keeps its one summary line).
+        eprintln!(
+            "tinydelta: {}: versions before {from} are not exported: a retention vacuum deleted data files they need \
+             (`tinydelta describe` lists the readable versions); {} starts at version {from}, with a checkpoint",
+            table.display(),
+            dest.display()
+        );
+    }
     let mb = |b: u64| b as f64 / 1e6;
     match r.dest_versions {
         None => writeln!(
@@ -1049,9 +1134,15 @@ fn write_man_pages(dir: &std::path::Path) -> Result<usize> {
     let mut top = Cli::command();
     top.build();
     page(top.clone(), "tinydelta".into())?;
-    for sub in top.get_subcommands().filter(|s| s.get_name() != "help") {
+    for sub in top
+        .get_subcommands()
+        .filter(|s| s.get_name() != "help" && !s.is_hide_set())
+    {
         let name = format!("tinydelta-{}", sub.get_name());
-        for subsub in sub.get_subcommands().filter(|s| s.get_name() != "help") {
+        for subsub in sub
+            .get_subcommands()
+            .filter(|s| s.get_name() != "help" && !s.is_hide_set())
+        {
             page(subsub.clone(), format!("{name}-{}", subsub.get_name()))?;
         }
         page(sub.clone(), name)?;
@@ -1078,6 +1169,54 @@ fn rows_of(ci: &tinydelta::CommitInfo) -> u64 {
     ci.metric("numOutputRows")
         .or_else(|| ci.metric("num_added_rows"))
         .unwrap_or(0)
+}
+
+impl BadLines {
+    /// `--max-line-bytes` as [`WriteOptions::max_line_bytes`] (a value past the address space
+    /// is as good as no limit).
+    fn max_line_bytes(&self) -> Option<usize> {
+        self.max_line_bytes.map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+    }
+}
+
+/// What `append`, `overwrite` and `restore --json` print for the version `v` they committed
+/// (docs/CLI.md "Usage"): the commit's own numbers (`rows` in, `files` and `bytes` of the files it added,
+/// `removedFiles`) and the table's after it (`tableRows`, `tableFiles`, `tableBytes`), the
+/// same words `describe` and `history` use.
+fn outcome(t: &Table, table: &std::path::Path, v: u64) -> Result<serde_json::Value> {
+    let commit = t.read_commit(v)?;
+    let (mut files, mut bytes, mut removed, mut rows) = (0u64, 0u64, 0u64, Some(0u64));
+    for a in &commit.actions {
+        if let Some(add) = &a.add {
+            files += 1;
+            bytes = bytes.saturating_add(add.size);
+            rows = rows.zip(add.num_records()).map(|(a, b)| a.saturating_add(b));
+        }
+        if a.remove.is_some() {
+            removed += 1;
+        }
+    }
+    let s = t.snapshot(v)?;
+    let (counted, _) = counted_rows(t, &s)?;
+    let info = commit.info.unwrap_or_default();
+    Ok(json!({
+        "table": table.display().to_string(),
+        "committed": true,
+        "version": v,
+        "operation": info.short_operation(),
+        "timestamp": s.timestamp,
+        "time": rfc3339_ms(s.timestamp),
+        "rows": match rows {
+            Some(n) => n,
+            None => t.snapshot_rows_added(v)?,
+        },
+        "files": files,
+        "bytes": bytes,
+        "removedFiles": removed,
+        "tableRows": s.num_records() + counted,
+        "tableFiles": s.files.len(),
+        "tableBytes": s.size_bytes(),
+    }))
 }
 
 trait RowsAdded {

@@ -94,6 +94,10 @@ pub struct Report {
     pub bytes_out: u64,
     /// Versions at which a Delta checkpoint was written.
     pub checkpoints: Vec<u64>,
+    /// `--all-versions` into a new DEST of a table whose older versions a retention vacuum made
+    /// unreadable: the first version exported (DEST starts there with a checkpoint;
+    /// docs/EXPORT.md "All versions: `--all-versions`").
+    pub started_at: Option<u64>,
 }
 
 /// The export record of one DEST commit.
@@ -281,9 +285,22 @@ fn export_all(
             Some(snap)
         }
     };
-    let start = base.as_ref().map_or(0, |b| b.version + 1);
+    let mut start = base.as_ref().map_or(0, |b| b.version + 1);
     if let Some(b) = &base {
         report.source_version = b.version;
+    }
+    // A new DEST of a table whose older versions a retention vacuum made unreadable: from the
+    // first version from which every version to the latest is readable.
+    if base.is_none()
+        && let Some(&(from, through)) = crate::table::history::readable_versions(source)?.last()
+        && through == latest
+        && from > 0
+    {
+        let snap = export_start(source, d, from, report)?;
+        report.started_at = Some(from);
+        exported(report, from, latest, progress);
+        base = Some(snap);
+        start = from + 1;
     }
     for v in start..=latest {
         let snap = match &base {
@@ -334,18 +351,63 @@ fn export_all(
         files.after = Some(after);
         let info = dest_info(&snap.commit_info, ts, &files, Marker::params(&snap, Mode::AllVersions));
         d.commit(v, info, body, report)?;
-        report.source_version = v;
-        progress(&Progress {
-            source_version: v,
-            last_version: latest,
-            bytes_in: report.bytes_in,
-        });
+        exported(report, v, latest, progress);
         base = Some(snap);
     }
     if let Some(b) = &base {
         d.check_matches(b)?;
     }
     Ok(())
+}
+
+/// Source version `v` (of `latest`) is exported: record it and report progress.
+fn exported(report: &mut Report, v: u64, latest: u64, progress: &mut dyn FnMut(&Progress)) {
+    report.source_version = v;
+    progress(&Progress {
+        source_version: v,
+        last_version: latest,
+        bytes_in: report.bytes_in,
+    });
+}
+
+/// The first DEST version of an `--all-versions` export that starts at source version `from`
+/// (> 0, older versions unreadable): DEST version `from` holds the whole snapshot (protocol,
+/// metaData, an `add` per live file), and a Delta checkpoint of it is written before the commit
+/// is published, so readers need no earlier commit (Delta PROTOCOL "Checkpoints"; a stop between
+/// the two leaves a checkpoint that the next run writes again). Returns the snapshot of `from`.
+fn export_start(source: &Table, d: &mut Dest, from: u64, report: &mut Report) -> Result<Snapshot> {
+    let snap = source.snapshot(from)?;
+    let ts = snap.timestamp;
+    let mut body = vec![
+        Action::protocol(dest_protocol()),
+        Action::metadata(d.metadata_for(&snap.metadata, &snap.schema)),
+    ];
+    let mut files = FileTotals::default();
+    let adds = source.add_actions(&snap.files.iter().map(|f| &**f).collect::<Vec<_>>())?;
+    for add in &adds {
+        let out = d.file_for(source, from, add, &snap, report)?;
+        files.add(&out);
+        body.push(Action::add(Add {
+            data_change: true,
+            modification_time: ts,
+            ..out
+        }));
+    }
+    files.after = Some(d.live_after(&body));
+    for a in &body {
+        let mut a = a.clone();
+        if let Some(add) = &mut a.add {
+            add.path = crate::format::actions::decode_path(&add.path).unwrap_or_default();
+        }
+        d.apply(a);
+    }
+    checkpoint::write(&d.log, from, &d.checkpoint_state())?;
+    report.checkpoints.push(from);
+    let info = dest_info(&snap.commit_info, ts, &files, Marker::params(&snap, Mode::AllVersions));
+    d.commit(from, info, body, report)?;
+    report.checkpoints.dedup();
+    d.check_matches(&snap)?;
+    Ok(snap)
 }
 
 /// One version (`target`) as the next DEST version: all its files into a new DEST, else the
@@ -611,7 +673,9 @@ impl Dest {
         }
         let t = Table::open(path)?;
         let latest = t.latest_version()?;
-        for v in 0..=latest {
+        // From the first commit: an `--all-versions` DEST may start at a later version, whose
+        // commit holds the whole state (`export_start`).
+        for v in t.segment()?.first..=latest {
             for a in t.read_commit(v)?.actions {
                 d.apply(a);
             }
