@@ -484,7 +484,9 @@ impl Schema {
                 "a table needs at least one column, given as NAME:TYPE (types: int, float, str, bool, date, timestamp, ...; a trailing ! means NOT NULL)".into(),
             ));
         }
-        let mut columns: Vec<Column> = Vec::new();
+        let mut columns: Vec<Column> = Vec::with_capacity(specs.len());
+        // Lower-cased name -> index: one lookup per column, not a scan of those before it.
+        let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::with_capacity(specs.len());
         for spec in specs {
             let (name, ty) = spec
                 .split_once(':')
@@ -503,7 +505,7 @@ impl Schema {
             if p.at < ty.len() {
                 return Err(p.err(p.at, format!("unexpected {:?} after the type", cut(&ty[p.at..]))));
             }
-            if let Some(c) = columns.iter().find(|c| c.name.eq_ignore_ascii_case(name)) {
+            if let Some(c) = seen.get(&name.to_lowercase()).map(|&i| &columns[i]) {
                 return Err(Error::InvalidArgument(if c.name == name {
                     format!("column {:?} is named twice", cut(name))
                 } else {
@@ -514,6 +516,7 @@ impl Schema {
                     )
                 }));
             }
+            seen.insert(name.to_lowercase(), columns.len());
             columns.push(Column {
                 name: name.to_string(),
                 ty: e.ty,
