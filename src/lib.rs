@@ -43,7 +43,12 @@ layer!(
 pub use crate::error::{Error, ErrorKind, IoContext, Result};
 pub use crate::format::actions::CommitInfo;
 pub use crate::format::rows::count_rows;
-pub use crate::format::schema::Schema;
+pub use crate::format::schema::{Column, ColumnType, Element, MapType, Schema};
+
+/// Schema inference from a sample of rows (docs/CLI.md "Inferring a schema").
+pub mod infer {
+    pub use crate::format::rows::{Inferred, infer_schema};
+}
 pub use crate::log::snapshot::{FileEntry, Snapshot};
 pub use crate::table::history::readable_versions;
 pub use crate::table::staging::SOURCE_PARAM;

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
-    Date32Type, Date64Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
+    Date32Type, Date64Type, Decimal32Type, Decimal64Type, Decimal128Type, Decimal256Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
     TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType, UInt8Type,
     UInt16Type, UInt32Type, UInt64Type,
 };
@@ -24,6 +24,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::format::actions::Action;
 use crate::error::{Error, Result};
+use crate::format::rows::decimal;
 use crate::format::schema::{ColumnType, Schema};
 
 /// Rows per Arrow batch while converting.
@@ -91,7 +92,7 @@ pub fn write_jsonl(
             None => None,
             Some((_, None)) => Some(b"null".to_vec()),
             Some((_, Some(s))) => Some(
-                partition_json(c.ty, s)
+                partition_json(&c.ty, s)
                     .map_err(|why| corrupt(path, format!("partition value of column {:?}: {why}", c.name)))?,
             ),
         });
@@ -109,7 +110,7 @@ pub fn write_jsonl(
                 match (&fixed[ci], cols[ci]) {
                     (Some(v), _) => line.extend_from_slice(v),
                     (None, None) => line.extend_from_slice(b"null"),
-                    (None, Some(a)) => value_json(a, r, c.ty, &mut line).map_err(|why| {
+                    (None, Some(a)) => value_json(a, r, &c.ty, &mut line).map_err(|why| {
                         corrupt(path, format!("row {}, column {:?}: {why}", rows + r as u64 + 1, c.name))
                     })?,
                 }
@@ -166,8 +167,8 @@ fn batch_columns<'a>(batch: &'a RecordBatch, schema: &Schema, fixed: &[Option<Ve
 }
 
 /// A partition value (Delta PROTOCOL "Partition Value Serialization") as canonical JSON of `ty`.
-fn partition_json(ty: ColumnType, s: &str) -> std::result::Result<Vec<u8>, String> {
-    let bad = || format!("{s:?} is not a {}", ty.cli_name());
+fn partition_json(ty: &ColumnType, s: &str) -> std::result::Result<Vec<u8>, String> {
+    let bad = || format!("{s:?} is not a {ty}");
     let mut out = Vec::new();
     match ty {
         // An empty value is null for every type, strings included (PROTOCOL "Partition Value
@@ -194,8 +195,40 @@ fn partition_json(ty: ColumnType, s: &str) -> std::result::Result<Vec<u8>, Strin
             let us = parse_partition_timestamp(s).ok_or_else(bad)?;
             micros_json(us, &mut out)?;
         }
+        ColumnType::TimestampNtz => {
+            let t = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f").map_err(|_| bad())?;
+            local_micros_json(t.and_utc().timestamp_micros(), &mut out)?;
+        }
+        ColumnType::Decimal { precision, scale } => {
+            out.extend_from_slice(decimal(s, *precision, *scale)?.1.as_bytes());
+        }
+        ColumnType::Binary | ColumnType::Json | ColumnType::Array(_) | ColumnType::Map(_) | ColumnType::Struct(_) => {
+            return Err(format!("partition columns of type {ty} are not read"));
+        }
     }
     Ok(out)
+}
+
+/// Microseconds since 1970-01-01T00:00:00 (no zone) as `"YYYY-MM-DDTHH:MM:SS.ffffff"`: a
+/// `timestamp_ntz` value.
+fn local_micros_json(us: i64, out: &mut Vec<u8>) -> std::result::Result<(), String> {
+    use chrono::Datelike;
+    let t = chrono::DateTime::from_timestamp_micros(us).ok_or_else(|| format!("timestamp {us} us is out of range"))?;
+    if !(1..=9999).contains(&t.year()) {
+        return Err(format!("timestamp {us} us is outside the years 0001-9999"));
+    }
+    write!(out, "\"{}\"", t.naive_utc().format("%Y-%m-%dT%H:%M:%S%.6f")).map_err(|e| e.to_string())
+}
+
+/// The decimal with unscaled digits `unscaled` (an integer's text, maybe negative) and
+/// `arrow_scale`, as the canonical text of `ty` (exact; an error when it does not fit).
+fn decimal_json(unscaled: &str, arrow_scale: i8, ty: &ColumnType, out: &mut Vec<u8>) -> std::result::Result<(), String> {
+    let ColumnType::Decimal { precision, scale } = ty else {
+        return Err(format!("a decimal does not hold a {ty} column"));
+    };
+    let text = format!("{unscaled}e{}", -i64::from(arrow_scale));
+    out.extend_from_slice(decimal(&text, *precision, *scale)?.1.as_bytes());
+    Ok(())
 }
 
 /// `{year}-{month}-{day} {hour}:{minute}:{second}[.micros]` (UTC), or RFC 3339.
@@ -236,7 +269,7 @@ fn micros_json(us: i64, out: &mut Vec<u8>) -> std::result::Result<(), String> {
 }
 
 /// Row `r` of `a` as canonical JSON of a column of type `ty`.
-fn value_json(a: &dyn Array, r: usize, ty: ColumnType, out: &mut Vec<u8>) -> std::result::Result<(), String> {
+fn value_json(a: &dyn Array, r: usize, ty: &ColumnType, out: &mut Vec<u8>) -> std::result::Result<(), String> {
     if a.is_null(r) {
         out.extend_from_slice(b"null");
         return Ok(());
@@ -245,13 +278,7 @@ fn value_json(a: &dyn Array, r: usize, ty: ColumnType, out: &mut Vec<u8>) -> std
         let k = d.normalized_keys()[r];
         return value_json(d.values().as_ref(), k, ty, out);
     }
-    let mismatch = || {
-        format!(
-            "Parquet type {} does not hold a {} column",
-            a.data_type(),
-            ty.cli_name()
-        )
-    };
+    let mismatch = || format!("Parquet type {} does not hold a {ty} column", a.data_type());
     macro_rules! int {
         ($t:ty) => {
             if let Some(p) = a.as_primitive_opt::<$t>() {
@@ -317,7 +344,7 @@ fn value_json(a: &dyn Array, r: usize, ty: ColumnType, out: &mut Vec<u8>) -> std
                 .date_naive();
             date_json(d, out)
         }
-        (DataType::Timestamp(unit, _), ColumnType::Timestamp) => {
+        (DataType::Timestamp(unit, _), ColumnType::Timestamp | ColumnType::TimestampNtz) => {
             let us = match unit {
                 TimeUnit::Second => a.as_primitive::<TimestampSecondType>().value(r).checked_mul(1_000_000),
                 TimeUnit::Millisecond => a.as_primitive::<TimestampMillisecondType>().value(r).checked_mul(1000),
@@ -326,10 +353,117 @@ fn value_json(a: &dyn Array, r: usize, ty: ColumnType, out: &mut Vec<u8>) -> std
                 TimeUnit::Nanosecond => Some(a.as_primitive::<TimestampNanosecondType>().value(r).div_euclid(1000)),
             }
             .ok_or_else(|| "timestamp out of range".to_string())?;
-            micros_json(us, out)
+            match ty {
+                ColumnType::TimestampNtz => local_micros_json(us, out),
+                _ => micros_json(us, out),
+            }
         }
+        (DataType::Decimal32(_, s), ColumnType::Decimal { .. }) => {
+            decimal_json(&a.as_primitive::<Decimal32Type>().value(r).to_string(), *s, ty, out)
+        }
+        (DataType::Decimal64(_, s), ColumnType::Decimal { .. }) => {
+            decimal_json(&a.as_primitive::<Decimal64Type>().value(r).to_string(), *s, ty, out)
+        }
+        (DataType::Decimal128(_, s), ColumnType::Decimal { .. }) => {
+            decimal_json(&a.as_primitive::<Decimal128Type>().value(r).to_string(), *s, ty, out)
+        }
+        (DataType::Decimal256(_, s), ColumnType::Decimal { .. }) => {
+            decimal_json(&a.as_primitive::<Decimal256Type>().value(r).to_string(), *s, ty, out)
+        }
+        (DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::FixedSizeBinary(_), ColumnType::Binary) => {
+            use base64::Engine;
+            let bytes: &[u8] = match a.data_type() {
+                DataType::Binary => a.as_binary::<i32>().value(r),
+                DataType::LargeBinary => a.as_binary::<i64>().value(r),
+                DataType::BinaryView => a.as_binary_view().value(r),
+                _ => a.as_fixed_size_binary().value(r),
+            };
+            let _ = serde_json::to_writer(&mut *out, &base64::engine::general_purpose::STANDARD.encode(bytes));
+            Ok(())
+        }
+        (DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..), ColumnType::Array(e)) => {
+            let items = match a.data_type() {
+                DataType::List(_) => a.as_list::<i32>().value(r),
+                DataType::LargeList(_) => a.as_list::<i64>().value(r),
+                _ => a.as_fixed_size_list().value(r),
+            };
+            out.push(b'[');
+            for i in 0..items.len() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                child_json(items.as_ref(), i, &e.ty, e.nullable, out).map_err(|why| format!("[{i}]: {why}"))?;
+            }
+            out.push(b']');
+            Ok(())
+        }
+        (DataType::Struct(fields), ColumnType::Struct(cols)) => {
+            let st = a.as_struct();
+            out.push(b'{');
+            for (ci, c) in cols.iter().enumerate() {
+                if ci > 0 {
+                    out.push(b',');
+                }
+                let _ = serde_json::to_writer(&mut *out, c.name.as_str());
+                out.push(b':');
+                let i = fields
+                    .iter()
+                    .position(|x| x.name() == &c.name)
+                    .or_else(|| fields.iter().position(|x| x.name().eq_ignore_ascii_case(&c.name)));
+                match i {
+                    Some(i) => child_json(st.column(i).as_ref(), r, &c.ty, c.nullable, out),
+                    None if c.nullable => {
+                        out.extend_from_slice(b"null");
+                        Ok(())
+                    }
+                    None => Err("missing from the file, but NOT NULL".into()),
+                }
+                .map_err(|why| format!(".{}: {why}", c.name))?;
+            }
+            out.push(b'}');
+            Ok(())
+        }
+        (DataType::Map(..), ColumnType::Map(m)) => {
+            let map = a.as_map();
+            let (start, end) = (map.value_offsets()[r] as usize, map.value_offsets()[r + 1] as usize);
+            let (keys, values) = (map.keys(), map.values());
+            out.push(b'{');
+            let mut key = Vec::new();
+            for i in start..end {
+                if i > start {
+                    out.push(b',');
+                }
+                key.clear();
+                child_json(keys.as_ref(), i, &m.key, false, &mut key).map_err(|why| format!("a key: {why}"))?;
+                // JSON object keys are strings: a string key as it is, another key as its JSON text.
+                match m.key {
+                    ColumnType::Str => out.extend_from_slice(&key),
+                    _ => {
+                        let text = String::from_utf8_lossy(&key);
+                        let _ = serde_json::to_writer(&mut *out, text.trim_matches('"'));
+                    }
+                }
+                out.push(b':');
+                child_json(values.as_ref(), i, &m.value.ty, m.value.nullable, out)
+                    .map_err(|why| format!("the value of key {}: {why}", String::from_utf8_lossy(&key)))?;
+            }
+            out.push(b'}');
+            Ok(())
+        }
+        (_, ColumnType::Json) => Err(format!(
+            "Parquet type {} of a variant column is not read (tinydelta reads its own json columns from JSONL data files)",
+            a.data_type()
+        )),
         _ => Err(mismatch()),
     }
+}
+
+/// [`value_json`] of an element or field, refusing a null where its type says NOT NULL.
+fn child_json(a: &dyn Array, r: usize, ty: &ColumnType, nullable: bool, out: &mut Vec<u8>) -> std::result::Result<(), String> {
+    if !nullable && a.is_null(r) {
+        return Err("null value where the type says NOT NULL".into());
+    }
+    value_json(a, r, ty, out)
 }
 
 /// The actions of a Delta Parquet checkpoint (one part of it), in row order: each row's
@@ -373,7 +507,9 @@ pub fn read_checkpoint(file: File, path: &Path) -> Result<Vec<Action>> {
 
 /// Row `r` of `a` as a JSON value, for the action structs of a checkpoint (structs, maps,
 /// lists, strings, integers, booleans); null struct fields are left out, as a commit leaves
-/// them out.
+/// them out, and so are `stats_parsed` and `partitionValues_parsed` (PROTOCOL "Checkpoint
+/// Schema": typed copies of `stats` and `partitionValues`, which tinydelta reads instead; their
+/// values have the table's column types, decimals and nested types included).
 fn to_json(a: &dyn Array, r: usize) -> std::result::Result<serde_json::Value, String> {
     use serde_json::Value;
     if a.is_null(r) {
@@ -382,7 +518,7 @@ fn to_json(a: &dyn Array, r: usize) -> std::result::Result<serde_json::Value, St
     if let Some(s) = a.as_struct_opt() {
         let mut m = serde_json::Map::new();
         for (f, c) in s.fields().iter().zip(s.columns()) {
-            if c.is_null(r) {
+            if c.is_null(r) || matches!(f.name().as_str(), "stats_parsed" | "partitionValues_parsed") {
                 continue;
             }
             m.insert(f.name().clone(), to_json(c.as_ref(), r)?);
@@ -440,7 +576,7 @@ fn to_json(a: &dyn Array, r: usize) -> std::result::Result<serde_json::Value, St
             } else {
                 ColumnType::Date
             };
-            value_json(a, r, ty, &mut out)?;
+            value_json(a, r, &ty, &mut out)?;
             serde_json::from_slice(&out).map_err(|e| e.to_string())
         }
         other => Err(format!("a checkpoint field of type {other} is not read")),
@@ -501,16 +637,16 @@ mod tests {
 
     #[test]
     fn partition_values_are_typed() {
-        assert_eq!(partition_json(ColumnType::Int, "2013").unwrap(), b"2013");
-        assert_eq!(partition_json(ColumnType::Int, "").unwrap(), b"null");
-        assert_eq!(partition_json(ColumnType::Str, "").unwrap(), b"null");
-        assert_eq!(partition_json(ColumnType::Str, " ").unwrap(), b"\" \"");
-        assert_eq!(partition_json(ColumnType::Float, "1").unwrap(), b"1.0");
+        assert_eq!(partition_json(&ColumnType::Int, "2013").unwrap(), b"2013");
+        assert_eq!(partition_json(&ColumnType::Int, "").unwrap(), b"null");
+        assert_eq!(partition_json(&ColumnType::Str, "").unwrap(), b"null");
+        assert_eq!(partition_json(&ColumnType::Str, " ").unwrap(), b"\" \"");
+        assert_eq!(partition_json(&ColumnType::Float, "1").unwrap(), b"1.0");
         assert_eq!(
-            partition_json(ColumnType::Timestamp, "2024-01-02 03:04:05").unwrap(),
+            partition_json(&ColumnType::Timestamp, "2024-01-02 03:04:05").unwrap(),
             b"\"2024-01-02T03:04:05.000000Z\""
         );
-        assert!(partition_json(ColumnType::Int, "x").is_err());
-        assert!(partition_json(ColumnType::Float, "NaN").is_err());
+        assert!(partition_json(&ColumnType::Int, "x").is_err());
+        assert!(partition_json(&ColumnType::Float, "NaN").is_err());
     }
 }

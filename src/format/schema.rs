@@ -1,13 +1,16 @@
 //! Table schemas: the CLI's `name:type[!]` column specs and Delta's Spark `StructType` JSON
-//! (Delta PROTOCOL, "Schema Serialization Format").
+//! (Delta PROTOCOL, "Schema Serialization Format"), nested types included (docs/FORMAT.md
+//! "Column types").
 
-use serde::{Deserialize, Serialize};
-use serde_json::json;
+use std::fmt;
+
+use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 
-/// A column's type. Each maps to one Delta primitive type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A column's type (docs/FORMAT.md "Column types" lists each with its Delta type, canonical
+/// JSON and statistics).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ColumnType {
     /// 64-bit signed integer; Delta `long`.
     Int,
@@ -19,62 +22,285 @@ pub enum ColumnType {
     Bool,
     /// `YYYY-MM-DD`; Delta `date`.
     Date,
-    /// RFC 3339; Delta `timestamp`.
+    /// RFC 3339 with an offset; Delta `timestamp`.
     Timestamp,
+    /// `YYYY-MM-DDTHH:MM:SS[.ffffff]`, no offset; Delta `timestamp_ntz` (the `timestampNtz`
+    /// table feature, PROTOCOL "Timestamp without timezone").
+    TimestampNtz,
+    /// An exact decimal of `precision` digits, `scale` of them after the point; Delta
+    /// `decimal(p,s)`, 1 <= p <= 38, 0 <= s <= p.
+    Decimal {
+        /// Total digits, 1..=38.
+        precision: u8,
+        /// Digits after the point, 0..=precision.
+        scale: u8,
+    },
+    /// Bytes, base64 (standard alphabet, padded) in JSON; Delta `binary`.
+    Binary,
+    /// Any JSON value, kept as canonical JSON; Delta `variant` (the `variantType` table
+    /// feature).
+    Json,
+    /// A JSON array; Delta `array` with `elementType` and `containsNull`.
+    Array(Box<Element>),
+    /// A JSON object with keys of `key` and values of `value`; Delta `map` with `keyType`,
+    /// `valueType` and `valueContainsNull`.
+    Map(Box<MapType>),
+    /// A JSON object with these fields, in this order; Delta `struct`.
+    Struct(Vec<Column>),
 }
 
+/// The element type of an array or the value type of a map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Element {
+    /// Its type.
+    pub ty: ColumnType,
+    /// Whether an element may be null (`containsNull`, `valueContainsNull`); `false` for `T!`.
+    pub nullable: bool,
+}
+
+/// A map's key and value types. JSON object keys are strings: a key of another type is its
+/// canonical JSON text (docs/FORMAT.md "Column types").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapType {
+    /// The key type: `str` for maps tinydelta creates; any primitive in other writers' tables.
+    pub key: ColumnType,
+    /// The value type and its nullability.
+    pub value: Element,
+}
+
+/// Table features tinydelta writes when a schema needs them (PROTOCOL "Table Features"), as
+/// `(feature, needed by)`: both reader and writer features.
+pub const TYPE_FEATURES: [&str; 2] = ["timestampNtz", "variantType"];
+
+/// Largest nesting depth of types (a struct in an array is depth 2). Bounds the work of a
+/// hostile `schemaString` and of rows checked against it.
+pub const MAX_TYPE_DEPTH: usize = 64;
+
 impl ColumnType {
-    /// The CLI spelling (`int`, `float`, `str`, `bool`, `date`, `timestamp`).
-    pub fn cli_name(self) -> &'static str {
+    /// The CLI spelling (`int`, `decimal(10,2)`, `array<str!>`, `struct<a:int,b:str>`, ...).
+    pub fn cli_name(&self) -> String {
+        self.to_string()
+    }
+
+    /// Whether values of this type are JSON objects or arrays (struct, array, map, and json,
+    /// whose values may be either).
+    pub fn is_nested(&self) -> bool {
+        matches!(self, ColumnType::Array(_) | ColumnType::Map(_) | ColumnType::Struct(_) | ColumnType::Json)
+    }
+
+    /// The Delta type: a primitive name as a JSON string, or the JSON object of a nested type.
+    pub fn delta_type(&self) -> Value {
         match self {
-            ColumnType::Int => "int",
-            ColumnType::Float => "float",
-            ColumnType::Str => "str",
-            ColumnType::Bool => "bool",
-            ColumnType::Date => "date",
-            ColumnType::Timestamp => "timestamp",
+            ColumnType::Int => json!("long"),
+            ColumnType::Float => json!("double"),
+            ColumnType::Str => json!("string"),
+            ColumnType::Bool => json!("boolean"),
+            ColumnType::Date => json!("date"),
+            ColumnType::Timestamp => json!("timestamp"),
+            ColumnType::TimestampNtz => json!("timestamp_ntz"),
+            ColumnType::Decimal { precision, scale } => json!(format!("decimal({precision},{scale})")),
+            ColumnType::Binary => json!("binary"),
+            ColumnType::Json => json!("variant"),
+            ColumnType::Array(e) => {
+                json!({"type": "array", "elementType": e.ty.delta_type(), "containsNull": e.nullable})
+            }
+            ColumnType::Map(m) => json!({
+                "type": "map",
+                "keyType": m.key.delta_type(),
+                "valueType": m.value.ty.delta_type(),
+                "valueContainsNull": m.value.nullable,
+            }),
+            ColumnType::Struct(fields) => struct_json(fields),
         }
     }
 
-    /// The Delta primitive type name.
-    pub fn delta_name(self) -> &'static str {
+    /// The table features values of this type need (a subset of [`TYPE_FEATURES`]), added to
+    /// `out`.
+    fn features(&self, out: &mut Vec<&'static str>) {
+        let mut add = |f: &'static str| {
+            if !out.contains(&f) {
+                out.push(f);
+            }
+        };
         match self {
-            ColumnType::Int => "long",
-            ColumnType::Float => "double",
-            ColumnType::Str => "string",
-            ColumnType::Bool => "boolean",
-            ColumnType::Date => "date",
-            ColumnType::Timestamp => "timestamp",
+            ColumnType::TimestampNtz => add("timestampNtz"),
+            ColumnType::Json => add("variantType"),
+            ColumnType::Array(e) => e.ty.features(out),
+            ColumnType::Map(m) => {
+                m.key.features(out);
+                m.value.ty.features(out);
+            }
+            ColumnType::Struct(fields) => fields.iter().for_each(|f| f.ty.features(out)),
+            _ => {}
         }
     }
 
-    fn from_cli(s: &str) -> Option<Self> {
-        Some(match s {
-            "int" => ColumnType::Int,
-            "float" => ColumnType::Float,
-            "str" => ColumnType::Str,
-            "bool" => ColumnType::Bool,
-            "date" => ColumnType::Date,
-            "timestamp" => ColumnType::Timestamp,
-            _ => return None,
-        })
+    /// The tinydelta type of a Delta type (docs/FORMAT.md "Column types"): every integer type
+    /// is `int`, `float` and `double` are `float`. Errors: a sentence naming the type when
+    /// tinydelta has no mapping for it, or it is malformed or nested deeper than
+    /// [`MAX_TYPE_DEPTH`].
+    fn from_delta(v: &Value, depth: usize) -> std::result::Result<ColumnType, String> {
+        if depth > MAX_TYPE_DEPTH {
+            return Err(format!("types are nested deeper than {MAX_TYPE_DEPTH} levels"));
+        }
+        if let Some(s) = v.as_str() {
+            return Ok(match s {
+                "long" | "integer" | "short" | "byte" => ColumnType::Int,
+                "double" | "float" => ColumnType::Float,
+                "string" => ColumnType::Str,
+                "boolean" => ColumnType::Bool,
+                "date" => ColumnType::Date,
+                "timestamp" => ColumnType::Timestamp,
+                "timestamp_ntz" => ColumnType::TimestampNtz,
+                "binary" => ColumnType::Binary,
+                "variant" => ColumnType::Json,
+                _ => match parse_decimal_args(s.strip_prefix("decimal")) {
+                    Some(Ok(t)) => t,
+                    Some(Err(why)) => return Err(format!("Delta type {s:?}: {why}")),
+                    None => return Err(format!("Delta type {s:?} is not one tinydelta reads")),
+                },
+            });
+        }
+        let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
+        let flag = |k: &str| {
+            v.get(k)
+                .map(|b| b.as_bool().ok_or_else(|| format!("{kind} type: {k:?} is not true or false")))
+                .unwrap_or(Ok(true))
+        };
+        let sub = |k: &str| {
+            v.get(k)
+                .ok_or_else(|| format!("{kind} type without {k:?}"))
+                .and_then(|t| ColumnType::from_delta(t, depth + 1))
+        };
+        match kind {
+            "array" => Ok(ColumnType::Array(Box::new(Element {
+                ty: sub("elementType")?,
+                nullable: flag("containsNull")?,
+            }))),
+            "map" => {
+                let key = sub("keyType")?;
+                if key.is_nested() || matches!(key, ColumnType::Binary) {
+                    return Err(format!("map keys of type {key} are not read (JSON object keys are strings)"));
+                }
+                Ok(ColumnType::Map(Box::new(MapType {
+                    key,
+                    value: Element {
+                        ty: sub("valueType")?,
+                        nullable: flag("valueContainsNull")?,
+                    },
+                })))
+            }
+            "struct" => Ok(ColumnType::Struct(fields_from_delta(v, depth + 1)?)),
+            _ => Err(format!("Delta type {v} is not one tinydelta reads")),
+        }
     }
+}
 
-    /// The tinydelta type of a Delta primitive type (docs/FORMAT.md, "Parquet data files"):
-    /// every integer type is `int`, `float` and `double` are `float`, `timestamp_ntz` is
-    /// `timestamp`. `None` for types without a mapping (decimal, binary, struct, array, map).
-    fn from_delta(s: &str) -> Option<Self> {
-        Some(match s {
-            "long" | "integer" | "short" | "byte" => ColumnType::Int,
-            "double" | "float" => ColumnType::Float,
-            "timestamp_ntz" => ColumnType::Timestamp,
-            "string" => ColumnType::Str,
-            "boolean" => ColumnType::Bool,
-            "date" => ColumnType::Date,
-            "timestamp" => ColumnType::Timestamp,
-            _ => return None,
-        })
+impl fmt::Display for ColumnType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bang = |n: bool| if n { "" } else { "!" };
+        match self {
+            ColumnType::Int => f.write_str("int"),
+            ColumnType::Float => f.write_str("float"),
+            ColumnType::Str => f.write_str("str"),
+            ColumnType::Bool => f.write_str("bool"),
+            ColumnType::Date => f.write_str("date"),
+            ColumnType::Timestamp => f.write_str("timestamp"),
+            ColumnType::TimestampNtz => f.write_str("timestamp_ntz"),
+            ColumnType::Decimal { precision, scale } => write!(f, "decimal({precision},{scale})"),
+            ColumnType::Binary => f.write_str("binary"),
+            ColumnType::Json => f.write_str("json"),
+            ColumnType::Array(e) => write!(f, "array<{}{}>", e.ty, bang(e.nullable)),
+            ColumnType::Map(m) => write!(f, "map<{},{}{}>", m.key, m.value.ty, bang(m.value.nullable)),
+            ColumnType::Struct(fields) => {
+                f.write_str("struct<")?;
+                for (i, c) in fields.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{}:{}{}", c.name, c.ty, bang(c.nullable))?;
+                }
+                f.write_str(">")
+            }
+        }
     }
+}
+
+/// `decimal(p,s)`'s `(p,s)` (the text after `decimal`): `None` when `rest` is `None`, else the
+/// type or why not.
+fn parse_decimal_args(rest: Option<&str>) -> Option<std::result::Result<ColumnType, String>> {
+    let inner = rest?.trim().strip_prefix('(')?.strip_suffix(')')?;
+    let (p, s) = inner.split_once(',')?;
+    let (Ok(p), Ok(s)) = (p.trim().parse::<u8>(), s.trim().parse::<u8>()) else {
+        return Some(Err("precision and scale must be small whole numbers".into()));
+    };
+    if !(1..=38).contains(&p) {
+        return Some(Err(format!("precision {p} is outside 1..=38")));
+    }
+    if s > p {
+        return Some(Err(format!("scale {s} is larger than the precision {p}")));
+    }
+    Some(Ok(ColumnType::Decimal { precision: p, scale: s }))
+}
+
+fn struct_json(fields: &[Column]) -> Value {
+    let fields: Vec<Value> = fields
+        .iter()
+        .map(|c| json!({"name": c.name, "type": c.ty.delta_type(), "nullable": c.nullable, "metadata": {}}))
+        .collect();
+    json!({"type": "struct", "fields": fields})
+}
+
+/// The fields of a Delta `struct` type object. Errors as [`ColumnType::from_delta`]; also a
+/// field without a name or named twice (regardless of case).
+fn fields_from_delta(v: &Value, depth: usize) -> std::result::Result<Vec<Column>, String> {
+    let fields = v
+        .get("fields")
+        .and_then(Value::as_array)
+        .ok_or("struct type without a \"fields\" list")?;
+    let mut out: Vec<Column> = Vec::with_capacity(fields.len());
+    let mut seen = std::collections::HashSet::with_capacity(fields.len());
+    for f in fields {
+        let name = f
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or("struct field without a \"name\" string")?;
+        let ty = f
+            .get("type")
+            .ok_or_else(|| format!("field {:?} has no type", cut(name)))
+            .and_then(|t| ColumnType::from_delta(t, depth))
+            .map_err(|why| format!("column {:?}: {why}", cut(name)))?;
+        let nullable = match f.get("nullable") {
+            None => true,
+            Some(b) => b
+                .as_bool()
+                .ok_or_else(|| format!("column {:?}: \"nullable\" is not true or false", cut(name)))?,
+        };
+        if !seen.insert(name.to_lowercase()) {
+            return Err(format!(
+                "column {:?} is named twice (Delta column names are case-insensitive)",
+                cut(name)
+            ));
+        }
+        out.push(Column {
+            name: name.to_string(),
+            ty,
+            nullable,
+        });
+    }
+    Ok(out)
+}
+
+/// A name as messages quote it: at most 200 bytes, cut at a character boundary.
+fn cut(s: &str) -> String {
+    if s.len() <= 200 {
+        return s.to_string();
+    }
+    let mut end = 200;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes)", &s[..end], s.len())
 }
 
 /// One column: name, type, nullability.
@@ -99,64 +325,202 @@ pub struct Schema {
     pub columns: Vec<Column>,
 }
 
-#[derive(Serialize, Deserialize)]
-struct StructField {
-    name: String,
-    #[serde(rename = "type")]
-    ty: serde_json::Value,
-    nullable: bool,
-    #[serde(default)]
-    metadata: serde_json::Value,
+/// The type names of the CLI syntax, for messages.
+const TYPE_NAMES: &str = "int, float, str, bool, date, timestamp, timestamp_ntz, decimal(P,S), binary, json, array<T>, map<str,T>, struct<NAME:T,...>";
+
+/// A recursive-descent parser of one CLI type (docs/CLI.md "Column types"); positions are
+/// 1-based character columns of the whole spec, for messages.
+struct TypeParser<'a> {
+    s: &'a str,
+    /// Byte offset of the next unread character.
+    at: usize,
+    /// Byte offset of the type within the spec (the part after `NAME:`).
+    base: usize,
+    spec: &'a str,
 }
 
-#[derive(Serialize, Deserialize)]
-struct StructType {
-    #[serde(rename = "type")]
-    ty: String,
-    fields: Vec<StructField>,
+impl<'a> TypeParser<'a> {
+    fn err(&self, at: usize, why: impl fmt::Display) -> Error {
+        let col = self.spec[..(self.base + at).min(self.spec.len())].chars().count() + 1;
+        Error::InvalidArgument(format!("column spec {:?}, character {col}: {why}", cut(self.spec)))
+    }
+
+    fn skip_ws(&mut self) {
+        while self.s[self.at..].starts_with(' ') {
+            self.at += 1;
+        }
+    }
+
+    fn eat(&mut self, c: char) -> bool {
+        self.skip_ws();
+        if self.s[self.at..].starts_with(c) {
+            self.at += c.len_utf8();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, c: char) -> Result<()> {
+        if self.eat(c) {
+            return Ok(());
+        }
+        let found = self.s[self.at..].chars().next().map_or("the end".to_string(), |c| format!("{c:?}"));
+        Err(self.err(self.at, format!("expected {c:?}, found {found}")))
+    }
+
+    /// A word of letters, digits and `_` (a type name).
+    fn word(&mut self) -> &'a str {
+        self.skip_ws();
+        let start = self.at;
+        let len = self.s[start..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(self.s.len() - start);
+        self.at += len;
+        &self.s[start..start + len]
+    }
+
+    /// `T` followed by an optional `!`: the type and whether it is nullable.
+    fn element(&mut self, depth: usize) -> Result<Element> {
+        let ty = self.ty(depth)?;
+        let nullable = !self.eat('!');
+        Ok(Element { ty, nullable })
+    }
+
+    fn ty(&mut self, depth: usize) -> Result<ColumnType> {
+        self.skip_ws();
+        let start = self.at;
+        if depth > MAX_TYPE_DEPTH {
+            return Err(self.err(start, format!("types are nested deeper than {MAX_TYPE_DEPTH} levels")));
+        }
+        let word = self.word();
+        Ok(match word {
+            "int" => ColumnType::Int,
+            "float" => ColumnType::Float,
+            "str" => ColumnType::Str,
+            "bool" => ColumnType::Bool,
+            "date" => ColumnType::Date,
+            "timestamp" => ColumnType::Timestamp,
+            "timestamp_ntz" => ColumnType::TimestampNtz,
+            "binary" => ColumnType::Binary,
+            "json" => ColumnType::Json,
+            "decimal" => {
+                self.skip_ws();
+                let open = self.at;
+                let close = self.s[open..].find(')').map(|i| open + i + 1);
+                let args = close.map(|c| &self.s[open..c]);
+                match parse_decimal_args(args) {
+                    Some(Ok(t)) => {
+                        self.at = close.unwrap_or(self.s.len());
+                        t
+                    }
+                    Some(Err(why)) => return Err(self.err(open, why)),
+                    None => return Err(self.err(open, "expected (PRECISION,SCALE) after decimal, e.g. decimal(10,2)")),
+                }
+            }
+            "array" => {
+                self.expect('<')?;
+                let e = self.element(depth + 1)?;
+                self.expect('>')?;
+                ColumnType::Array(Box::new(e))
+            }
+            "map" => {
+                self.expect('<')?;
+                self.skip_ws();
+                let key_at = self.at;
+                let key = self.ty(depth + 1)?;
+                if key != ColumnType::Str {
+                    return Err(self.err(key_at, format!("map keys must be str (JSON object keys are strings), not {key}")));
+                }
+                self.expect(',')?;
+                let value = self.element(depth + 1)?;
+                self.expect('>')?;
+                ColumnType::Map(Box::new(MapType { key, value }))
+            }
+            "struct" => {
+                self.expect('<')?;
+                let mut fields: Vec<Column> = Vec::new();
+                loop {
+                    self.skip_ws();
+                    let name_at = self.at;
+                    let len = self.s[name_at..].find([':', ',', '<', '>']).unwrap_or(self.s.len() - name_at);
+                    let name = self.s[name_at..name_at + len].trim_end();
+                    self.at += len;
+                    if name.is_empty() {
+                        return Err(self.err(name_at, "expected a field name"));
+                    }
+                    if fields.iter().any(|f| f.name.eq_ignore_ascii_case(name)) {
+                        return Err(self.err(name_at, format!("field {name:?} is named twice (names are case-insensitive)")));
+                    }
+                    self.expect(':')?;
+                    let e = self.element(depth + 1)?;
+                    fields.push(Column {
+                        name: name.to_string(),
+                        ty: e.ty,
+                        nullable: e.nullable,
+                    });
+                    if !self.eat(',') {
+                        break;
+                    }
+                }
+                self.expect('>')?;
+                ColumnType::Struct(fields)
+            }
+            "" => return Err(self.err(start, format!("expected a type ({TYPE_NAMES})"))),
+            other => return Err(self.err(start, format!("unknown type {:?} (types: {TYPE_NAMES})", cut(other)))),
+        })
+    }
 }
 
 impl Schema {
-    /// Parse CLI column specs such as `["id:int!", "region:str"]`.
+    /// Parse CLI column specs such as `["id:int!", "region:str", "tags:array<str>"]`
+    /// (docs/CLI.md "Column types").
     ///
-    /// Errors: [`Error::InvalidArgument`] naming the bad spec, an unknown type, or a duplicate column.
+    /// Errors: [`Error::InvalidArgument`] naming the bad spec and the character where a type is
+    /// malformed, an unknown type, or a duplicate column.
     pub fn parse_cli(specs: &[String]) -> Result<Schema> {
         if specs.is_empty() {
             return Err(Error::InvalidArgument(
-                "a table needs at least one column, given as NAME:TYPE (types: int, float, str, bool, date, timestamp; a trailing ! means NOT NULL)".into(),
+                "a table needs at least one column, given as NAME:TYPE (types: int, float, str, bool, date, timestamp, ...; a trailing ! means NOT NULL)".into(),
             ));
         }
-        let mut columns: Vec<Column> = Vec::new();
+        let mut columns: Vec<Column> = Vec::with_capacity(specs.len());
+        // Lower-cased name -> index: one lookup per column, not a scan of those before it.
+        let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::with_capacity(specs.len());
         for spec in specs {
             let (name, ty) = spec
                 .split_once(':')
-                .ok_or_else(|| Error::InvalidArgument(format!("column spec {spec:?} is not NAME:TYPE")))?;
-            let (ty, nullable) = match ty.strip_suffix('!') {
-                Some(t) => (t, false),
-                None => (ty, true),
-            };
-            let ty = ColumnType::from_cli(ty).ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "column spec {spec:?}: unknown type {ty:?} (types: int, float, str, bool, date, timestamp)"
-                ))
-            })?;
+                .ok_or_else(|| Error::InvalidArgument(format!("column spec {:?} is not NAME:TYPE", cut(spec))))?;
             if name.is_empty() {
-                return Err(Error::InvalidArgument(format!("column spec {spec:?} has an empty name")));
+                return Err(Error::InvalidArgument(format!("column spec {:?} has an empty name", cut(spec))));
             }
-            if let Some(c) = columns.iter().find(|c| c.name.eq_ignore_ascii_case(name)) {
+            let mut p = TypeParser {
+                s: ty,
+                at: 0,
+                base: name.len() + 1,
+                spec,
+            };
+            let e = p.element(1)?;
+            p.skip_ws();
+            if p.at < ty.len() {
+                return Err(p.err(p.at, format!("unexpected {:?} after the type", cut(&ty[p.at..]))));
+            }
+            if let Some(c) = seen.get(&name.to_lowercase()).map(|&i| &columns[i]) {
                 return Err(Error::InvalidArgument(if c.name == name {
-                    format!("column {name:?} is named twice")
+                    format!("column {:?} is named twice", cut(name))
                 } else {
                     format!(
-                        "columns {:?} and {name:?} differ only in case; Delta column names are case-insensitive",
-                        c.name
+                        "columns {:?} and {:?} differ only in case; Delta column names are case-insensitive",
+                        cut(&c.name),
+                        cut(name)
                     )
                 }));
             }
+            seen.insert(name.to_lowercase(), columns.len());
             columns.push(Column {
                 name: name.to_string(),
-                ty,
-                nullable,
+                ty: e.ty,
+                nullable: e.nullable,
             });
         }
         Ok(Schema { columns })
@@ -166,81 +530,64 @@ impl Schema {
     /// PROTOCOL "Schema Serialization Format"). Errors: [`Error::InvalidArgument`] naming both.
     /// Also refuses the change feed's reserved names ([`RESERVED_NAMES`]).
     pub fn check_unique_names(&self) -> Result<()> {
-        for (i, c) in self.columns.iter().enumerate() {
+        let mut seen: std::collections::HashMap<String, &str> = std::collections::HashMap::with_capacity(self.columns.len());
+        for c in &self.columns {
             if let Some(r) = RESERVED_NAMES.iter().find(|r| r.eq_ignore_ascii_case(&c.name)) {
                 return Err(Error::InvalidArgument(format!(
                     "column name {:?} is reserved for the change feed ({r}); choose another name",
-                    c.name
+                    cut(&c.name)
                 )));
             }
-            if let Some(d) = self.columns[..i]
-                .iter()
-                .find(|d| d.name.to_lowercase() == c.name.to_lowercase())
-            {
+            if let Some(d) = seen.insert(c.name.to_lowercase(), &c.name) {
                 return Err(Error::InvalidArgument(format!(
                     "columns {:?} and {:?} have the same name regardless of case; Delta column names are case-insensitive",
-                    d.name, c.name
+                    cut(d),
+                    cut(&c.name)
                 )));
             }
         }
         Ok(())
     }
 
+    /// The table features (PROTOCOL "Table Features") this schema's types need, in
+    /// [`TYPE_FEATURES`] order: `timestampNtz` for `timestamp_ntz`, `variantType` for `json`.
+    pub fn features(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        for c in &self.columns {
+            c.ty.features(&mut out);
+        }
+        TYPE_FEATURES.iter().copied().filter(|f| out.contains(f)).collect()
+    }
+
     /// The Spark `StructType` JSON Delta keeps in `metaData.schemaString`; every field has
     /// `"metadata":{}`.
     pub fn to_schema_string(&self) -> String {
-        let st = StructType {
-            ty: "struct".into(),
-            fields: self
-                .columns
-                .iter()
-                .map(|c| StructField {
-                    name: c.name.clone(),
-                    ty: json!(c.ty.delta_name()),
-                    nullable: c.nullable,
-                    metadata: json!({}),
-                })
-                .collect(),
-        };
-        // Serialising plain structs of strings and bools cannot fail.
-        serde_json::to_string(&st).unwrap_or_default()
+        struct_json(&self.columns).to_string()
     }
 
     /// Parse `metaData.schemaString`. Errors: a message for [`Error::Corrupt`] when it is not a
-    /// struct of primitive types tinydelta knows.
+    /// struct of types tinydelta knows, names a column twice, or nests deeper than
+    /// [`MAX_TYPE_DEPTH`].
     pub fn from_schema_string(s: &str) -> std::result::Result<Schema, String> {
-        let st: StructType = serde_json::from_str(s).map_err(|e| format!("schemaString is not a StructType: {e}"))?;
-        if st.ty != "struct" {
-            return Err(format!("schemaString has type {:?}, not struct", st.ty));
+        let v: Value = serde_json::from_str(s).map_err(|e| format!("schemaString is not a StructType: {e}"))?;
+        match v.get("type").and_then(Value::as_str) {
+            Some("struct") => {}
+            other => return Err(format!("schemaString has type {other:?}, not struct")),
         }
-        let mut columns = Vec::with_capacity(st.fields.len());
-        for f in st.fields {
-            let ty =
-                f.ty.as_str()
-                    .and_then(ColumnType::from_delta)
-                    .ok_or_else(|| {
-                        format!(
-                            "column {:?} has Delta type {}, which tinydelta does not read (it reads the integer types, float, double, string, boolean, date, timestamp and timestamp_ntz)",
-                            f.name, f.ty
-                        )
-                    })?;
-            columns.push(Column {
-                name: f.name,
-                ty,
-                nullable: f.nullable,
-            });
-        }
-        Ok(Schema { columns })
+        Ok(Schema {
+            columns: fields_from_delta(&v, 1)?,
+        })
     }
 
-    /// `schema.json` of the mount and `describe --json`: `{"columns":[{"name","type","nullable","deltaType"}]}`,
-    /// pretty-printed with a final newline.
+    /// `schema.json` of the mount and `describe --json`:
+    /// `{"columns":[{"name","type","nullable","deltaType"}]}` (`deltaType` a string, or the
+    /// Delta JSON object of a nested type), pretty-printed with a final newline.
     pub fn to_pretty_json(&self) -> String {
         let cols: Vec<_> = self
             .columns
             .iter()
             .map(|c| {
-                json!({"name": c.name, "type": c.ty.cli_name(), "nullable": c.nullable, "deltaType": c.ty.delta_name()})
+                json!({"name": c.name, "type": c.ty.cli_name(), "nullable": c.nullable, "deltaType": c.ty.delta_type()})
             })
             .collect();
         let mut s = serde_json::to_string_pretty(&json!({ "columns": cols })).unwrap_or_default();
@@ -252,7 +599,7 @@ impl Schema {
     pub fn to_cli_string(&self) -> String {
         self.columns
             .iter()
-            .map(|c| format!("{}:{}{}", c.name, c.ty.cli_name(), if c.nullable { "" } else { "!" }))
+            .map(|c| format!("{}:{}{}", c.name, c.ty, if c.nullable { "" } else { "!" }))
             .collect::<Vec<_>>()
             .join(" ")
     }
@@ -262,20 +609,78 @@ impl Schema {
 mod tests {
     use super::*;
 
+    fn parse(specs: &[&str]) -> Result<Schema> {
+        Schema::parse_cli(&specs.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
     #[test]
     fn cli_round_trip() {
-        let s = Schema::parse_cli(&["id:int!".into(), "name:str".into(), "t:timestamp".into()]).unwrap();
+        let s = parse(&["id:int!", "name:str", "t:timestamp"]).unwrap();
         assert_eq!(s.to_cli_string(), "id:int! name:str t:timestamp");
         let back = Schema::from_schema_string(&s.to_schema_string()).unwrap();
         assert_eq!(back, s);
         assert!(s.to_schema_string().contains(r#""metadata":{}"#));
+        assert!(s.features().is_empty());
+    }
+
+    #[test]
+    fn nested_types_round_trip() {
+        let s = parse(&[
+            "user:struct<id:int!, name:str, tags:array<str!>>!",
+            "m:map<str,decimal(10,2)!>",
+            "d:decimal(38,0)",
+            "b:binary",
+            "n:timestamp_ntz",
+            "j:json",
+            "deep:array<array<struct<x:json>>>",
+        ])
+        .unwrap();
+        assert_eq!(
+            s.to_cli_string(),
+            "user:struct<id:int!,name:str,tags:array<str!>>! m:map<str,decimal(10,2)!> d:decimal(38,0) b:binary n:timestamp_ntz j:json deep:array<array<struct<x:json>>>"
+        );
+        let again = Schema::parse_cli(&s.to_cli_string().split(' ').map(String::from).collect::<Vec<_>>()).unwrap();
+        assert_eq!(again, s);
+        let back = Schema::from_schema_string(&s.to_schema_string()).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(s.features(), vec!["timestampNtz", "variantType"]);
+        let v: Value = serde_json::from_str(&s.to_schema_string()).unwrap();
+        assert_eq!(v["fields"][1]["type"]["valueType"], "decimal(10,2)");
+        assert_eq!(v["fields"][1]["type"]["valueContainsNull"], false);
+        assert_eq!(v["fields"][0]["type"]["fields"][2]["type"]["containsNull"], false);
     }
 
     #[test]
     fn bad_specs() {
-        assert!(Schema::parse_cli(&["id".into()]).is_err());
-        assert!(Schema::parse_cli(&["id:integer".into()]).is_err());
-        assert!(Schema::parse_cli(&["a:int".into(), "a:str".into()]).is_err());
-        assert!(Schema::parse_cli(&[]).is_err());
+        assert!(parse(&["id"]).is_err());
+        assert!(parse(&["id:integer"]).is_err());
+        assert!(parse(&["a:int", "a:str"]).is_err());
+        assert!(parse(&[]).is_err());
+        let msg = |specs: &[&str]| parse(specs).unwrap_err().to_string();
+        assert!(msg(&["t:array<int"]).contains("character 12: expected '>', found the end"), "{}", msg(&["t:array<int"]));
+        assert!(msg(&["t:struct<a:int,a:str>"]).contains("character 16: field \"a\" is named twice"));
+        assert!(msg(&["d:decimal(39,1)"]).contains("precision 39 is outside 1..=38"));
+        assert!(msg(&["d:decimal(3,4)"]).contains("scale 4 is larger than the precision 3"));
+        assert!(msg(&["d:decimal"]).contains("expected (PRECISION,SCALE)"));
+        assert!(msg(&["m:map<int,str>"]).contains("map keys must be str"));
+        assert!(msg(&["x:int>"]).contains("unexpected \">\" after the type"));
+        assert!(msg(&["x:struct<>"]).contains("expected a field name"));
+        let deep = format!("x:{}int{}", "array<".repeat(70), ">".repeat(70));
+        assert!(msg(&[&deep]).contains("nested deeper than 64"));
+    }
+
+    #[test]
+    fn schema_strings_of_other_writers() {
+        let s = Schema::from_schema_string(
+            r#"{"type":"struct","fields":[{"name":"m","type":{"type":"map","keyType":"integer","valueType":"string","valueContainsNull":true},"nullable":true,"metadata":{}},{"name":"x","type":"decimal(8,5)","nullable":true,"metadata":{}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(s.to_cli_string(), "m:map<int,str> x:decimal(8,5)");
+        let dup = r#"{"type":"struct","fields":[{"name":"i","type":"long","nullable":true,"metadata":{}},{"name":"I","type":"long","nullable":true,"metadata":{}}]}"#;
+        assert!(Schema::from_schema_string(dup).unwrap_err().contains("named twice"));
+        let deep = format!("{}\"long\"{}", r#"{"type":"array","containsNull":true,"elementType":"#.repeat(80), "}".repeat(80));
+        let deep = format!(r#"{{"type":"struct","fields":[{{"name":"d","type":{deep},"nullable":true}}]}}"#);
+        assert!(Schema::from_schema_string(&deep).unwrap_err().contains("nested deeper"));
+        assert!(Schema::from_schema_string(r#"{"type":"struct","fields":[{"name":"u","type":"interval","nullable":true}]}"#).is_err());
     }
 }

@@ -16,10 +16,12 @@ use crate::format::schema::Schema;
 pub const READER_VERSION: i64 = 3;
 
 /// The Delta reader features tinydelta reads (PROTOCOL "Table Features"): `timestampNtz`
-/// (read as `timestamp`, docs/FORMAT.md), `vacuumProtocolCheck` (a rule for writers' vacuums),
+/// (the `timestamp_ntz` type, docs/FORMAT.md "Column types"), `variantType` (tinydelta's `json`
+/// columns in JSONL data files; a Parquet variant column is refused by its reader),
+/// `vacuumProtocolCheck` (a rule for writers' vacuums),
 /// and `columnMapping` while `delta.columnMapping.mode` is `none`. Any other is refused
 /// naming it ([`Error::UnsupportedFeature`]).
-pub const READER_FEATURES: [&str; 3] = ["timestampNtz", "vacuumProtocolCheck", "columnMapping"];
+pub const READER_FEATURES: [&str; 4] = ["timestampNtz", "vacuumProtocolCheck", "columnMapping", "variantType"];
 
 /// Refuse a table tinydelta cannot read correctly: a reader version above [`READER_VERSION`],
 /// a reader feature outside [`READER_FEATURES`], or column mapping in use (reader version 2 or
@@ -50,8 +52,55 @@ pub fn check_readable(root: &Path, protocol: &Protocol, metadata: Option<&Metada
     }
     Ok(())
 }
-/// Highest Delta writer version tinydelta writes.
+/// Highest Delta writer version tinydelta writes without table features.
 pub const WRITER_VERSION: i64 = 2;
+
+/// The Delta writer features tinydelta honours when it writes (PROTOCOL "Table Features"):
+/// `appendOnly` and `invariants` (implied by writer version 2; tinydelta sets neither
+/// `delta.appendOnly` nor column invariants, and refuses tables that do, below), `timestampNtz`
+/// and `variantType` (the types of its `timestamp_ntz` and `json` columns). A table at writer
+/// version 7 with any other writer feature is not written.
+pub const WRITER_FEATURES: [&str; 4] = ["appendOnly", "invariants", "timestampNtz", "variantType"];
+
+/// The protocol of a table whose schema needs the table features `needed` (a subset of
+/// [`crate::format::schema::TYPE_FEATURES`], all reader-writer features): reader 1 / writer 2
+/// when it needs none, else reader 3 / writer 7 with them listed (PROTOCOL "Table Features").
+/// `upgrade_from` is the current protocol when a commit upgrades it: its features are kept,
+/// and a writer version 2 table keeps the legacy features it implied (`appendOnly`,
+/// `invariants`), as PROTOCOL requires.
+pub fn protocol_with(needed: &[&str], upgrade_from: Option<&Protocol>) -> Protocol {
+    if needed.is_empty() {
+        return upgrade_from.cloned().unwrap_or(Protocol {
+            min_reader_version: 1,
+            min_writer_version: WRITER_VERSION,
+            reader_features: None,
+            writer_features: None,
+        });
+    }
+    let mut reader: Vec<String> = Vec::new();
+    let mut writer: Vec<String> = Vec::new();
+    if let Some(p) = upgrade_from {
+        reader.extend(p.reader_features.iter().flatten().cloned());
+        writer.extend(p.writer_features.iter().flatten().cloned());
+        if p.min_writer_version < 7 {
+            writer.extend(["appendOnly".to_string(), "invariants".to_string()]);
+        }
+    }
+    for f in needed {
+        if !reader.iter().any(|r| r == f) {
+            reader.push(f.to_string());
+        }
+        if !writer.iter().any(|w| w == f) {
+            writer.push(f.to_string());
+        }
+    }
+    Protocol {
+        min_reader_version: 3,
+        min_writer_version: 7,
+        reader_features: Some(reader),
+        writer_features: Some(writer),
+    }
+}
 
 /// One live data file of a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]

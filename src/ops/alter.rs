@@ -48,7 +48,7 @@ pub fn add_column(table: &Table, spec: &str, opts: &WriteOptions) -> Result<u64>
             format!(
                 "column {:?} already exists as {}: changing a column's type is not supported (Delta allows only adding nullable columns here)",
                 old.name,
-                old.ty.cli_name()
+                old.ty
             )
         }));
     }
@@ -57,15 +57,22 @@ pub fn add_column(table: &Table, spec: &str, opts: &WriteOptions) -> Result<u64>
     schema.check_unique_names()?;
     let mut metadata = snap.metadata.clone();
     metadata.schema_string = schema.to_schema_string();
-    let field = serde_json::json!([{"column": {"name": col.name, "type": col.ty.delta_name(), "nullable": true, "metadata": {}}}]);
+    // A type that needs a table feature the protocol lacks upgrades it in the same commit.
+    let needed: Vec<&str> = schema
+        .features()
+        .into_iter()
+        .filter(|f| !snap.protocol.reader_features.iter().flatten().any(|r| r == f))
+        .collect();
+    let protocol = (!needed.is_empty()).then(|| crate::log::snapshot::protocol_with(&needed, Some(&snap.protocol)));
+    let field = serde_json::json!([{"column": {"name": col.name, "type": col.ty.delta_type(), "nullable": true, "metadata": {}}}]);
     let mut params = BTreeMap::from([("columns".to_string(), field.to_string())]);
     params.extend(opts.extra_params.iter().cloned());
     let metrics = BTreeMap::new();
     let res = crate::table::commit::commit_loop_serializable(table, read_version, &HashSet::new(), opts.expect_version, |_, ts| {
-        vec![
-            serializable_info("ADD COLUMNS", &params, &metrics, read_version, ts),
-            Action::metadata(metadata.clone()),
-        ]
+        let mut actions = vec![serializable_info("ADD COLUMNS", &params, &metrics, read_version, ts)];
+        actions.extend(protocol.clone().map(Action::protocol));
+        actions.push(Action::metadata(metadata.clone()));
+        actions
     });
     table.finish(res, &[], &snap)
 }

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::format::actions::{Action, Add, CommitInfo, Format, Metadata, Protocol, Remove};
+use crate::format::actions::{Action, Add, CommitInfo, Format, Metadata, Remove};
 use crate::sys::beneath::Dir;
 use crate::log::checkpoint;
 use crate::log::publish::{self, Isolation, Publish};
@@ -259,12 +259,7 @@ impl Table {
                 operation_metrics: BTreeMap::new(),
                 engine_info: Some(ENGINE_INFO.into()),
             }),
-            Action::protocol(Protocol {
-                min_reader_version: 1,
-                min_writer_version: WRITER_VERSION,
-                reader_features: None,
-                writer_features: None,
-            }),
+            Action::protocol(crate::log::snapshot::protocol_with(&schema.features(), None)),
             Action::metadata(Metadata {
                 id: uuid::Uuid::new_v4().to_string(),
                 format: Format {

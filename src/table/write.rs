@@ -576,7 +576,13 @@ impl Table {
 
     /// Refuse a commit to a table whose protocol asks for a newer writer than tinydelta.
     pub(crate) fn check_protocol_writable(&self, snap: &Snapshot) -> Result<()> {
-        if snap.protocol.min_writer_version > WRITER_VERSION {
+        let p = &snap.protocol;
+        let features_known = p.min_writer_version == 7
+            && p.writer_features
+                .iter()
+                .flatten()
+                .all(|f| crate::log::snapshot::WRITER_FEATURES.contains(&f.as_str()));
+        if p.min_writer_version > WRITER_VERSION && !features_known {
             return Err(Error::UnsupportedProtocol {
                 table: self.root.clone(),
                 reader: snap.protocol.min_reader_version,

@@ -20,3 +20,4 @@ mod delta_compat;
 mod export;
 mod integrity;
 mod table;
+mod types;

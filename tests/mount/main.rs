@@ -24,3 +24,4 @@ mod parquet_read;
 mod passthrough;
 mod security;
 mod tools;
+mod types;

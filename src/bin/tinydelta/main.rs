@@ -34,13 +34,24 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Create a table: version 0 with protocol and metaData. Columns are NAME:TYPE, TYPE one of
-    /// int, float, str, bool, date, timestamp; a trailing ! means NOT NULL.
+    /// int, float, str, bool, date, timestamp, timestamp_ntz, decimal(P,S), binary, json,
+    /// array<T>, map<str,T>, struct<NAME:T,...>; a trailing ! means NOT NULL. Or infer them
+    /// from a sample with --infer.
     Create {
         /// Table folder (created if missing).
         table: PathBuf,
-        /// Columns, e.g. id:int! region:str year:int.
-        #[arg(required = true)]
+        /// Columns, e.g. id:int! region:str 'tags:array<str>'.
+        #[arg(required_unless_present = "infer", conflicts_with = "infer")]
         columns: Vec<String>,
+        /// Infer the columns from the first rows of this JSONL file (they are not appended).
+        #[arg(long, value_name = "FILE")]
+        infer: Option<PathBuf>,
+        /// Rows of the --infer sample to read.
+        #[arg(long, value_name = "N", default_value_t = 1000, requires = "infer")]
+        sample_rows: u64,
+        /// With --infer: print the inferred columns and create nothing.
+        #[arg(long, requires = "infer")]
+        dry_run: bool,
     },
     /// Append JSONL rows (from --file or stdin) as one WRITE/Append commit.
     Append {
@@ -482,8 +493,30 @@ fn stdout_err(e: io::Error) -> Error {
 fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
     let mut out = io::stdout().lock();
     match cmd {
-        Cmd::Create { table, columns } => {
-            let schema = Schema::parse_cli(&columns)?;
+        Cmd::Create {
+            table,
+            columns,
+            infer,
+            sample_rows,
+            dry_run,
+        } => {
+            let schema = match &infer {
+                Some(path) => {
+                    let f = File::open(path).map_err(|e| Error::io("open", path, e))?;
+                    let found =
+                        tinydelta::infer::infer_schema(BufReader::new(f), &path.display().to_string(), sample_rows)?;
+                    // The notes go to stderr, so that stdout is the schema alone.
+                    for note in &found.notes {
+                        eprintln!("tinydelta: note: {note}");
+                    }
+                    if dry_run {
+                        writeln!(out, "{}", found.schema.to_cli_string()).map_err(stdout_err)?;
+                        return Ok(());
+                    }
+                    found.schema
+                }
+                None => Schema::parse_cli(&columns)?,
+            };
             Table::create(&table, &schema)?;
             writeln!(
                 out,

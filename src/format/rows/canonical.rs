@@ -160,7 +160,7 @@ impl<'s> Canonicalizer<'s> {
             .enumerate()
             .map(|(ci, (c, k))| FastCol {
                 lit: [if ci == 0 { &b"{"[..] } else { b"," }, k].concat(),
-                ty: c.ty,
+                ty: c.ty.clone(),
                 nullable: c.nullable,
             })
             .collect();
@@ -175,7 +175,7 @@ impl<'s> Canonicalizer<'s> {
             last: vec![LastValue::default(); n],
             row_nulls: Vec::with_capacity(n),
             stats: FileStats {
-                columns: vec![ColumnStats::default(); n],
+                columns: ColumnStats::for_schema(schema),
                 ..FileStats::default()
             },
             lines: 0,
@@ -369,6 +369,8 @@ impl<'s> Canonicalizer<'s> {
                         return None;
                     }
                 }
+                // The other types take the general path.
+                _ => return None,
             }
         }
         (b.get(i) == Some(&b'}')).then_some(i + 1)
@@ -378,7 +380,7 @@ impl<'s> Canonicalizer<'s> {
     /// read).
     pub(super) fn fold_fast(&mut self) {
         for ((acc, st), col) in self.acc.iter_mut().zip(&mut self.stats.columns).zip(&self.fast) {
-            st.null_count += acc.nulls;
+            st.count_nulls(acc.nulls);
             if acc.any {
                 match col.ty {
                     ColumnType::Int => {
@@ -397,7 +399,7 @@ impl<'s> Canonicalizer<'s> {
                         update_str_stat(st, &short_bytes(acc.slo));
                         update_str_stat(st, &short_bytes(acc.shi));
                     }
-                    ColumnType::Bool => {}
+                    _ => {}
                 }
             }
             *acc = FastAcc::default();
@@ -450,94 +452,36 @@ impl<'s> Canonicalizer<'s> {
                     let why = if self.slots[ci].is_some() { "null" } else { "missing" };
                     return Err(reject(format!("{why} value for a NOT NULL column")));
                 }
-                st.null_count += 1;
+                st.count_nulls(1);
                 out.extend_from_slice(b"null");
                 continue;
             }
-            let kind = json_kind(raw);
-            let mismatch = || reject(format!("expected {}, found {kind}", col.ty.cli_name()));
-            match col.ty {
-                ColumnType::Int => {
-                    if kind != "number" {
-                        return Err(mismatch());
-                    }
-                    if raw.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) {
-                        return Err(reject(format!(
-                            "{raw} has a fraction or exponent, but the column is int"
-                        )));
-                    }
-                    let n: i64 = raw
-                        .parse()
-                        .map_err(|_| reject(format!("{raw} is outside the 64-bit integer range")))?;
-                    // A JSON integer literal is canonical already, except for "-0".
-                    if raw == "-0" {
-                        out.push(b'0');
-                    } else {
-                        out.extend_from_slice(raw.as_bytes());
-                    }
-                    update_stat(st, StatValue::Int(n));
-                }
-                ColumnType::Float => {
-                    if kind != "number" {
-                        return Err(mismatch());
-                    }
-                    let f: f64 = raw.parse().map_err(|_| reject(format!("{raw} is not a number")))?;
-                    if !f.is_finite() {
-                        return Err(reject(format!("{raw} is outside the 64-bit float range")));
-                    }
-                    // serde_json prints floats with a fraction or exponent ("18.0", "1e300").
-                    let _ = serde_json::to_writer(&mut *out, &f);
-                    update_stat(st, StatValue::Float(if f == 0.0 { 0.0 } else { f }));
-                }
-                ColumnType::Bool => {
-                    if kind != "boolean" {
-                        return Err(mismatch());
-                    }
-                    // Delta keeps no min/max for booleans.
-                    out.extend_from_slice(raw.as_bytes());
-                }
-                ColumnType::Str | ColumnType::Date | ColumnType::Timestamp => {
-                    if kind != "string" {
-                        return Err(mismatch());
-                    }
-                    let s: Cow<str> = if raw.contains('\\') {
-                        Cow::Owned(serde_json::from_str::<String>(raw).map_err(|e| {
-                            reject(
-                                lone_surrogate(raw)
-                                    .map_or_else(|| format!("invalid JSON string: {}", serde_message(&e)), |(_, r)| r),
-                            )
-                        })?)
-                    } else {
-                        Cow::Borrowed(&raw[1..raw.len() - 1])
+            match &col.ty {
+                // Timestamps keep the last value's instant: a column of one repeated time is
+                // parsed once.
+                ColumnType::Timestamp if json_kind(raw) == "string" => {
+                    let s = decode_str(raw).map_err(reject)?;
+                    let us = match &self.ts_cache[ci] {
+                        Some((last, us)) if last == s.as_ref() => *us,
+                        _ => {
+                            let us = timestamp_us(&s).map_err(|why| reject(format!("{raw} {why}")))?;
+                            self.ts_cache[ci] = Some((s.to_string(), us));
+                            us
+                        }
                     };
-                    match col.ty {
-                        ColumnType::Date => {
-                            if !valid_date(&s) {
-                                return Err(reject(format!(
-                                    "{raw} is not a date (YYYY-MM-DD, years 0001-9999, Delta's date range)"
-                                )));
-                            }
-                            update_str_stat(st, s.as_bytes());
+                    update_stat(st, StatValue::Instant(us));
+                    match s {
+                        Cow::Borrowed(_) => out.extend_from_slice(raw.as_bytes()),
+                        Cow::Owned(s) => {
+                            let _ = serde_json::to_writer(&mut *out, &s);
                         }
-                        ColumnType::Timestamp => {
-                            let us = match &self.ts_cache[ci] {
-                                Some((last, us)) if last == s.as_ref() => *us,
-                                _ => {
-                                    let us = timestamp_us(&s).map_err(|why| reject(format!("{raw} {why}")))?;
-                                    self.ts_cache[ci] = Some((s.to_string(), us));
-                                    us
-                                }
-                            };
-                            update_stat(st, StatValue::Instant(us));
-                        }
-                        _ => update_str_stat(st, s.as_bytes()),
-                    }
-                    if matches!(s, Cow::Borrowed(_)) {
-                        out.extend_from_slice(raw.as_bytes());
-                    } else {
-                        let _ = serde_json::to_writer(&mut *out, s.as_ref());
                     }
                 }
+                ty if ty.is_nested() => {
+                    let mut path = col.name.clone();
+                    emit_typed(ty, col.nullable, raw, &mut path, out, Some(st))?;
+                }
+                ty => emit_leaf(ty, raw, out, Some(st)).map_err(reject)?,
             }
         }
         out.extend_from_slice(b"}\n");

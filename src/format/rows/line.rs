@@ -77,7 +77,7 @@ impl LineCheck {
     /// A check against `schema`, expecting bytes from offset 0.
     pub fn new(schema: Schema) -> LineCheck {
         let stats = FileStats {
-            columns: vec![ColumnStats::default(); schema.columns.len()],
+            columns: ColumnStats::for_schema(&schema),
             ..FileStats::default()
         };
         LineCheck {

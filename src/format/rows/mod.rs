@@ -23,12 +23,17 @@ mod scan;
 mod scalar;
 mod stream;
 mod parallel;
+mod typed;
+mod infer;
 
 pub use self::stats::*;
 use self::canonical::*;
 pub use self::line::*;
 use self::scan::*;
 use self::scalar::*;
+use self::typed::*;
+pub(crate) use self::typed::{decimal, timestamp_ntz_us};
+pub use self::infer::{Inferred, infer_schema};
 pub use self::stream::*;
 pub use self::parallel::*;
 

@@ -319,7 +319,7 @@ pub(super) fn parallel<R: BufRead, W: Write>(
                     };
                     let Ok((idx, line, chunk, mut out)) = job else { return };
                     c.stats = FileStats {
-                        columns: vec![ColumnStats::default(); schema.columns.len()],
+                        columns: ColumnStats::for_schema(schema),
                         ..FileStats::default()
                     };
                     out.clear();
@@ -334,7 +334,7 @@ pub(super) fn parallel<R: BufRead, W: Write>(
         }
         drop(res_tx);
         let mut total = FileStats {
-            columns: vec![ColumnStats::default(); schema.columns.len()],
+            columns: ColumnStats::for_schema(schema),
             ..FileStats::default()
         };
         let mut spare: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();

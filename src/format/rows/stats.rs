@@ -25,6 +25,36 @@ pub(super) struct ColumnStats {
     pub(super) max: Option<StatValue>,
     /// A string longer than the stat prefix was seen, so `max` cannot be stated.
     pub(super) max_unknown: bool,
+    /// A struct column's fields, in schema order (Delta keeps the statistics of a struct per
+    /// leaf field, nested as the struct is); empty for other types.
+    pub(super) fields: Vec<ColumnStats>,
+}
+
+impl ColumnStats {
+    /// Empty statistics shaped for a column of type `ty`.
+    pub(super) fn for_type(ty: &ColumnType) -> ColumnStats {
+        ColumnStats {
+            fields: match ty {
+                ColumnType::Struct(cols) => cols.iter().map(|c| ColumnStats::for_type(&c.ty)).collect(),
+                _ => Vec::new(),
+            },
+            ..ColumnStats::default()
+        }
+    }
+
+    /// Empty statistics for every column of `schema`, in schema order.
+    pub(super) fn for_schema(schema: &Schema) -> Vec<ColumnStats> {
+        schema.columns.iter().map(|c| ColumnStats::for_type(&c.ty)).collect()
+    }
+
+    /// Count `n` null values: a null struct makes every leaf field below it null.
+    pub(super) fn count_nulls(&mut self, n: u64) {
+        if self.fields.is_empty() {
+            self.null_count += n;
+        } else {
+            self.fields.iter_mut().for_each(|f| f.count_nulls(n));
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, PartialOrd)]
@@ -35,47 +65,92 @@ pub(super) enum StatValue {
     Str(String),
     /// Timestamps compare as instants (µs since epoch), reported in UTC.
     Instant(i64),
+    /// `timestamp_ntz`: µs since 1970-01-01T00:00:00 of the local calendar, reported without
+    /// an offset.
+    LocalInstant(i64),
+    /// A decimal's unscaled value and scale (the same scale within a column).
+    Decimal(i128, u8),
 }
 
 impl StatValue {
     /// The stat as JSON, or `None` when it cannot be written validly: a non-finite float, or a
     /// timestamp outside years 0000-9999 (RFC 3339 has four-digit years): the column's stat
     /// is then left out, as Delta allows (docs/FORMAT.md, "Statistics").
-    pub(super) fn to_json(&self) -> Option<serde_json::Value> {
+    /// Decimals are written as exact JSON numbers (PROTOCOL "Per-file Statistics"), so the
+    /// result is JSON text.
+    pub(super) fn to_json(&self) -> Option<String> {
         use chrono::Datelike;
-        match self {
-            StatValue::Int(i) => Some((*i).into()),
-            StatValue::Float(f) => serde_json::Number::from_f64(*f).map(serde_json::Value::Number),
-            StatValue::Str(s) => Some(s.clone().into()),
-            StatValue::Instant(us) => chrono::DateTime::from_timestamp_micros(*us)
+        let instant = |us: i64, fmt: &str| {
+            chrono::DateTime::from_timestamp_micros(us)
                 .filter(|t| (0..=9999).contains(&t.year()))
-                .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string().into()),
+                .map(|t| serde_json::Value::from(t.format(fmt).to_string()).to_string())
+        };
+        match self {
+            StatValue::Int(i) => Some(i.to_string()),
+            StatValue::Float(f) => serde_json::Number::from_f64(*f).map(|n| n.to_string()),
+            StatValue::Str(s) => serde_json::to_string(s).ok(),
+            StatValue::Instant(us) => instant(*us, "%Y-%m-%dT%H:%M:%S%.6fZ"),
+            StatValue::LocalInstant(us) => instant(*us, "%Y-%m-%dT%H:%M:%S%.6f"),
+            StatValue::Decimal(v, scale) => Some(super::typed::decimal_text(*v, *scale)),
         }
     }
 }
 
+/// Which of the three statistics maps [`write_stats`] writes.
+#[derive(Clone, Copy, PartialEq)]
+enum StatsMap {
+    Min,
+    Max,
+    Nulls,
+}
+
+/// Write the members of one statistics map for `cols` (`"name":value,...`, without braces) to
+/// `out`: a struct as a nested object of its fields, a column without that statistic left out
+/// (an empty nested object too, except in `nullCount`, which names every column). Returns
+/// whether anything was written.
+fn write_stats(cols: &[crate::format::schema::Column], stats: &[ColumnStats], map: StatsMap, out: &mut String) -> bool {
+    let mut any = false;
+    for (col, st) in cols.iter().zip(stats) {
+        let value = match &col.ty {
+            ColumnType::Struct(fields) => {
+                let mut inner = String::new();
+                if !write_stats(fields, &st.fields, map, &mut inner) && map != StatsMap::Nulls {
+                    continue;
+                }
+                Some(format!("{{{inner}}}"))
+            }
+            _ => match map {
+                StatsMap::Nulls => Some(st.null_count.to_string()),
+                StatsMap::Min => st.min.as_ref().and_then(StatValue::to_json),
+                StatsMap::Max if st.max_unknown => None,
+                StatsMap::Max => st.max.as_ref().and_then(StatValue::to_json),
+            },
+        };
+        let Some(value) = value else { continue };
+        if any {
+            out.push(',');
+        }
+        out.push_str(&serde_json::to_string(&col.name).unwrap_or_default());
+        out.push(':');
+        out.push_str(&value);
+        any = true;
+    }
+    any
+}
+
 impl FileStats {
     /// The `add.stats` JSON string: `numRecords`, `minValues`, `maxValues`, `nullCount`.
+    /// Nested as the schema is: a struct's statistics are an object of its fields'; arrays,
+    /// maps, binary, booleans and `json` have a null count only.
     pub fn to_stats_json(&self, schema: &Schema) -> String {
-        let mut min = serde_json::Map::new();
-        let mut max = serde_json::Map::new();
-        let mut nulls = serde_json::Map::new();
-        for (col, st) in schema.columns.iter().zip(&self.columns) {
-            nulls.insert(col.name.clone(), st.null_count.into());
-            if let Some(v) = st.min.as_ref().and_then(StatValue::to_json) {
-                min.insert(col.name.clone(), v);
-            }
-            if let (Some(v), false) = (st.max.as_ref().and_then(StatValue::to_json), st.max_unknown) {
-                max.insert(col.name.clone(), v);
-            }
-        }
-        serde_json::json!({
-            "numRecords": self.num_records,
-            "minValues": min,
-            "maxValues": max,
-            "nullCount": nulls,
-        })
-        .to_string()
+        let mut s = format!("{{\"numRecords\":{},\"minValues\":{{", self.num_records);
+        write_stats(&schema.columns, &self.columns, StatsMap::Min, &mut s);
+        s.push_str("},\"maxValues\":{");
+        write_stats(&schema.columns, &self.columns, StatsMap::Max, &mut s);
+        s.push_str("},\"nullCount\":{");
+        write_stats(&schema.columns, &self.columns, StatsMap::Nulls, &mut s);
+        s.push_str("}}");
+        s
     }
 }
 
@@ -152,6 +227,9 @@ pub(super) fn short_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
 
 impl ColumnStats {
     pub(super) fn merge(&mut self, o: &ColumnStats) {
+        for (a, b) in self.fields.iter_mut().zip(&o.fields) {
+            a.merge(b);
+        }
         self.null_count += o.null_count;
         self.max_unknown |= o.max_unknown;
         if let Some(m) = &o.min

@@ -268,7 +268,7 @@ pub fn check_canonical_while(
         all
     });
     let mut total = FileStats {
-        columns: vec![ColumnStats::default(); schema.columns.len()],
+        columns: ColumnStats::for_schema(schema),
         ..FileStats::default()
     };
     let mut canonical = true;

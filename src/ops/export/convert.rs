@@ -45,18 +45,50 @@ const UNIX_EPOCH_DAYS_FROM_CE: i32 = 719_163;
 
 /// The Arrow schema of an exported file: one field per column, in schema order, NOT NULL
 /// columns non-nullable.
+/// Whether export writes columns of type `ty` (docs/EXPORT.md "Table").
+pub fn writes_type(ty: &ColumnType) -> bool {
+    matches!(
+        ty,
+        ColumnType::Int
+            | ColumnType::Float
+            | ColumnType::Str
+            | ColumnType::Bool
+            | ColumnType::Date
+            | ColumnType::Timestamp
+            | ColumnType::TimestampNtz
+    )
+}
+
+/// The schema DEST's log records for a source `schema`: a `timestamp_ntz` column is exported as
+/// a `timestamp`, its wall-clock time taken as UTC (docs/EXPORT.md "Table").
+pub fn dest_schema(schema: &Schema) -> Schema {
+    let mut s = schema.clone();
+    for c in &mut s.columns {
+        if c.ty == ColumnType::TimestampNtz {
+            c.ty = ColumnType::Timestamp;
+        }
+    }
+    s
+}
+
+/// The Arrow schema of an exported file. Only for schemas whose every type [`writes_type`].
 pub fn arrow_schema(schema: &Schema) -> SchemaRef {
     let fields: Vec<Field> = schema
         .columns
         .iter()
         .map(|c| {
-            let ty = match c.ty {
+            let ty = match &c.ty {
                 ColumnType::Int => DataType::Int64,
                 ColumnType::Float => DataType::Float64,
                 ColumnType::Str => DataType::Utf8,
                 ColumnType::Bool => DataType::Boolean,
                 ColumnType::Date => DataType::Date32,
-                ColumnType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                ColumnType::Timestamp | ColumnType::TimestampNtz => {
+                    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+                }
+                // Refused before (write_parquet, export): Null holds no value, so nothing is
+                // ever written as it.
+                _ => DataType::Null,
             };
             Field::new(&c.name, ty, c.nullable)
         })
@@ -116,16 +148,18 @@ struct Col {
 }
 
 impl Col {
-    fn new(name: &str, ty: ColumnType, nullable: bool) -> Col {
+    fn new(name: &str, ty: &ColumnType, nullable: bool) -> Col {
         let b = match ty {
             ColumnType::Int => Builder::Int(Int64Builder::with_capacity(BATCH_ROWS)),
             ColumnType::Float => Builder::Float(Float64Builder::with_capacity(BATCH_ROWS)),
             ColumnType::Str => Builder::Str(StringBuilder::with_capacity(BATCH_ROWS, BATCH_ROWS * 16)),
             ColumnType::Bool => Builder::Bool(BooleanBuilder::with_capacity(BATCH_ROWS)),
             ColumnType::Date => Builder::Date(Date32Builder::with_capacity(BATCH_ROWS)),
-            ColumnType::Timestamp => {
+            ColumnType::Timestamp | ColumnType::TimestampNtz => {
                 Builder::Ts(TimestampMicrosecondBuilder::with_capacity(BATCH_ROWS).with_timezone("UTC"))
             }
+            // Refused before Col::new (write_parquet): never reached.
+            _ => Builder::Str(StringBuilder::new()),
         };
         Col {
             name: name.to_string(),
@@ -269,9 +303,13 @@ impl Col {
                 let us = match &self.ts_cache {
                     Some((last, us)) if last == s => *us,
                     _ => {
-                        let t = chrono::DateTime::parse_from_rfc3339(s)
-                            .map_err(|_| format!("column {:?}: {s:?} is not an RFC 3339 timestamp", self.name))?;
-                        let us = t.timestamp_micros();
+                        // A `timestamp_ntz` value has no offset: its wall-clock time is taken as UTC.
+                        let us = match chrono::DateTime::parse_from_rfc3339(s) {
+                            Ok(t) => t.timestamp_micros(),
+                            Err(_) => crate::format::rows::timestamp_ntz_us(s).ok_or_else(|| {
+                                format!("column {:?}: {s:?} is not an RFC 3339 timestamp", self.name)
+                            })?,
+                        };
                         self.ts_cache = Some((s.to_string(), us));
                         us
                     }
@@ -462,11 +500,17 @@ fn parquet_err(path: &Path, e: impl fmt::Display) -> Error {
 /// the schema's columns with values of their types, or the last line has no newline;
 /// [`Error::Io`] for read and write failures.
 pub fn write_parquet(input: impl BufRead, src: &Path, schema: &Schema, out: &File, out_path: &Path) -> Result<Written> {
+    if let Some(c) = schema.columns.iter().find(|c| !writes_type(&c.ty)) {
+        return Err(Error::Internal(format!(
+            "export reached column {:?} of type {}, which it does not write",
+            c.name, c.ty
+        )));
+    }
     let arrow = arrow_schema(schema);
     let mut cols: Vec<Col> = schema
         .columns
         .iter()
-        .map(|c| Col::new(&c.name, c.ty, c.nullable))
+        .map(|c| Col::new(&c.name, &c.ty, c.nullable))
         .collect();
     let props = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
