@@ -116,6 +116,25 @@ struct StructType {
     fields: Vec<StructField>,
 }
 
+/// The first column whose name equals an earlier one's regardless of case, as (earlier, later)
+/// names: one hash lookup per column, so a schema of many thousands of columns is checked in
+/// linear time (docs/FORMAT.md "Schema evolution").
+fn first_duplicate(columns: &[Column]) -> Option<(&str, &str)> {
+    let mut seen: std::collections::HashMap<std::borrow::Cow<'_, str>, &str> =
+        std::collections::HashMap::with_capacity(columns.len());
+    for c in columns {
+        let key = if c.name.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
+            std::borrow::Cow::Borrowed(c.name.as_str())
+        } else {
+            std::borrow::Cow::Owned(c.name.to_lowercase())
+        };
+        if let Some(d) = seen.insert(key, &c.name) {
+            return Some((d, &c.name));
+        }
+    }
+    None
+}
+
 impl Schema {
     /// Parse CLI column specs such as `["id:int!", "region:str"]`.
     ///
@@ -143,21 +162,18 @@ impl Schema {
             if name.is_empty() {
                 return Err(Error::InvalidArgument(format!("column spec {spec:?} has an empty name")));
             }
-            if let Some(c) = columns.iter().find(|c| c.name.eq_ignore_ascii_case(name)) {
-                return Err(Error::InvalidArgument(if c.name == name {
-                    format!("column {name:?} is named twice")
-                } else {
-                    format!(
-                        "columns {:?} and {name:?} differ only in case; Delta column names are case-insensitive",
-                        c.name
-                    )
-                }));
-            }
             columns.push(Column {
                 name: name.to_string(),
                 ty,
                 nullable,
             });
+        }
+        if let Some((c, d)) = first_duplicate(&columns) {
+            return Err(Error::InvalidArgument(if c == d {
+                format!("column {d:?} is named twice")
+            } else {
+                format!("columns {c:?} and {d:?} differ only in case; Delta column names are case-insensitive")
+            }));
         }
         Ok(Schema { columns })
     }
@@ -166,22 +182,18 @@ impl Schema {
     /// PROTOCOL "Schema Serialization Format"). Errors: [`Error::InvalidArgument`] naming both.
     /// Also refuses the change feed's reserved names ([`RESERVED_NAMES`]).
     pub fn check_unique_names(&self) -> Result<()> {
-        for (i, c) in self.columns.iter().enumerate() {
+        for c in &self.columns {
             if let Some(r) = RESERVED_NAMES.iter().find(|r| r.eq_ignore_ascii_case(&c.name)) {
                 return Err(Error::InvalidArgument(format!(
                     "column name {:?} is reserved for the change feed ({r}); choose another name",
                     c.name
                 )));
             }
-            if let Some(d) = self.columns[..i]
-                .iter()
-                .find(|d| d.name.to_lowercase() == c.name.to_lowercase())
-            {
-                return Err(Error::InvalidArgument(format!(
-                    "columns {:?} and {:?} have the same name regardless of case; Delta column names are case-insensitive",
-                    d.name, c.name
-                )));
-            }
+        }
+        if let Some((d, c)) = first_duplicate(&self.columns) {
+            return Err(Error::InvalidArgument(format!(
+                "columns {d:?} and {c:?} have the same name regardless of case; Delta column names are case-insensitive"
+            )));
         }
         Ok(())
     }
@@ -229,6 +241,12 @@ impl Schema {
                 ty,
                 nullable: f.nullable,
             });
+        }
+        // As `create` refuses it (docs/FORMAT.md "Schema evolution"): a row cannot hold both.
+        if let Some((d, c)) = first_duplicate(&columns) {
+            return Err(format!(
+                "schemaString names columns {d:?} and {c:?}, the same name regardless of case (Delta column names are case-insensitive)"
+            ));
         }
         Ok(Schema { columns })
     }
