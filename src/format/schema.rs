@@ -259,7 +259,6 @@ fn fields_from_delta(v: &Value, depth: usize) -> std::result::Result<Vec<Column>
         .and_then(Value::as_array)
         .ok_or("struct type without a \"fields\" list")?;
     let mut out: Vec<Column> = Vec::with_capacity(fields.len());
-    let mut seen = std::collections::HashSet::with_capacity(fields.len());
     for f in fields {
         let name = f
             .get("name")
@@ -276,17 +275,19 @@ fn fields_from_delta(v: &Value, depth: usize) -> std::result::Result<Vec<Column>
                 .as_bool()
                 .ok_or_else(|| format!("column {:?}: \"nullable\" is not true or false", cut(name)))?,
         };
-        if !seen.insert(name.to_lowercase()) {
-            return Err(format!(
-                "column {:?} is named twice (Delta column names are case-insensitive)",
-                cut(name)
-            ));
-        }
         out.push(Column {
             name: name.to_string(),
             ty,
             nullable,
         });
+    }
+    // As `create` refuses it (docs/FORMAT.md "Schema evolution"): a row cannot hold both.
+    if let Some((d, c)) = first_duplicate(&out) {
+        return Err(format!(
+            "columns {:?} and {:?} have the same name regardless of case (Delta column names are case-insensitive)",
+            cut(d),
+            cut(c)
+        ));
     }
     Ok(out)
 }
@@ -472,6 +473,25 @@ impl<'a> TypeParser<'a> {
     }
 }
 
+/// The first column whose name equals an earlier one's regardless of case, as (earlier, later)
+/// names: one hash lookup per column, so a schema of many thousands of columns is checked in
+/// linear time (docs/FORMAT.md "Schema evolution").
+fn first_duplicate(columns: &[Column]) -> Option<(&str, &str)> {
+    let mut seen: std::collections::HashMap<std::borrow::Cow<'_, str>, &str> =
+        std::collections::HashMap::with_capacity(columns.len());
+    for c in columns {
+        let key = if c.name.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
+            std::borrow::Cow::Borrowed(c.name.as_str())
+        } else {
+            std::borrow::Cow::Owned(c.name.to_lowercase())
+        };
+        if let Some(d) = seen.insert(key, &c.name) {
+            return Some((d, &c.name));
+        }
+    }
+    None
+}
+
 impl Schema {
     /// Parse CLI column specs such as `["id:int!", "region:str", "tags:array<str>"]`
     /// (docs/CLI.md "Column types").
@@ -530,7 +550,6 @@ impl Schema {
     /// PROTOCOL "Schema Serialization Format"). Errors: [`Error::InvalidArgument`] naming both.
     /// Also refuses the change feed's reserved names ([`RESERVED_NAMES`]).
     pub fn check_unique_names(&self) -> Result<()> {
-        let mut seen: std::collections::HashMap<String, &str> = std::collections::HashMap::with_capacity(self.columns.len());
         for c in &self.columns {
             if let Some(r) = RESERVED_NAMES.iter().find(|r| r.eq_ignore_ascii_case(&c.name)) {
                 return Err(Error::InvalidArgument(format!(
@@ -538,13 +557,13 @@ impl Schema {
                     cut(&c.name)
                 )));
             }
-            if let Some(d) = seen.insert(c.name.to_lowercase(), &c.name) {
-                return Err(Error::InvalidArgument(format!(
-                    "columns {:?} and {:?} have the same name regardless of case; Delta column names are case-insensitive",
-                    cut(d),
-                    cut(&c.name)
-                )));
-            }
+        }
+        if let Some((d, c)) = first_duplicate(&self.columns) {
+            return Err(Error::InvalidArgument(format!(
+                "columns {:?} and {:?} have the same name regardless of case; Delta column names are case-insensitive",
+                cut(d),
+                cut(c)
+            )));
         }
         Ok(())
     }
@@ -677,7 +696,7 @@ mod tests {
         .unwrap();
         assert_eq!(s.to_cli_string(), "m:map<int,str> x:decimal(8,5)");
         let dup = r#"{"type":"struct","fields":[{"name":"i","type":"long","nullable":true,"metadata":{}},{"name":"I","type":"long","nullable":true,"metadata":{}}]}"#;
-        assert!(Schema::from_schema_string(dup).unwrap_err().contains("named twice"));
+        assert!(Schema::from_schema_string(dup).unwrap_err().contains("\"i\" and \"I\" have the same name regardless of case"));
         let deep = format!("{}\"long\"{}", r#"{"type":"array","containsNull":true,"elementType":"#.repeat(80), "}".repeat(80));
         let deep = format!(r#"{{"type":"struct","fields":[{{"name":"d","type":{deep},"nullable":true}}]}}"#);
         assert!(Schema::from_schema_string(&deep).unwrap_err().contains("nested deeper"));

@@ -206,7 +206,16 @@ pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
         return Err(corrupt("written before vacuum counts were recorded".into()));
     };
     let schema = Schema::from_schema_string(&header.meta_data.schema_string).map_err(corrupt)?;
-    let mut files = Vec::with_capacity(header.num_files as usize);
+    // The header is outside the body's checksum: its count is checked against the body's lines
+    // before anything is sized by it (docs/FORMAT.md "Private checkpoints").
+    let body_lines = memchr::memchr_iter(b'\n', body).count() as u64 + u64::from(!body.is_empty() && !body.ends_with(b"\n"));
+    if body_lines != header.num_files {
+        return Err(corrupt(format!(
+            "its header says {} files, its body holds {body_lines} lines",
+            header.num_files
+        )));
+    }
+    let mut files = Vec::with_capacity(body_lines as usize);
     for (i, line) in lines.enumerate() {
         let e: Entry =
             serde_json::from_str(&line.ctx("read", &path)?).map_err(|e| corrupt(format!("line {}: {e}", i + 2)))?;

@@ -133,19 +133,61 @@ pub fn check_commit_size(path: &Path, version: u64, len: u64) -> Result<()> {
 /// the counts their commitInfo records. `path` names the file in errors.
 ///
 /// Errors: [`Error::Corrupt`] from [`damaged`], naming the version.
+#[cfg(test)]
 pub fn parse_commit(version: u64, path: &Path, bytes: &[u8], mtime_ms: i64) -> Result<Commit> {
-    let bad = |what: String| damaged(path, version, what);
-    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
-        return Err(bad("the commit file is empty".into()));
-    }
     let mut actions = Vec::new();
+    let mut c = scan_commit(version, path, bytes, mtime_ms, |a| {
+        actions.push(a);
+        Ok(())
+    })?;
+    c.actions = actions;
+    Ok(c)
+}
+
+/// [`parse_commit`], streamed (docs/FORMAT.md "Log replay and checkpoints"): each action is
+/// handed to `each` as its line is parsed, and only one line is held at a time, so the memory
+/// of reading a commit does not grow with its actions. The checks that need the whole commit
+/// (its counts, its final newline) come after the last action: a caller must drop what `each`
+/// built when this returns an error. The returned [`Commit`] has no actions.
+///
+/// Errors: [`Error::Corrupt`] from [`damaged`], naming the version; [`Error::Io`]; any error of
+/// `each`.
+pub fn scan_commit(
+    version: u64,
+    path: &Path,
+    mut input: impl std::io::BufRead,
+    mtime_ms: i64,
+    mut each: impl FnMut(Action) -> Result<()>,
+) -> Result<Commit> {
+    let bad = |what: String| damaged(path, version, what);
     let mut info: Option<CommitInfo> = None;
-    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
-        if line.iter().all(|b| b.is_ascii_whitespace()) {
+    let mut counts = Counts::default();
+    let mut line = Vec::new();
+    let mut len = 0u64;
+    let mut ends_with_newline = false;
+    let mut any = false;
+    // Whether the first non-blank line carries tinydelta's engineInfo (see below).
+    let mut first_marked = None;
+    let mut i = 0usize;
+    loop {
+        line.clear();
+        let n = input
+            .read_until(b'\n', &mut line)
+            .map_err(|e| Error::io("read", path, e))?;
+        if n == 0 {
+            break;
+        }
+        len += n as u64;
+        check_commit_size(path, version, len)?;
+        i += 1;
+        ends_with_newline = line.last() == Some(&b'\n');
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        if text.iter().all(|b| b.is_ascii_whitespace()) {
             continue;
         }
+        any = true;
         let mut a: Action =
-            serde_json::from_slice(line).map_err(|e| bad(format!("line {}: not a valid Delta action: {e}", i + 1)))?;
+            serde_json::from_slice(text).map_err(|e| bad(format!("line {i}: not a valid Delta action: {e}")))?;
         for p in [
             a.add.as_mut().map(|a| &mut a.path),
             a.remove.as_mut().map(|r| &mut r.path),
@@ -157,44 +199,86 @@ pub fn parse_commit(version: u64, path: &Path, bytes: &[u8], mtime_ms: i64) -> R
                 Some(d) if is_safe_relative_path(&d) => *p = d,
                 _ => {
                     return Err(bad(format!(
-                        "line {}: path {p:?} is not a relative path inside the table",
-                        i + 1
+                        "line {i}: path {p:?} is not a relative path inside the table"
                     )));
                 }
             }
         }
+        if first_marked.is_none() {
+            let plain = a.add.is_none()
+                && a.remove.is_none()
+                && a.metadata.is_none()
+                && a.protocol.is_none()
+                && a.txn.is_none();
+            first_marked = Some((i, plain && memchr::memmem::find(text, b":\"tinydelta/").is_some()));
+        }
+        counts.count(&a);
         if info.is_none() && a.commit_info.is_some() {
             // Moved, not cloned: replay reads the commitInfo from `Commit::info`.
             info = a.commit_info.take();
         }
-        actions.push(a);
+        each(a)?;
+    }
+    if !any {
+        return Err(bad("the commit file is empty".into()));
+    }
+    let tinydelta = info.as_ref().is_some_and(|c| c.is_tinydelta());
+    // tinydelta writes its commitInfo first, with engineInfo `tinydelta/<version>`: a first line
+    // that carries that text but is no tinydelta commitInfo is a damaged key, never a foreign
+    // commit (whose completeness checks would be skipped). docs/FORMAT.md "Commit completeness".
+    if let Some((n, true)) = first_marked
+        && !tinydelta
+    {
+        return Err(bad(format!(
+            "line {n} carries tinydelta's engineInfo but is not a well-formed commitInfo (a damaged key)"
+        )));
     }
     if let Some(ci) = info.as_ref().filter(|c| c.is_tinydelta()) {
-        if bytes.last() != Some(&b'\n') {
+        if !ends_with_newline {
             return Err(bad("the last line has no newline (the file was cut short)".into()));
         }
-        check_counts(ci, &actions).map_err(bad)?;
+        check_counts(ci, &counts).map_err(bad)?;
     }
     Ok(Commit {
         version,
-        actions,
+        actions: Vec::new(),
         info,
         mtime_ms,
-        len: bytes.len() as u64,
+        len,
     })
 }
 
+/// What the completeness checks count in a commit.
+#[derive(Default, Clone, Copy)]
+struct Counts {
+    adds: u64,
+    removes: u64,
+    meta: u64,
+    proto: u64,
+    rows: u64,
+}
+
+impl Counts {
+    fn count(&mut self, a: &Action) {
+        self.adds += u64::from(a.add.is_some());
+        self.removes += u64::from(a.remove.is_some());
+        self.meta += u64::from(a.metadata.is_some());
+        self.proto += u64::from(a.protocol.is_some());
+        if let Some(add) = &a.add {
+            self.rows = self.rows.saturating_add(add.num_records().unwrap_or(0));
+        }
+    }
+}
+
 /// The metric checks of a tinydelta commit (docs/FORMAT.md, "Commit completeness").
-fn check_counts(ci: &CommitInfo, actions: &[Action]) -> std::result::Result<(), String> {
-    let adds = actions.iter().filter(|a| a.add.is_some()).count() as u64;
-    let removes = actions.iter().filter(|a| a.remove.is_some()).count() as u64;
-    let meta = actions.iter().filter(|a| a.metadata.is_some()).count() as u64;
-    let proto = actions.iter().filter(|a| a.protocol.is_some()).count() as u64;
-    let rows: u64 = actions
-        .iter()
-        .filter_map(|a| a.add.as_ref())
-        .map(|a| a.num_records().unwrap_or(0))
-        .fold(0u64, |s, n| s.saturating_add(n));
+fn check_counts(ci: &CommitInfo, c: &Counts) -> std::result::Result<(), String> {
+    let Counts {
+        adds,
+        removes,
+        meta,
+        proto,
+        rows,
+    } = *c;
     let expect = |name: &str, alt: &str, got: u64| -> std::result::Result<(), String> {
         match ci.metric(name).or_else(|| ci.metric(alt)) {
             Some(n) if n == got => Ok(()),

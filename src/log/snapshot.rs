@@ -1,7 +1,7 @@
 //! Snapshots: the state of a table at one version, rebuilt by log replay of add/remove actions
 //! from version 0 (Delta PROTOCOL "Action Reconciliation").
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -178,18 +178,31 @@ impl Snapshot {
     }
 }
 
-/// Incremental log replay, one commit at a time.
+/// The `operationParameters` key that marks a commit of an exported table
+/// (`ops::export::PARAM_SOURCE_ID`; this layer cannot name it).
+const EXPORT_SOURCE_ID: &str = "tinydeltaExportSourceId";
+
+/// Incremental log replay, one commit at a time (docs/FORMAT.md "Log replay and checkpoints").
+///
+/// Memory per live file: the shared [`FileEntry`] (also the snapshot's, never copied), its slot
+/// in add order and its slot in an index that holds no second copy of the path.
 #[derive(Debug, Default)]
 pub struct Replay {
-    seq: u64,
-    live: HashMap<String, FileEntry>,
-    /// Add order of each live path.
-    order: HashMap<String, u64>,
+    /// Every file added so far, in add order; `None` once removed or added again later.
+    files: Vec<Option<Arc<FileEntry>>>,
+    /// The slot in `files` of each live path, hashed by path.
+    index: hashbrown::HashTable<usize>,
+    hasher: std::collections::hash_map::RandomState,
+    /// `None` slots in `files`.
+    holes: usize,
     rows: u64,
+    bytes: u64,
     /// Live files whose `add` has no row count in its stats (their rows are not in `rows`).
     unstated: usize,
-    /// The paths the last applied commit added.
-    last_adds: Vec<String>,
+    /// The slots the commit being applied (or last applied) added.
+    last_adds: Vec<usize>,
+    /// A `remove` of the commit being applied that named no live file, and how many did.
+    stray_removes: (Option<String>, u64),
     metadata: Option<Metadata>,
     protocol: Option<Protocol>,
     txns: BTreeMap<String, i64>,
@@ -205,6 +218,10 @@ pub struct Replay {
 /// protocol action, a schema it cannot parse): the caller replays instead.
 pub fn advance(base: &Snapshot, commit: &crate::log::files::Commit) -> Option<Snapshot> {
     let info = commit.info.clone().filter(|i| i.timestamp_recorded)?;
+    // A RESTORE of tinydelta's is checked against the state it leaves: by replay.
+    if info.is_tinydelta() && info.operation == "RESTORE" {
+        return None;
+    }
     if commit.version != base.version.checked_add(1)? {
         return None;
     }
@@ -255,75 +272,201 @@ pub fn advance(base: &Snapshot, commit: &crate::log::files::Commit) -> Option<Sn
 }
 
 impl Replay {
-    /// Apply the actions of one commit (already checked complete by [`crate::log::files::parse_commit`],
-    /// paths decoded and safe). Errors: [`Error::UnsupportedProtocol`].
-    pub fn apply(&mut self, root: &Path, commit: &crate::log::files::Commit) -> Result<()> {
-        let version = commit.version;
-        if commit
-            .info
-            .as_ref()
-            .is_some_and(|i| i.operation == crate::format::actions::VACUUM_START)
+    fn hash(&self, path: &str) -> u64 {
+        use std::hash::BuildHasher;
+        self.hasher.hash_one(path)
+    }
+
+    /// The slot of live `path` in `files`.
+    fn slot(&self, path: &str) -> Option<usize> {
+        let files = &self.files;
+        self.index
+            .find(self.hash(path), |&s| files[s].as_ref().is_some_and(|f| f.path == path))
+            .copied()
+    }
+
+    /// Make `entry` live at the end of the add order (replacing a live file of its path).
+    fn add_file(&mut self, entry: Arc<FileEntry>) {
+        let h = self.hash(&entry.path);
+        let slot = self.files.len();
+        self.rows = self.rows.saturating_add(entry.num_records);
+        self.bytes = self.bytes.saturating_add(entry.size);
+        self.unstated += usize::from(!entry.has_stats);
+        let files = &mut self.files;
+        let hasher = &self.hasher;
+        match self
+            .index
+            .find_mut(h, |&s| files[s].as_ref().is_some_and(|f| f.path == entry.path))
         {
-            self.vacuums = self.vacuums.saturating_add(1);
-        }
-        self.last_adds.clear();
-        for a in &commit.actions {
-            if let Some(p) = &a.protocol {
-                check_readable(root, p, None)?;
-                self.protocol = Some(p.clone());
-            }
-            if let Some(m) = &a.metadata {
-                self.metadata = Some(m.clone());
-            }
-            if let Some(t) = &a.txn {
-                self.txns.insert(t.app_id.clone(), t.version);
-            }
-            if let Some(add) = &a.add {
-                if let Some(set) = &mut self.ever_added {
-                    set.insert(add.path.clone());
-                }
-                self.seq += 1;
-                self.last_adds.push(add.path.clone());
-                let entry = FileEntry::from_add(add, version);
-                self.rows = self.rows.saturating_add(entry.num_records);
-                self.unstated += usize::from(!entry.has_stats);
-                self.order.insert(entry.path.clone(), self.seq);
-                if let Some(old) = self.live.insert(entry.path.clone(), entry) {
+            Some(s) => {
+                if let Some(old) = files[*s].take() {
                     self.rows = self.rows.saturating_sub(old.num_records);
+                    self.bytes = self.bytes.saturating_sub(old.size);
                     self.unstated = self.unstated.saturating_sub(usize::from(!old.has_stats));
                 }
+                self.holes += 1;
+                *s = slot;
             }
-            if let Some(r) = &a.remove
-                && let Some(old) = self.live.remove(&r.path)
-            {
-                self.order.remove(&r.path);
-                self.rows = self.rows.saturating_sub(old.num_records);
-                self.unstated = self.unstated.saturating_sub(usize::from(!old.has_stats));
+            None => {
+                self.index.insert_unique(h, slot, |&s| {
+                    use std::hash::BuildHasher;
+                    files[s].as_ref().map_or(0, |f| hasher.hash_one(f.path.as_str()))
+                });
+            }
+        }
+        files.push(Some(entry));
+    }
+
+    /// Remove live `path`; `false` when it is not live.
+    fn remove_file(&mut self, path: &str) -> bool {
+        let h = self.hash(path);
+        let files = &mut self.files;
+        let Ok(e) = self.index.find_entry(h, |&s| files[s].as_ref().is_some_and(|f| f.path == path)) else {
+            return false;
+        };
+        let (s, _) = e.remove();
+        if let Some(old) = files[s].take() {
+            self.rows = self.rows.saturating_sub(old.num_records);
+            self.bytes = self.bytes.saturating_sub(old.size);
+            self.unstated = self.unstated.saturating_sub(usize::from(!old.has_stats));
+        }
+        self.holes += 1;
+        true
+    }
+
+    /// Drop the removed slots when they are most of `files` (between commits only: the slots
+    /// of `last_adds` stay valid while a commit is applied).
+    fn compact(&mut self) {
+        if self.holes < 1024 || self.holes < self.files.len() / 2 {
+            return;
+        }
+        self.files.retain(Option::is_some);
+        self.files.shrink_to_fit();
+        self.holes = 0;
+        self.index.clear();
+        let hasher = &self.hasher;
+        for (slot, f) in self.files.iter().enumerate() {
+            use std::hash::BuildHasher;
+            if let Some(f) = f {
+                let h = hasher.hash_one(f.path.as_str());
+                let files = &self.files;
+                self.index.insert_unique(h, slot, |&s| {
+                    files[s].as_ref().map_or(0, |f| hasher.hash_one(f.path.as_str()))
+                });
+            }
+        }
+    }
+
+    /// Start applying the commit of `version` (streamed: [`Replay::action`] per action, then
+    /// [`Replay::end`]).
+    pub fn begin(&mut self, _version: u64) {
+        self.last_adds.clear();
+        self.stray_removes = (None, 0);
+        self.compact();
+    }
+
+    /// Apply one action of the commit of `version` (its path already decoded and checked safe).
+    /// Errors: [`Error::UnsupportedProtocol`].
+    pub fn action(&mut self, root: &Path, version: u64, a: &crate::format::actions::Action) -> Result<()> {
+        if let Some(p) = &a.protocol {
+            check_readable(root, p, None)?;
+            self.protocol = Some(p.clone());
+        }
+        if let Some(m) = &a.metadata {
+            self.metadata = Some(m.clone());
+        }
+        if let Some(t) = &a.txn {
+            self.txns.insert(t.app_id.clone(), t.version);
+        }
+        if let Some(add) = &a.add {
+            if let Some(set) = &mut self.ever_added {
+                set.insert(add.path.clone());
+            }
+            self.last_adds.push(self.files.len());
+            self.add_file(Arc::new(FileEntry::from_add(add, version)));
+        }
+        if let Some(r) = &a.remove
+            && !self.remove_file(&r.path)
+        {
+            let first = &mut self.stray_removes.0;
+            if first.is_none() {
+                *first = Some(r.path.clone());
+            }
+            self.stray_removes.1 += 1;
+        }
+        Ok(())
+    }
+
+    /// Finish the commit whose actions [`Replay::action`] applied: the checks a commit
+    /// tinydelta wrote gets against the state before it (docs/FORMAT.md "Commit completeness"):
+    /// every `remove` names a live file, and a `RESTORE` leaves the files, rows and bytes its
+    /// commitInfo records. Errors: [`Error::Corrupt`] naming the version.
+    pub fn end(&mut self, root: &Path, commit: &crate::log::files::Commit) -> Result<()> {
+        let info = commit.info.as_ref();
+        if info.is_some_and(|i| i.operation == crate::format::actions::VACUUM_START) {
+            self.vacuums = self.vacuums.saturating_add(1);
+        }
+        // An exported commit (docs/EXPORT.md "Export") copies its source commit's removes and
+        // metrics, which another writer may have written: only tinydelta's own are checked.
+        let Some(info) = info.filter(|i| i.is_tinydelta() && !i.operation_parameters.contains_key(EXPORT_SOURCE_ID))
+        else {
+            return Ok(());
+        };
+        let damaged = |what: String| {
+            let path = root.join(LOG_DIR).join(files::commit_file_name(commit.version));
+            crate::log::files::damaged(&path, commit.version, what)
+        };
+        if let (Some(p), n) = &self.stray_removes {
+            return Err(damaged(format!(
+                "it removes {n} file(s) that no earlier version left live, first {p:?} (a damaged path)"
+            )));
+        }
+        if info.operation == "RESTORE" {
+            let live = (self.files.len() - self.holes) as u64;
+            let checks = [
+                ("numOfFilesAfterRestore", Some(live)),
+                ("tableSizeAfterRestore", Some(self.bytes)),
+                ("numOutputRows", (self.unstated == 0).then_some(self.rows)),
+            ];
+            for (name, got) in checks {
+                if let (Some(want), Some(got)) = (info.metric(name), got)
+                    && want != got
+                {
+                    return Err(damaged(format!(
+                        "commitInfo records {name} = {want}, but replay leaves {got} (a damaged add)"
+                    )));
+                }
             }
         }
         Ok(())
     }
 
-    /// The replay state that yields `snap` (files keep their order).
+    /// Apply the actions of one commit (already checked complete by [`crate::log::files::scan_commit`],
+    /// paths decoded and safe). Errors: [`Error::UnsupportedProtocol`]; [`Error::Corrupt`] as
+    /// [`Replay::end`].
+    pub fn apply(&mut self, root: &Path, commit: &crate::log::files::Commit) -> Result<()> {
+        self.begin(commit.version);
+        for a in &commit.actions {
+            self.action(root, commit.version, a)?;
+        }
+        self.end(root, commit)
+    }
+
+    /// The replay state that yields `snap` (files keep their order and are shared).
     pub fn from_snapshot(snap: &Snapshot) -> Self {
-        Replay {
-            seq: snap.files.len() as u64,
-            live: snap.files.iter().map(|f| (f.path.clone(), (**f).clone())).collect(),
-            order: snap
-                .files
-                .iter()
-                .enumerate()
-                .map(|(i, f)| (f.path.clone(), i as u64))
-                .collect(),
-            rows: snap.num_records(),
-            unstated: snap.files.iter().filter(|f| !f.has_stats).count(),
-            last_adds: Vec::new(),
+        let mut r = Replay {
             metadata: Some(snap.metadata.clone()),
             protocol: Some(snap.protocol.clone()),
             txns: snap.txns.clone(),
             vacuums: snap.vacuums,
-            ever_added: None,
+            ..Default::default()
+        };
+        r.files.reserve(snap.files.len());
+        r.index.reserve(snap.files.len(), |_| 0);
+        for f in &snap.files {
+            r.add_file(f.clone());
         }
+        r
     }
 
     /// A replay that also records every path any `add` names (for vacuum).
@@ -336,13 +479,13 @@ impl Replay {
 
     /// Whether `path` is live so far.
     pub fn is_live(&self, path: &str) -> bool {
-        self.live.contains_key(path)
+        self.slot(path).is_some()
     }
 
     /// (rows, files) live so far. The rows are those the live files' stats count: see
     /// [`Replay::live_without_stats`] for the files they leave out.
     pub fn live_rows(&self) -> (u64, usize) {
-        (self.rows, self.live.len())
+        (self.rows, self.files.len() - self.holes)
     }
 
     /// The live files whose `add` has no row count in its stats (another writer's, Delta
@@ -352,14 +495,19 @@ impl Replay {
         if self.unstated == 0 {
             return Vec::new();
         }
-        self.live.values().filter(|f| !f.has_stats).cloned().collect()
+        self.files
+            .iter()
+            .flatten()
+            .filter(|f| !f.has_stats)
+            .map(|f| (**f).clone())
+            .collect()
     }
 
     /// The files the last applied commit added that are still live after it.
     pub fn last_added(&self) -> Vec<FileEntry> {
         self.last_adds
             .iter()
-            .filter_map(|p| self.live.get(p))
+            .filter_map(|&s| self.files.get(s)?.as_deref())
             .cloned()
             .collect()
     }
@@ -369,7 +517,8 @@ impl Replay {
         self.metadata.as_ref().map(|m| m.schema_string.as_str())
     }
 
-    /// Freeze the replay so far as the snapshot of `version`.
+    /// Freeze the replay so far as the snapshot of `version` (its files shared with the
+    /// replay, in add order: no copy of an entry, no sort).
     pub fn snapshot(&self, root: &Path, version: u64, commit_info: CommitInfo) -> Result<Snapshot> {
         let log_path = || root.join(LOG_DIR).join(files::commit_file_name(version));
         let metadata = self.metadata.clone().ok_or_else(|| Error::Corrupt {
@@ -385,8 +534,8 @@ impl Replay {
             path: log_path(),
             reason,
         })?;
-        let mut files: Vec<FileEntry> = self.live.values().cloned().collect();
-        files.sort_unstable_by_key(|f| self.order.get(&f.path).copied().unwrap_or(0));
+        let mut files = Vec::with_capacity(self.files.len() - self.holes);
+        files.extend(self.files.iter().flatten().cloned());
         Ok(Snapshot {
             root: root.to_path_buf(),
             version,
@@ -395,7 +544,7 @@ impl Replay {
             schema,
             metadata,
             protocol,
-            files: files.into_iter().map(std::sync::Arc::new).collect(),
+            files,
             txns: self.txns.clone(),
             vacuums: self.vacuums,
         })

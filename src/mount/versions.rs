@@ -37,7 +37,7 @@ pub struct VersionBody {
     pub schema_json: Arc<[u8]>,
     /// The data files as the log names them (decoded paths), in snapshot order: the parts of
     /// `data` are these, or their converted rows for Parquet data files.
-    pub sources: Arc<[String]>,
+    pub sources: Arc<[Arc<crate::log::snapshot::FileEntry>]>,
     /// The Parquet data files among them with their `add.size` in bytes: checked beneath the
     /// table at every open and getattr ([`Versions::check_parquet`]) before their converted
     /// rows are served.
@@ -51,8 +51,9 @@ pub struct VersionBody {
 pub struct Part {
     /// Path relative to the table folder (`part-....jsonl`, `_delta_log/....json`).
     pub rel: String,
-    /// Absolute path, for messages.
-    pub path: PathBuf,
+    /// The table folder, shared by every part (the absolute path, for messages, is
+    /// [`Part::path`], made when asked: a part costs no second copy of its path).
+    root: Arc<Path>,
     /// Offset of its first byte in the concatenation.
     pub start: u64,
     /// Its length in bytes, as the log records it (for a Parquet data file: the length of its
@@ -61,6 +62,13 @@ pub struct Part {
     /// The folder `rel` is beneath when it is not the table folder: the converted-rows cache
     /// folder of a Parquet data file ([`crate::table::parquet_cache`]).
     pub dir: Option<Dir>,
+}
+
+impl Part {
+    /// Absolute path, for messages.
+    pub fn path(&self) -> PathBuf {
+        self.dir.as_ref().map_or_else(|| self.root.join(&self.rel), |d| d.join(&self.rel))
+    }
 }
 
 /// Files read as one: `data.jsonl` (the data files) or `commit.json` (one commit file).
@@ -82,12 +90,13 @@ impl Concat {
     /// [`Concat::new`] for files each beneath its own folder (`None`: the table folder `root`).
     pub fn new_in(root: &Path, files: impl IntoIterator<Item = (String, u64, Option<Dir>)>) -> Concat {
         let mut start = 0u64;
+        let root: Arc<Path> = Arc::from(root);
         let parts = files
             .into_iter()
             .filter(|(_, len, _)| *len > 0)
             .map(|(rel, len, dir)| {
                 let p = Part {
-                    path: dir.as_ref().map_or_else(|| root.join(&rel), |d| d.join(&rel)),
+                    root: root.clone(),
                     rel,
                     start,
                     len,
@@ -140,7 +149,7 @@ impl FilePool {
     /// or passes through one, is not a regular file, or its size differs from the log's;
     /// [`Error::Io`] naming the path otherwise (ENOENT for a missing file).
     pub fn get(&self, part: &Part) -> FsResult<Arc<File>> {
-        let key = (part.path.to_string_lossy().into_owned(), part.len);
+        let key = (part.path().to_string_lossy().into_owned(), part.len);
         if let Some(f) = lock(&self.open).get(&key) {
             return Ok(f);
         }
@@ -156,10 +165,10 @@ impl FilePool {
     /// read up to the file's own end, not the size the log records.
     pub fn get_checked(&self, part: &Part) -> FsResult<Arc<File>> {
         let file = self.get(part)?;
-        let size = file.metadata().map_err(|e| Error::io("stat", &part.path, e))?.len();
+        let size = file.metadata().map_err(|e| Error::io("stat", part.path(), e))?.len();
         if size != part.len {
             return Err(FsError::Table(Error::Corrupt {
-                path: part.path.clone(),
+                path: part.path(),
                 reason: format!("the file is {size} bytes but the log records {} bytes", part.len),
             }));
         }
@@ -221,7 +230,7 @@ impl ConcatReader {
             let in_part = pos - part.start;
             let n = (part.len - in_part).min(end - pos) as usize;
             let file = self.pool.get(part)?;
-            read_exact_at(&file, buf, n, in_part, &part.path)?;
+            read_exact_at(&file, buf, n, in_part, part)?;
             pos += n as u64;
             idx += 1;
         }
@@ -313,10 +322,10 @@ impl ConcatReader {
         let file = self.pool.get(part)?;
         // A file cut short since it was opened is damage, named here as `pread` would (a cut
         // racing with the reply still only makes the kernel answer EIO, see `Mapped`).
-        let size = file.metadata().map_err(|e| Error::io("stat", &part.path, e))?.len();
+        let size = file.metadata().map_err(|e| Error::io("stat", part.path(), e))?.len();
         if size < part.len {
             return Err(FsError::Table(Error::Corrupt {
-                path: part.path.clone(),
+                path: part.path(),
                 reason: "data file is shorter than its add action says".into(),
             }));
         }
@@ -332,7 +341,7 @@ impl ConcatReader {
                 map_off,
             )
         }
-        .map_err(|e| Error::io("mmap", &part.path, std::io::Error::from_raw_os_error(e.raw_os_error())))?;
+        .map_err(|e| Error::io("mmap", part.path(), std::io::Error::from_raw_os_error(e.raw_os_error())))?;
         let Some(base) = std::ptr::NonNull::new(base) else {
             return Ok(None);
         };
@@ -362,10 +371,10 @@ impl ConcatReader {
             let in_part = pos - part.start;
             let n = (part.len - in_part).min(end - pos) as usize;
             let file = self.pool.get(part)?;
-            let size = file.metadata().map_err(|e| Error::io("stat", &part.path, e))?.len();
+            let size = file.metadata().map_err(|e| Error::io("stat", part.path(), e))?.len();
             if size < part.len {
                 return Err(FsError::Table(Error::Corrupt {
-                    path: part.path.clone(),
+                    path: part.path(),
                     reason: "data file is shorter than its add action says".into(),
                 }));
             }
@@ -374,7 +383,7 @@ impl ConcatReader {
                     file,
                     offset: in_part,
                     len: n,
-                    path: part.path.clone(),
+                    path: part.path(),
                 });
             }
             pos += n as u64;
@@ -386,7 +395,7 @@ impl ConcatReader {
 
 /// Append exactly `n` bytes of `file` at `offset` to `buf` (into its spare capacity, no
 /// zero-fill); a file shorter than that is damage, never zeros.
-fn read_exact_at(file: &File, buf: &mut Vec<u8>, n: usize, mut offset: u64, path: &Path) -> FsResult<()> {
+fn read_exact_at(file: &File, buf: &mut Vec<u8>, n: usize, mut offset: u64, part: &Part) -> FsResult<()> {
     let target = buf.len() + n;
     buf.reserve(n);
     while buf.len() < target {
@@ -395,7 +404,7 @@ fn read_exact_at(file: &File, buf: &mut Vec<u8>, n: usize, mut offset: u64, path
         match rustix::io::pread(file, spare, offset) {
             Ok(([], _)) => {
                 return Err(FsError::Table(Error::Corrupt {
-                    path: path.to_path_buf(),
+                    path: part.path(),
                     reason: "data file is shorter than its add action says".into(),
                 }));
             }
@@ -407,7 +416,7 @@ fn read_exact_at(file: &File, buf: &mut Vec<u8>, n: usize, mut offset: u64, path
             }
             Err(rustix::io::Errno::INTR) => {}
             Err(e) => {
-                return Err(Error::io("read", path, std::io::Error::from_raw_os_error(e.raw_os_error())).into());
+                return Err(Error::io("read", part.path(), std::io::Error::from_raw_os_error(e.raw_os_error())).into());
             }
         }
     }
@@ -518,7 +527,8 @@ impl Versions {
             }
             lock(&self.replaced).insert(version);
         }
-        let commit = self.table.read_commit(version)?;
+        // Checked and measured, its actions not kept (a commit of a million adds costs no memory).
+        let commit = self.table.check_commit(version)?;
         let info = self.table.commit_info(version)?;
         let commit_size = commit.len;
         let head = Arc::new(VersionHead {
@@ -539,9 +549,9 @@ impl Versions {
     /// file is EIO naming it, as before.
     pub fn data_gone(&self, version: u64) -> FsResult<bool> {
         let body = self.body(version)?;
-        for p in body.sources.iter() {
-            if self.table.dir().stat(p)?.is_none() {
-                return Ok(crate::table::history::vacuum_that_deleted(&self.table, version, p)?.is_some());
+        for f in body.sources.iter() {
+            if self.table.dir().stat(&f.path)?.is_none() {
+                return Ok(crate::table::history::vacuum_that_deleted(&self.table, version, &f.path)?.is_some());
             }
         }
         Ok(false)
@@ -589,7 +599,8 @@ impl Versions {
         let body = Arc::new(VersionBody {
             data: Arc::new(data),
             schema_json: Arc::from(snap.schema.to_pretty_json().into_bytes()),
-            sources: snap.files.iter().map(|f| f.path.clone()).collect(),
+            // The snapshot's entries, shared: one pointer per file, not a copy of each path.
+            sources: snap.files.iter().cloned().collect(),
             parquet: snap
                 .files
                 .iter()
@@ -808,7 +819,7 @@ mod tests {
                 .data
                 .parts
                 .iter()
-                .map(|p| (p.path.clone(), p.len))
+                .map(|p| (p.path(), p.len))
                 .collect();
             assert_eq!(got, full, "version {v}");
         }

@@ -6,7 +6,7 @@
 //! counted against its stats. `repair` moves a damaged *newest* commit into
 //! `_delta_log/_corrupt/` (never deletes it), so the table is whole at the version before.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
@@ -239,12 +239,18 @@ fn check_versions(table: &Table, first: u64, end: u64, deep: bool, report: &mut 
             e.2 = true;
         }
     }
+    // The latest version's entries by path: one lookup per named file, not a scan of them all.
+    let latest_by_path: HashMap<&str, &crate::log::snapshot::FileEntry> = if deep {
+        latest.files.iter().map(|f| (f.path.as_str(), &**f)).collect()
+    } else {
+        HashMap::new()
+    };
     for (path, (size, last, live)) in &named {
         match table.open_data_file(path, *size) {
             Ok(file) => {
                 if deep
                     && *live
-                    && let Some(entry) = latest.files.iter().find(|f| &f.path == path)
+                    && let Some(&entry) = latest_by_path.get(path.as_str())
                 {
                     let full = table.root().join(path);
                     if crate::format::parquet::is_parquet_name(path) {

@@ -405,7 +405,7 @@ impl Table {
             return Err(d.error());
         }
         if self.newest_ok.load(Ordering::Acquire) != seg.end {
-            self.read_commit(seg.end)?;
+            self.check_commit(seg.end)?;
             self.newest_ok.store(seg.end, Ordering::Release);
         }
         Ok(seg.end)
@@ -426,7 +426,7 @@ impl Table {
             v => v + 1,
         };
         for v in from..=version {
-            self.read_commit(v)?;
+            self.check_commit(v)?;
             self.verified.store(v, Ordering::Release);
         }
         Ok(())
@@ -448,7 +448,7 @@ impl Table {
             v => v + 1,
         };
         for v in from..=seg.end {
-            match self.read_commit(v) {
+            match self.check_commit(v) {
                 Ok(_) => self.verified.store(v, Ordering::Release),
                 Err(Error::Corrupt { .. }) => return Ok(v.checked_sub(1).filter(|p| *p >= seg.first)),
                 Err(e) => return Err(e),
@@ -484,6 +484,20 @@ impl Table {
     /// or when it is missing below a newer commit (a hole); [`Error::VersionNotFound`] when it
     /// is missing past the newest; [`Error::Io`].
     pub fn read_commit(&self, version: u64) -> Result<Commit> {
+        let mut actions = Vec::new();
+        let mut c = self.scan_commit(version, |a| {
+            actions.push(a);
+            Ok(())
+        })?;
+        c.actions = actions;
+        Ok(c)
+    }
+
+    /// [`Table::read_commit`], streamed ([`files::scan_commit`]): each action goes to `each` as
+    /// its line is parsed, one line held at a time; the returned commit has no actions. What
+    /// `each` built must be dropped when this returns an error (the whole-commit checks come
+    /// last). Errors: as [`Table::read_commit`]; any error of `each`.
+    pub fn scan_commit(&self, version: u64, each: impl FnMut(Action) -> Result<()>) -> Result<Commit> {
         let name = files::commit_file_name(version);
         let path = self.log_dir.join(&name);
         let (mut f, st) = match self.log.open_file_stat(&name) {
@@ -503,15 +517,16 @@ impl Table {
             .saturating_mul(1000)
             .saturating_add(st.st_mtime_nsec as i64 / 1_000_000);
         files::check_commit_size(&path, version, st.st_size as u64)?;
-        let mut bytes = Vec::with_capacity((st.st_size.clamp(0, 1 << 24) + 1) as usize);
-        // Through `take`: read into the capacity just reserved (File's own read_to_end would
-        // stat the file again for its size), and never past the bound if the file grows.
-        (&mut f)
-            .take(files::MAX_COMMIT_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .ctx("read", &path)?;
-        files::check_commit_size(&path, version, bytes.len() as u64)?;
-        files::parse_commit(version, &path, &bytes, mtime_ms)
+        // Through `take`: never past the bound if the file grows (scan_commit checks it too).
+        let input = std::io::BufReader::with_capacity(256 << 10, (&mut f).take(files::MAX_COMMIT_BYTES + 1));
+        files::scan_commit(version, &path, input, mtime_ms, each)
+    }
+
+    /// Read and check one commit, keeping nothing but its commitInfo (verification and
+    /// commit times: memory does not grow with the commit's actions). Errors: as
+    /// [`Table::read_commit`].
+    pub fn check_commit(&self, version: u64) -> Result<Commit> {
+        self.scan_commit(version, |_| Ok(()))
     }
 
     /// The error for a version whose commit is not there: a hole (damage) or not found.
@@ -554,7 +569,7 @@ impl Table {
     ///
     /// Errors: [`Error::VersionNotFound`], [`Error::Corrupt`].
     pub fn commit_info(&self, version: u64) -> Result<CommitInfo> {
-        let c = self.read_commit(version)?;
+        let c = self.check_commit(version)?;
         let info = c.info.clone().unwrap_or_default();
         if info.timestamp_recorded {
             return Ok(info);
@@ -567,7 +582,7 @@ impl Table {
         let mut v = version;
         while v > first {
             v -= 1;
-            let c = self.read_commit(v)?;
+            let c = self.check_commit(v)?;
             let info = c.info.unwrap_or_default();
             if info.timestamp_recorded {
                 previous = Some(info.timestamp);
@@ -596,8 +611,11 @@ impl Table {
         mut each: impl FnMut(u64, &Replay, CommitInfo) -> Result<()>,
     ) -> Result<()> {
         for v in from..=version {
-            let c = self.read_commit(v)?;
-            replay.apply(&self.root, &c)?;
+            // Streamed: each action is applied as its line is parsed (docs/FORMAT.md "Log
+            // replay and checkpoints"); an error leaves `replay` to be dropped by the caller.
+            replay.begin(v);
+            let c = self.scan_commit(v, |a| replay.action(&self.root, v, &a))?;
+            replay.end(&self.root, &c)?;
             let info = resolve_time(c.info.unwrap_or_default(), c.mtime_ms, previous);
             previous = Some(info.timestamp);
             each(v, replay, info)?;

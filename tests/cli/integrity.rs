@@ -737,12 +737,9 @@ fn vacuum_keeps_the_data_files_of_commits_moved_aside() {
     assert!(!t.path.join("part-stray.jsonl").exists() && t.path.join(&named[0]).exists());
 }
 
-/// A private checkpoint with a file line deleted and its header totals fixed to match: readers
-/// skip it (its body checksum fails) and replay the commits, appends build on the truth, and
-/// `check` names it. Forged with a matching checksum too, `check` still finds it against replay.
-#[test]
-fn a_damaged_checkpoint_is_skipped_by_readers_and_named_by_check() {
-    use std::hash::Hasher;
+/// A table of 3 one-row appends with a private checkpoint of version 3: (table, checkpoint file
+/// name, its path, its text).
+fn table_with_checkpoint_of_3() -> (TempTable, String, std::path::PathBuf, String) {
     let t = TempTable::new(SMALL);
     for i in 0..3 {
         t.append(&small_rows(i * 10, 1));
@@ -752,6 +749,16 @@ fn a_damaged_checkpoint_is_skipped_by_readers_and_named_by_check() {
     let name = format!("{:020}.jsonl", 3);
     let cp = t.path.join("_tinydelta/checkpoints").join(&name);
     let text = fs::read_to_string(&cp).unwrap();
+    (t, name, cp, text)
+}
+
+/// A private checkpoint with a file line deleted and its header totals fixed to match: readers
+/// skip it (its body checksum fails) and replay the commits, appends build on the truth, and
+/// `check` names it. Forged with a matching checksum too, `check` still finds it against replay.
+#[test]
+fn a_damaged_checkpoint_is_skipped_by_readers_and_named_by_check() {
+    use std::hash::Hasher;
+    let (t, name, cp, text) = table_with_checkpoint_of_3();
     let mut lines: Vec<&str> = text.lines().collect();
     let gone: Value = serde_json::from_str(lines.remove(1)).unwrap();
     let mut header: Value = serde_json::from_str(lines[0]).unwrap();
@@ -784,6 +791,168 @@ fn a_damaged_checkpoint_is_skipped_by_readers_and_named_by_check() {
     assert_eq!(t.append(&small_rows(30, 1)), 4);
     assert_eq!(ids(&t.read()), vec![0, 10, 20, 30]);
     t.td("check", &[]).ok();
+}
+
+/// A private checkpoint whose header (outside the body's checksum) says 2^40 or 2^60 files: it
+/// is sized by nothing before it is checked, so readers skip it with a warning and replay, and
+/// `check` names it (before, `read` aborted on a failed allocation or panicked).
+#[test]
+fn a_checkpoint_header_with_a_huge_file_count_is_skipped_not_allocated() {
+    let (t, name, cp, text) = table_with_checkpoint_of_3();
+    let (head, body) = text.split_once('\n').unwrap();
+    for n in [1u64 << 40, 1u64 << 60] {
+        let mut header: Value = serde_json::from_str(head).unwrap();
+        header["numFiles"] = json!(n);
+        fs::write(&cp, format!("{header}\n{body}")).unwrap();
+        let out = t.td("read", &[]).ok();
+        assert_eq!(ids(&out.stdout), vec![0, 10, 20], "numFiles {n}");
+        assert!(
+            out.stderr.contains("ignoring checkpoint") && out.stderr.contains(&n.to_string()),
+            "{}",
+            out.stderr
+        );
+        assert_eq!(t.describe()["numRecords"], 3);
+        let out = t.td("check", &[]).code(1);
+        assert!(
+            out.text().contains(&name) && out.text().contains(&n.to_string()),
+            "{}",
+            out.text()
+        );
+    }
+}
+
+/// Rewrite line `line` (0-based) of commit `v` with `f` (raw text: the damage is one character).
+fn edit_line(t: &TempTable, v: u64, line: usize, f: impl Fn(&str) -> String) {
+    let path = t.log_dir().join(format!("{v:020}.json"));
+    let text = fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines[line] = f(&lines[line]);
+    fs::write(&path, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+}
+
+/// The index of the first line of commit `v` holding action `key`.
+fn line_of(t: &TempTable, v: u64, key: &str) -> usize {
+    t.commit(v).iter().position(|a| a.get(key).is_some()).unwrap()
+}
+
+/// A `remove` in tinydelta's own OVERWRITE commit whose path lost one character names no live
+/// file: that is damage in a commit tinydelta wrote (before, the removed rows came back with exit
+/// 0 and `check` said whole). Versions before it still read.
+#[test]
+fn a_remove_naming_no_live_file_in_a_tinydelta_commit_is_damage() {
+    let t = matrix_table();
+    let v2 = t.read_v(2);
+    let at = line_of(&t, 3, "remove");
+    edit_line(&t, 3, at, |l| l.replacen("part-", "parT-", 1));
+    t.td("read", &[]).code(1).stderr_has(&["version 3 is damaged", "parT-"]);
+    assert_version_damaged(&t, 3, &v2);
+}
+
+/// Version `v` reads as damage (exit 1) and `check` names it, while version `v - 1` still reads
+/// as `before`.
+#[track_caller]
+fn assert_version_damaged(t: &TempTable, v: u64, before: &[u8]) {
+    let what = format!("version {v} is damaged");
+    t.td("read", &["--version", &v.to_string()])
+        .code(1)
+        .stderr_has(&[&what]);
+    assert_eq!(t.read_v(v - 1), before);
+    let out = t.td("check", &[]).code(1);
+    assert!(out.text().contains(&what), "{}", out.text());
+}
+
+/// The `"commitInfo"` key of an append damaged (one bit, or an inserted U+2028) and its `add`
+/// line lost: the commit must not pass as a foreign commit of no actions (before, its rows
+/// vanished with exit 0).
+#[test]
+fn a_damaged_commit_info_key_does_not_make_a_tinydelta_commit_foreign() {
+    for damage in ["commitInfm", "commit\u{2028}Info"] {
+        let t = matrix_table();
+        let v4 = t.read_v(4);
+        let add = line_of(&t, 5, "add");
+        let path = t.log_dir().join(format!("{:020}.json", 5));
+        let text = fs::read_to_string(&path).unwrap();
+        let kept: String = text
+            .lines()
+            .enumerate()
+            .filter(|(i, _)| *i != add)
+            .map(|(_, l)| format!("{}\n", l.replacen("\"commitInfo\"", &format!("\"{damage}\""), 1)))
+            .collect();
+        assert!(kept.contains(damage));
+        fs::write(&path, kept).unwrap();
+        t.td("read", &[])
+            .code(1)
+            .stderr_has(&["version 5 is damaged", "commitInfo"]);
+        assert_version_damaged(&t, 5, &v4);
+    }
+}
+
+/// `numRecords` of an `add` in tinydelta's RESTORE commit is checked against the rows its
+/// commitInfo records (before, `describe` reported 9223372036854775809 rows for a 3-row table).
+#[test]
+fn a_damaged_row_count_in_a_restore_is_damage() {
+    let t = matrix_table();
+    let v3 = t.read_v(3);
+    let at = line_of(&t, 4, "add");
+    edit_line(&t, 4, at, |l| {
+        let mut a: Value = serde_json::from_str(l).unwrap();
+        let mut stats: Value = serde_json::from_str(a["add"]["stats"].as_str().unwrap()).unwrap();
+        stats["numRecords"] = json!(9223372036854775806u64);
+        a["add"]["stats"] = json!(stats.to_string());
+        a.to_string()
+    });
+    t.td("describe", &[])
+        .code(1)
+        .stderr_has(&["version 4 is damaged", "numOutputRows"]);
+    assert_version_damaged(&t, 4, &v3);
+}
+
+/// A `schemaString` naming a column twice is refused on read as `create` refuses it, and
+/// `append` writes nothing (before, it wrote `{"id":5,"id":null}`).
+#[test]
+fn a_schema_string_naming_a_column_twice_is_refused_on_read() {
+    let t = TempTable::new(&["id:int", "s:str"]);
+    t.append(b"{\"id\":1,\"s\":\"a\"}\n");
+    let mut meta = t.commit(0).into_iter().find(|a| a.get("metaData").is_some()).unwrap();
+    let mut schema: Value = serde_json::from_str(meta["metaData"]["schemaString"].as_str().unwrap()).unwrap();
+    let mut twice = schema["fields"][0].clone();
+    twice["name"] = json!("ID");
+    schema["fields"].as_array_mut().unwrap().push(twice);
+    meta["metaData"]["schemaString"] = json!(schema.to_string());
+    t.write_commit(
+        2,
+        &[
+            json!({"commitInfo": {"timestamp": 4102444800000u64, "operation": "ADD COLUMNS"}}),
+            meta,
+        ],
+    );
+    t.td("read", &[])
+        .code(1)
+        .stderr_has(&["\"id\"", "\"ID\"", "regardless of case"]);
+    assert_eq!(ids(&t.read_v(1)), vec![1]);
+    let before = t.part_files();
+    t.td_in("append", &[], b"{\"id\":5}\n").code(1);
+    assert_eq!(t.part_files(), before, "append wrote a data file");
+    assert_eq!(t.log_versions(), vec![0, 1, 2]);
+}
+
+/// One commit of 200,000 small `add` actions: `describe` (log replay, totals, a stat of every
+/// data file) and `history` stay within the documented budget of log replay, 256 bytes per live
+/// file over a 32 MiB base (docs/FORMAT.md "Log replay and checkpoints"). Before, replay held
+/// every action of the commit (about 1.2 KiB per file).
+#[test]
+fn a_commit_of_many_adds_is_replayed_in_bounded_memory() {
+    const FILES: u64 = 200_000;
+    let t = TempTable::new(&["i:int"]);
+    write_many_adds_commit(&t.path, FILES);
+    let budget = (32 << 20) + 256 * FILES;
+    for command in ["describe", "history"] {
+        let (code, peak) = td_peak_rss(&t.args(command, &[]));
+        assert_eq!(code, 0, "{command}");
+        eprintln!("{command}: peak {peak} bytes, {} per file", peak / FILES);
+        assert!(peak < budget, "{command} peaked at {peak} bytes, over {budget}");
+    }
+    assert_eq!(t.describe()["numRecords"], FILES);
 }
 
 /// `describe` prints the log's numbers only when the files back them: a live data file missing,

@@ -459,4 +459,20 @@ fn a_torn_staged_file_fails_its_commit_points_and_a_scratch_name_closes_fine() {
     );
     assert!(!out.status.success(), "the rename of a torn file committed it");
     assert_eq!(f.latest(), 1, "nothing was committed");
+
+/// One commit of 200,000 small `add` actions: the daemon's peak memory after a `stat` of
+/// `latest/data.jsonl` stays within the documented budget, 512 bytes per live file over a 32 MiB
+/// base (docs/MOUNT.md "Request size and memory"). Before, it held every action of the commit.
+#[test]
+fn a_commit_of_many_adds_is_served_in_bounded_memory() {
+    const FILES: u64 = 200_000;
+    let f = Fixture::empty(&["i:int"]);
+    crate::support::write_many_adds_commit(&f.table, FILES);
+    let _m = f.mount();
+    let st = fs::metadata(f.m("latest/data.jsonl")).unwrap();
+    assert_eq!(st.len(), 8 * FILES);
+    let peak = crate::support::vm_hwm(daemon_pid(&f.table).unwrap());
+    let budget = (32 << 20) + 512 * FILES;
+    eprintln!("daemon: peak {peak} bytes, {} per file", peak / FILES);
+    assert!(peak < budget, "the daemon peaked at {peak} bytes, over {budget}");
 }

@@ -501,3 +501,72 @@ pub fn rfc3339(ms: i64) -> String {
         .format("%Y-%m-%dT%H:%M:%S%.3fZ")
         .to_string()
 }
+
+/// Write version 1 of the table at `table` (created with one `i:int` column) as one tinydelta
+/// append commit of `n` small `add` actions, each naming an 8-byte data file (hard links to one
+/// file: no data blocks per file). For the memory bounds of log replay (docs/FORMAT.md "Log
+/// replay and checkpoints").
+pub fn write_many_adds_commit(table: &Path, n: u64) {
+    // A new file every 50,000 links (ext4 allows 65,000 links to one inode).
+    let mut one = table.join("one.jsonl");
+    let ci = serde_json::json!({"commitInfo": {
+        "timestamp": 4102444800000u64, "operation": "WRITE", "operationParameters": {"mode": "Append"},
+        "readVersion": 0, "isolationLevel": "WriteSerializable", "isBlindAppend": true,
+        "operationMetrics": {"numFiles": n.to_string(), "numOutputBytes": (8 * n).to_string(), "numOutputRows": n.to_string()},
+        "engineInfo": "tinydelta/0.1.0"}});
+    let mut w = std::io::BufWriter::new(
+        std::fs::File::create(table.join("_delta_log").join(format!("{:020}.json", 1))).expect("create commit"),
+    );
+    writeln!(w, "{ci}").expect("write commit");
+    for i in 0..n {
+        let name = format!("part-{i:07}.jsonl");
+        if i % 50_000 == 0 {
+            one = table.join(format!("one-{i}.jsonl"));
+            std::fs::write(&one, b"{\"i\":1}\n").expect("write data file");
+        }
+        std::fs::hard_link(&one, table.join(&name)).expect("link data file");
+        writeln!(
+            w,
+            r#"{{"add":{{"path":"{name}","size":8,"modificationTime":1,"dataChange":true,"stats":"{{\"numRecords\":1}}"}}}}"#
+        )
+        .expect("write commit");
+    }
+    w.flush().expect("write commit");
+}
+
+/// `VmHWM` (peak resident memory) of process `pid`, bytes.
+pub fn vm_hwm(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/PID/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .expect("VmHWM in /proc/PID/status")
+        * 1024
+}
+
+/// Run `tinydelta ARGS` (output discarded) and return its exit code and peak resident memory in
+/// bytes (`ru_maxrss` of that one child, from `wait4`).
+#[allow(clippy::zombie_processes)] // reaped by wait4, which also gives its rusage
+pub fn td_peak_rss<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (i32, u64) {
+    let child = cmd(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn tinydelta");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid out-parameter for wait4.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child; both pointers are valid for the call.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    (code, ru.ru_maxrss as u64 * 1024)
+}

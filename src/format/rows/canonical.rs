@@ -58,6 +58,9 @@ pub(super) struct Canonicalizer<'s> {
     pub(super) key_prefix: Vec<Vec<u8>>,
     /// For each column, the field index in the current line (reset per line).
     pub(super) slots: Vec<Option<usize>>,
+    /// Column index by name, built at the first row out of schema order (one hash lookup per
+    /// key instead of a scan of the schema: linear in the columns, docs/FORMAT.md "Schema evolution").
+    pub(super) by_name: Option<std::collections::HashMap<&'s str, usize>>,
     /// Per timestamp column: the last raw value seen and its instant (µs), to skip re-parsing
     /// repeated values.
     pub(super) ts_cache: Vec<Option<(String, i64)>>,
@@ -169,6 +172,7 @@ impl<'s> Canonicalizer<'s> {
             schema,
             key_prefix,
             slots: vec![None; n],
+            by_name: None,
             ts_cache: vec![None; n],
             fast,
             acc: vec![FastAcc::default(); n],
@@ -415,7 +419,17 @@ impl<'s> Canonicalizer<'s> {
             let found = if same {
                 Some(i)
             } else {
-                self.schema.columns.iter().position(|c| c.name == *k)
+                let schema = self.schema;
+                self.by_name
+                    .get_or_insert_with(|| {
+                        let mut m = std::collections::HashMap::with_capacity(schema.columns.len());
+                        for (ci, c) in schema.columns.iter().enumerate() {
+                            m.entry(c.name.as_str()).or_insert(ci);
+                        }
+                        m
+                    })
+                    .get(k)
+                    .copied()
             };
             let Some(ci) = found else {
                 return Err(Rejection::Column(
