@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::error::{Error, Result};
+use crate::util::quote::quoted;
 
 /// A column's type. Each maps to one Delta primitive type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,26 +131,29 @@ impl Schema {
         for spec in specs {
             let (name, ty) = spec
                 .split_once(':')
-                .ok_or_else(|| Error::InvalidArgument(format!("column spec {spec:?} is not NAME:TYPE")))?;
+                .ok_or_else(|| Error::InvalidArgument(format!("column spec {} is not NAME:TYPE", quoted(spec))))?;
             let (ty, nullable) = match ty.strip_suffix('!') {
                 Some(t) => (t, false),
                 None => (ty, true),
             };
             let ty = ColumnType::from_cli(ty).ok_or_else(|| {
                 Error::InvalidArgument(format!(
-                    "column spec {spec:?}: unknown type {ty:?} (types: int, float, str, bool, date, timestamp)"
+                    "column spec {}: unknown type {} (types: int, float, str, bool, date, timestamp)",
+                    quoted(spec),
+                    quoted(ty)
                 ))
             })?;
             if name.is_empty() {
-                return Err(Error::InvalidArgument(format!("column spec {spec:?} has an empty name")));
+                return Err(Error::InvalidArgument(format!("column spec {} has an empty name", quoted(spec))));
             }
             if let Some(c) = columns.iter().find(|c| c.name.eq_ignore_ascii_case(name)) {
                 return Err(Error::InvalidArgument(if c.name == name {
-                    format!("column {name:?} is named twice")
+                    format!("column {} is named twice", quoted(name))
                 } else {
                     format!(
-                        "columns {:?} and {name:?} differ only in case; Delta column names are case-insensitive",
-                        c.name
+                        "columns {} and {} differ only in case; Delta column names are case-insensitive",
+                        quoted(&c.name),
+                        quoted(name)
                     )
                 }));
             }
@@ -169,8 +173,8 @@ impl Schema {
         for (i, c) in self.columns.iter().enumerate() {
             if let Some(r) = RESERVED_NAMES.iter().find(|r| r.eq_ignore_ascii_case(&c.name)) {
                 return Err(Error::InvalidArgument(format!(
-                    "column name {:?} is reserved for the change feed ({r}); choose another name",
-                    c.name
+                    "column name {} is reserved for the change feed ({r}); choose another name",
+                    quoted(&c.name)
                 )));
             }
             if let Some(d) = self.columns[..i]
@@ -178,8 +182,9 @@ impl Schema {
                 .find(|d| d.name.to_lowercase() == c.name.to_lowercase())
             {
                 return Err(Error::InvalidArgument(format!(
-                    "columns {:?} and {:?} have the same name regardless of case; Delta column names are case-insensitive",
-                    d.name, c.name
+                    "columns {} and {} have the same name regardless of case; Delta column names are case-insensitive",
+                    quoted(&d.name),
+                    quoted(&c.name)
                 )));
             }
         }
@@ -211,7 +216,7 @@ impl Schema {
     pub fn from_schema_string(s: &str) -> std::result::Result<Schema, String> {
         let st: StructType = serde_json::from_str(s).map_err(|e| format!("schemaString is not a StructType: {e}"))?;
         if st.ty != "struct" {
-            return Err(format!("schemaString has type {:?}, not struct", st.ty));
+            return Err(format!("schemaString has type {}, not struct", quoted(&st.ty)));
         }
         let mut columns = Vec::with_capacity(st.fields.len());
         for f in st.fields {
@@ -220,8 +225,9 @@ impl Schema {
                     .and_then(ColumnType::from_delta)
                     .ok_or_else(|| {
                         format!(
-                            "column {:?} has Delta type {}, which tinydelta does not read (it reads the integer types, float, double, string, boolean, date, timestamp and timestamp_ntz)",
-                            f.name, f.ty
+                            "column {} has Delta type {}, which tinydelta does not read (it reads the integer types, float, double, string, boolean, date, timestamp and timestamp_ntz)",
+                            quoted(&f.name),
+                            crate::util::quote::shortened(&f.ty.to_string())
                         )
                     })?;
             columns.push(Column {
