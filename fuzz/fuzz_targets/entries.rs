@@ -152,7 +152,12 @@ pub mod segment {
             }
             let p = log.join(name);
             let _ = match kind % 4 {
-                0 => std::fs::write(&p, b""),
+                // Never opens a name already there (a FIFO would block the open).
+                0 => std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&p)
+                    .map(drop),
                 1 => std::fs::create_dir(&p),
                 2 => std::os::unix::fs::symlink("elsewhere", &p),
                 _ => rustix::fs::mknodat(

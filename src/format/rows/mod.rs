@@ -757,16 +757,20 @@ mod canonical_props {
         Str(usize, usize),
         /// A timestamp's instant (µs since the epoch).
         Instant(i64),
+        /// A string with escapes: its value's index in the row's decoded strings.
+        Decoded(usize),
     }
 
     /// The one-pass check before its rewrite for speed, kept as it was (its values counted after
-    /// the whole row is accepted).
+    /// the whole row is accepted), but for strings with escapes: canonical when serde_json writes
+    /// their value back byte for byte (docs/CLI.md "Input rules").
     fn reference(this: &mut Canonicalizer, parsed: &mut Vec<Parsed>, b: &[u8]) -> bool {
         let n = this.schema.columns.len();
         if n == 0 || b.first() != Some(&b'{') {
             return false;
         }
         parsed.clear();
+        let mut decoded: Vec<String> = Vec::new();
         let mut i = 1;
         for ci in 0..n {
             let key = &this.key_prefix[ci];
@@ -794,6 +798,23 @@ mod canonical_props {
                         return false;
                     };
                     let end = i + 1 + len;
+                    if b[end] == b'\\' && col.ty == ColumnType::Str {
+                        let mut values = serde_json::Deserializer::from_slice(&b[i..]).into_iter::<String>();
+                        let Some(Ok(v)) = values.next() else { return false };
+                        let raw = &b[i..i + values.byte_offset()];
+                        if serde_json::to_string(&v).ok().as_deref().map(str::as_bytes) != Some(raw) {
+                            return false;
+                        }
+                        i += raw.len();
+                        decoded.push(v);
+                        parsed.push(Parsed::Decoded(decoded.len() - 1));
+                        let delim = if ci + 1 == n { b'}' } else { b',' };
+                        if b.get(i) != Some(&delim) {
+                            return false;
+                        }
+                        i += 1;
+                        continue;
+                    }
                     if b[end] != b'"' {
                         return false;
                     }
@@ -903,6 +924,7 @@ mod canonical_props {
                 // Checked as UTF-8 above, so the conversion is lossless (and borrows).
                 Parsed::Str(s, e) => update_str_stat(st, &b[s..e]),
                 Parsed::Instant(us) => update_stat(st, StatValue::Instant(us)),
+                Parsed::Decoded(k) => update_str_stat(st, decoded[k].as_bytes()),
             }
         }
         this.stats.num_records += 1;
