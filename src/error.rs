@@ -142,7 +142,7 @@ pub enum Error {
 
     /// The table needs a Delta reader feature tinydelta does not implement (PROTOCOL "Table
     /// Features": deletion vectors, column mapping, ...), named in `feature`.
-    #[error("table {} uses the Delta reader feature {feature:?}, which tinydelta does not implement; read it with a Delta engine (delta-rs, Spark)", table.display())]
+    #[error("table {} uses the Delta reader feature {}, which tinydelta does not implement; read it with a Delta engine (delta-rs, Spark)", table.display(), crate::util::quote::quoted(feature))]
     UnsupportedFeature {
         /// Table root.
         table: PathBuf,
@@ -152,7 +152,7 @@ pub enum Error {
 
     /// A write to a table whose data files are not tinydelta's JSONL (`metaData.format.provider`
     /// is not `json`, e.g. `parquet` for tables made by delta-rs or Spark): read-only for tinydelta.
-    #[error("table {} keeps its data in {provider} files (metaData.format.provider is {provider:?}): tinydelta reads it but writes no JSONL into it, so {operation} is refused; write with a Delta engine (delta-rs, Spark)", table.display())]
+    #[error("table {} keeps its data in {} files (metaData.format.provider is {}): tinydelta reads it but writes no JSONL into it, so {operation} is refused; write with a Delta engine (delta-rs, Spark)", table.display(), crate::util::quote::shortened(provider), crate::util::quote::quoted(provider))]
     ReadOnlyTable {
         /// Table root.
         table: PathBuf,

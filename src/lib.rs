@@ -60,6 +60,11 @@ pub mod diagnose {
     pub use crate::format::diagnose::{DEFAULT_MAX_ERRORS, Diagnosis, Input, Rejects, SkipLines, count, scan};
 }
 
+/// Quoting input in messages, cut to a short excerpt (docs/CLI.md "Input rules").
+pub mod quote {
+    pub use crate::util::quote::{QUOTED_BYTES, quoted};
+}
+
 /// Time expressions (`--as-of`, `at/`), the RFC 3339 form commit times are shown in, the clock.
 pub mod time {
     pub use crate::util::time::{ACCEPTED, now_ms, parse, rfc3339_ms, shown_ms};

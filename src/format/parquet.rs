@@ -26,6 +26,7 @@ use crate::format::actions::Action;
 use crate::error::{Error, Result};
 use crate::format::rows::decimal;
 use crate::format::schema::{ColumnType, Schema};
+use crate::util::quote::quoted;
 
 /// Rows per Arrow batch while converting.
 const BATCH_ROWS: usize = 8192;
@@ -44,8 +45,79 @@ fn corrupt(path: &Path, reason: impl Into<String>) -> Error {
 }
 
 fn open_reader(file: File, path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>> {
-    ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| corrupt(path, format!("data file is not readable Parquet: {e}")))
+    let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| corrupt(path, format!("data file is not readable Parquet: {e}")))?;
+    check_footer(builder.metadata(), len).map_err(|why| corrupt(path, format!("damaged Parquet footer: {why}")))?;
+    Ok(builder)
+}
+
+/// The footer's numbers that the decoder trusts, checked against the file before any decoding
+/// (docs/FORMAT.md "Parquet data files"): row counts not negative, and every column chunk's
+/// start (its dictionary page, else its first data page) and compressed length not negative and
+/// within the file's `len` bytes (the parquet crate panics on a negative one).
+fn check_footer(meta: &parquet::file::metadata::ParquetMetaData, len: u64) -> std::result::Result<(), String> {
+    if meta.file_metadata().num_rows() < 0 {
+        return Err(format!("{} rows", meta.file_metadata().num_rows()));
+    }
+    for (g, group) in meta.row_groups().iter().enumerate() {
+        if group.num_rows() < 0 {
+            return Err(format!("row group {g} has {} rows", group.num_rows()));
+        }
+        for (c, chunk) in group.columns().iter().enumerate() {
+            let start = chunk.dictionary_page_offset().unwrap_or(chunk.data_page_offset());
+            let size = chunk.compressed_size();
+            let within = u64::try_from(start)
+                .ok()
+                .zip(u64::try_from(size).ok())
+                .and_then(|(a, n)| a.checked_add(n))
+                .is_some_and(|end| end <= len);
+            if !within || chunk.data_page_offset() < 0 {
+                return Err(format!(
+                    "row group {g}, column chunk {c}: {size} bytes at offset {start}, outside the file of {len} bytes"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+thread_local! {
+    /// Whether this thread is in [`contained`]: its panics are returned, not printed.
+    static CONTAINED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `decode` (the decoding of the one Parquet file at `path`) so that a panic in the decoder
+/// (the parquet and arrow crates assert on some damaged files) becomes [`Error::Corrupt`] naming
+/// the file, never the end of the process (docs/FORMAT.md "Parquet data files"). The panic is not
+/// printed: the error says it.
+pub fn contained<T>(path: &Path, decode: impl FnOnce() -> Result<T>) -> Result<T> {
+    static QUIET_HOOK: std::sync::Once = std::sync::Once::new();
+    QUIET_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !CONTAINED.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    let was = CONTAINED.with(|c| c.replace(true));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(decode));
+    CONTAINED.with(|c| c.set(was));
+    r.unwrap_or_else(|payload| {
+        let why = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into());
+        Err(corrupt(
+            path,
+            format!(
+                "the Parquet decoder failed on it ({}); the file is damaged",
+                crate::util::quote::shortened(&why)
+            ),
+        ))
+    })
 }
 
 /// Write the rows of the Parquet data file `file` (at `path`, for messages) to `out` as
@@ -93,7 +165,7 @@ pub fn write_jsonl(
             Some((_, None)) => Some(b"null".to_vec()),
             Some((_, Some(s))) => Some(
                 partition_json(&c.ty, s)
-                    .map_err(|why| corrupt(path, format!("partition value of column {:?}: {why}", c.name)))?,
+                    .map_err(|why| corrupt(path, format!("partition value of column {}: {why}", quoted(&c.name))))?,
             ),
         });
     }
@@ -111,7 +183,7 @@ pub fn write_jsonl(
                     (Some(v), _) => line.extend_from_slice(v),
                     (None, None) => line.extend_from_slice(b"null"),
                     (None, Some(a)) => value_json(a, r, &c.ty, &mut line).map_err(|why| {
-                        corrupt(path, format!("row {}, column {:?}: {why}", rows + r as u64 + 1, c.name))
+                        corrupt(path, format!("row {}, column {}: {why}", rows + r as u64 + 1, quoted(&c.name)))
                     })?,
                 }
                 // A NOT NULL column holds no null, whatever the file format (as JSONL data).
@@ -119,9 +191,9 @@ pub fn write_jsonl(
                     return Err(corrupt(
                         path,
                         format!(
-                            "row {}, column {:?}: null value for a NOT NULL column",
+                            "row {}, column {}: null value for a NOT NULL column",
                             rows + r as u64 + 1,
-                            c.name
+                            quoted(&c.name)
                         ),
                     ));
                 }
@@ -168,7 +240,7 @@ fn batch_columns<'a>(batch: &'a RecordBatch, schema: &Schema, fixed: &[Option<Ve
 
 /// A partition value (Delta PROTOCOL "Partition Value Serialization") as canonical JSON of `ty`.
 fn partition_json(ty: &ColumnType, s: &str) -> std::result::Result<Vec<u8>, String> {
-    let bad = || format!("{s:?} is not a {ty}");
+    let bad = || format!("{} is not a {ty}", quoted(s));
     let mut out = Vec::new();
     match ty {
         // An empty value is null for every type, strings included (PROTOCOL "Partition Value

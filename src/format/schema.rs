@@ -7,6 +7,7 @@ use std::fmt;
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
+use crate::util::quote::quoted;
 
 /// A column's type (docs/FORMAT.md "Column types" lists each with its Delta type, canonical
 /// JSON and statistics).
@@ -266,14 +267,14 @@ fn fields_from_delta(v: &Value, depth: usize) -> std::result::Result<Vec<Column>
             .ok_or("struct field without a \"name\" string")?;
         let ty = f
             .get("type")
-            .ok_or_else(|| format!("field {:?} has no type", cut(name)))
+            .ok_or_else(|| format!("field {} has no type", quoted(name)))
             .and_then(|t| ColumnType::from_delta(t, depth))
-            .map_err(|why| format!("column {:?}: {why}", cut(name)))?;
+            .map_err(|why| format!("column {}: {why}", quoted(name)))?;
         let nullable = match f.get("nullable") {
             None => true,
             Some(b) => b
                 .as_bool()
-                .ok_or_else(|| format!("column {:?}: \"nullable\" is not true or false", cut(name)))?,
+                .ok_or_else(|| format!("column {}: \"nullable\" is not true or false", quoted(name)))?,
         };
         out.push(Column {
             name: name.to_string(),
@@ -284,24 +285,12 @@ fn fields_from_delta(v: &Value, depth: usize) -> std::result::Result<Vec<Column>
     // As `create` refuses it (docs/FORMAT.md "Schema evolution"): a row cannot hold both.
     if let Some((d, c)) = first_duplicate(&out) {
         return Err(format!(
-            "columns {:?} and {:?} have the same name regardless of case (Delta column names are case-insensitive)",
-            cut(d),
-            cut(c)
+            "columns {} and {} have the same name regardless of case (Delta column names are case-insensitive)",
+            quoted(d),
+            quoted(c)
         ));
     }
     Ok(out)
-}
-
-/// A name as messages quote it: at most 200 bytes, cut at a character boundary.
-fn cut(s: &str) -> String {
-    if s.len() <= 200 {
-        return s.to_string();
-    }
-    let mut end = 200;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}... ({} bytes)", &s[..end], s.len())
 }
 
 /// One column: name, type, nullability.
@@ -343,7 +332,7 @@ struct TypeParser<'a> {
 impl<'a> TypeParser<'a> {
     fn err(&self, at: usize, why: impl fmt::Display) -> Error {
         let col = self.spec[..(self.base + at).min(self.spec.len())].chars().count() + 1;
-        Error::InvalidArgument(format!("column spec {:?}, character {col}: {why}", cut(self.spec)))
+        Error::InvalidArgument(format!("column spec {}, character {col}: {why}", quoted(self.spec)))
     }
 
     fn skip_ws(&mut self) {
@@ -451,7 +440,7 @@ impl<'a> TypeParser<'a> {
                         return Err(self.err(name_at, "expected a field name"));
                     }
                     if fields.iter().any(|f| f.name.eq_ignore_ascii_case(name)) {
-                        return Err(self.err(name_at, format!("field {name:?} is named twice (names are case-insensitive)")));
+                        return Err(self.err(name_at, format!("field {} is named twice (names are case-insensitive)", quoted(name))));
                     }
                     self.expect(':')?;
                     let e = self.element(depth + 1)?;
@@ -468,7 +457,7 @@ impl<'a> TypeParser<'a> {
                 ColumnType::Struct(fields)
             }
             "" => return Err(self.err(start, format!("expected a type ({TYPE_NAMES})"))),
-            other => return Err(self.err(start, format!("unknown type {:?} (types: {TYPE_NAMES})", cut(other)))),
+            other => return Err(self.err(start, format!("unknown type {} (types: {TYPE_NAMES})", quoted(other)))),
         })
     }
 }
@@ -510,9 +499,9 @@ impl Schema {
         for spec in specs {
             let (name, ty) = spec
                 .split_once(':')
-                .ok_or_else(|| Error::InvalidArgument(format!("column spec {:?} is not NAME:TYPE", cut(spec))))?;
+                .ok_or_else(|| Error::InvalidArgument(format!("column spec {} is not NAME:TYPE", quoted(spec))))?;
             if name.is_empty() {
-                return Err(Error::InvalidArgument(format!("column spec {:?} has an empty name", cut(spec))));
+                return Err(Error::InvalidArgument(format!("column spec {} has an empty name", quoted(spec))));
             }
             let mut p = TypeParser {
                 s: ty,
@@ -523,16 +512,16 @@ impl Schema {
             let e = p.element(1)?;
             p.skip_ws();
             if p.at < ty.len() {
-                return Err(p.err(p.at, format!("unexpected {:?} after the type", cut(&ty[p.at..]))));
+                return Err(p.err(p.at, format!("unexpected {} after the type", quoted(&ty[p.at..]))));
             }
             if let Some(c) = seen.get(&name.to_lowercase()).map(|&i| &columns[i]) {
                 return Err(Error::InvalidArgument(if c.name == name {
-                    format!("column {:?} is named twice", cut(name))
+                    format!("column {} is named twice", quoted(name))
                 } else {
                     format!(
-                        "columns {:?} and {:?} differ only in case; Delta column names are case-insensitive",
-                        cut(&c.name),
-                        cut(name)
+                        "columns {} and {} differ only in case; Delta column names are case-insensitive",
+                        quoted(&c.name),
+                        quoted(name)
                     )
                 }));
             }
@@ -553,16 +542,16 @@ impl Schema {
         for c in &self.columns {
             if let Some(r) = RESERVED_NAMES.iter().find(|r| r.eq_ignore_ascii_case(&c.name)) {
                 return Err(Error::InvalidArgument(format!(
-                    "column name {:?} is reserved for the change feed ({r}); choose another name",
-                    cut(&c.name)
+                    "column name {} is reserved for the change feed ({r}); choose another name",
+                    quoted(&c.name)
                 )));
             }
         }
         if let Some((d, c)) = first_duplicate(&self.columns) {
             return Err(Error::InvalidArgument(format!(
-                "columns {:?} and {:?} have the same name regardless of case; Delta column names are case-insensitive",
-                cut(d),
-                cut(c)
+                "columns {} and {} have the same name regardless of case; Delta column names are case-insensitive",
+                quoted(d),
+                quoted(c)
             )));
         }
         Ok(())

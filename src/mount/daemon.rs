@@ -89,7 +89,10 @@ pub fn apply_options(args: &mut MountArgs, opts: &str) -> Result<(), StartError>
             _ => {
                 return Err(StartError::new(
                     2,
-                    format!("unknown mount option {o:?} (known: allow_other, allow_root, default_permissions)"),
+                    format!(
+                        "unknown mount option {} (known: allow_other, allow_root, default_permissions)",
+                        crate::util::quote::quoted(o)
+                    ),
                 ));
             }
         }

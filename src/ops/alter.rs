@@ -25,12 +25,12 @@ pub fn add_column(table: &Table, spec: &str, opts: &WriteOptions) -> Result<u64>
     table.check_writable_as(&snap, "alter")?;
     let added = Schema::parse_cli(&[spec.to_string()])?;
     let Some(col) = added.columns.into_iter().next() else {
-        return Err(Error::InvalidArgument(format!("{spec:?} is not NAME:TYPE")));
+        return Err(Error::InvalidArgument(format!("{} is not NAME:TYPE", crate::util::quote::quoted(spec))));
     };
     if !col.nullable {
         return Err(Error::InvalidArgument(format!(
-            "column {:?}: an added column must be nullable (Delta: rows written before have no value for it); drop the `!`",
-            col.name
+            "column {}: an added column must be nullable (Delta: rows written before have no value for it); drop the `!`",
+            crate::util::quote::quoted(&col.name)
         )));
     }
     if let Some(old) = snap
@@ -41,13 +41,13 @@ pub fn add_column(table: &Table, spec: &str, opts: &WriteOptions) -> Result<u64>
     {
         return Err(Error::InvalidArgument(if old.ty == col.ty {
             format!(
-                "column {:?} already exists (column names are case-insensitive)",
-                old.name
+                "column {} already exists (column names are case-insensitive)",
+                crate::util::quote::quoted(&old.name)
             )
         } else {
             format!(
-                "column {:?} already exists as {}: changing a column's type is not supported (Delta allows only adding nullable columns here)",
-                old.name,
+                "column {} already exists as {}: changing a column's type is not supported (Delta allows only adding nullable columns here)",
+                crate::util::quote::quoted(&old.name),
                 old.ty
             )
         }));

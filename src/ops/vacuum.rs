@@ -105,7 +105,8 @@ pub fn table_retention(metadata: &Metadata) -> Result<Duration> {
         None => Ok(DEFAULT_DELETED_FILE_RETENTION),
         Some(v) => parse_interval(v).ok_or_else(|| {
             Error::InvalidArgument(format!(
-                "table property {RETENTION_PROPERTY} = {v:?} is not an interval like \"interval 7 days\""
+                "table property {RETENTION_PROPERTY} = {} is not an interval like \"interval 7 days\"",
+                crate::util::quote::quoted(v)
             ))
         }),
     }

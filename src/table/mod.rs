@@ -753,7 +753,8 @@ impl Table {
         for name in self.delta_checkpoint_files(version)? {
             let path = self.log_dir.join(&name);
             let file = self.log.open_file(&name)?;
-            for mut a in crate::format::parquet::read_checkpoint(file, &path)? {
+            let read = crate::format::parquet::contained(&path, || crate::format::parquet::read_checkpoint(file, &path))?;
+            for mut a in read {
                 for p in [
                     a.add.as_mut().map(|a| &mut a.path),
                     a.remove.as_mut().map(|r| &mut r.path),
@@ -766,7 +767,7 @@ impl Table {
                         _ => {
                             return Err(Error::Corrupt {
                                 path,
-                                reason: format!("path {p:?} is not a relative path inside the table"),
+                                reason: format!("path {} is not a relative path inside the table", crate::util::quote::quoted(p)),
                             });
                         }
                     }

@@ -286,11 +286,13 @@ fn convert(
 ) -> Result<u64> {
     let data_path = root.join(&file.path);
     let src = source.try_clone().map_err(|e| Error::io("open", &data_path, e))?;
-    let rows =
-        crate::format::parquet::write_jsonl(src, &data_path, schema, &file.partition_values, out).map_err(|e| match e {
-            Error::Io { op, source, .. } => Error::io(op, out_path, source),
-            e => e,
-        })?;
+    let rows = crate::format::parquet::contained(&data_path, || {
+        crate::format::parquet::write_jsonl(src, &data_path, schema, &file.partition_values, out)
+    })
+    .map_err(|e| match e {
+        Error::Io { op, source, .. } => Error::io(op, out_path, source),
+        e => e,
+    })?;
     if file.has_stats && rows != file.num_records {
         return Err(Error::Corrupt {
             path: data_path,

@@ -2,5 +2,6 @@
 
 pub mod lru;
 pub mod pool;
+pub mod quote;
 pub mod sync;
 pub mod time;

@@ -13,6 +13,7 @@
 //!   `day(s)`, `week(s)`; a space before the unit is allowed): `30m ago`, `2h ago`, `1d ago`.
 
 use chrono::{DateTime, Local, LocalResult, NaiveDate, NaiveDateTime, NaiveTime, TimeZone};
+use crate::util::quote::quoted;
 
 /// Wall-clock ms since the Unix epoch (0 if the clock is before it).
 pub fn now_ms() -> i64 {
@@ -46,7 +47,7 @@ or a relative time (now, 30m ago, 2h ago, 1d ago)";
 /// Parse `s` into ms since the epoch; `now_ms` is the present (for relative forms). Errors: one
 /// sentence saying what is wrong, followed by [`ACCEPTED`].
 pub fn parse(s: &str, now_ms: i64) -> Result<i64, String> {
-    parse_inner(s.trim(), now_ms).map_err(|why| format!("{s:?} is not a time: {why}; {ACCEPTED}"))
+    parse_inner(s.trim(), now_ms).map_err(|why| format!("{} is not a time: {why}; {ACCEPTED}", quoted(s)))
 }
 
 fn parse_inner(s: &str, now_ms: i64) -> Result<i64, String> {
@@ -65,7 +66,7 @@ fn parse_inner(s: &str, now_ms: i64) -> Result<i64, String> {
     // Date part.
     let date_len = s.find(['T', 't', ' ']).unwrap_or(s.len());
     let date = NaiveDate::parse_from_str(&s[..date_len], "%Y-%m-%d")
-        .map_err(|e| format!("the date {:?} is not YYYY-MM-DD ({e})", &s[..date_len]))?;
+        .map_err(|e| format!("the date {} is not YYYY-MM-DD ({e})", quoted(&s[..date_len])))?;
     if date_len == s.len() {
         return local(date.and_time(NaiveTime::MIN), s);
     }
@@ -81,7 +82,7 @@ fn parse_inner(s: &str, now_ms: i64) -> Result<i64, String> {
     let t = ["%H:%M:%S%.f", "%H:%M"]
         .iter()
         .find_map(|f| NaiveTime::parse_from_str(time.trim_end(), f).ok())
-        .ok_or_else(|| format!("the time of day {time:?} is not HH:MM, HH:MM:SS or HH:MM:SS.fff"))?;
+        .ok_or_else(|| format!("the time of day {} is not HH:MM, HH:MM:SS or HH:MM:SS.fff", quoted(time)))?;
     let naive = date.and_time(t);
     match zone {
         None => local(naive, s),
@@ -90,7 +91,7 @@ fn parse_inner(s: &str, now_ms: i64) -> Result<i64, String> {
             let full = format!("{}T{}{z}", date.format("%Y-%m-%d"), t.format("%H:%M:%S%.f"));
             DateTime::parse_from_rfc3339(&full)
                 .map(|d| d.timestamp_millis())
-                .map_err(|_| format!("the zone {z:?} is not Z or +HH:MM / -HH:MM"))
+                .map_err(|_| format!("the zone {} is not Z or +HH:MM / -HH:MM", quoted(z)))
         }
     }
 }
@@ -111,11 +112,11 @@ fn local(naive: NaiveDateTime, s: &str) -> Result<i64, String> {
 fn relative(rel: &str, now_ms: i64) -> Result<i64, String> {
     let digits = rel.bytes().take_while(u8::is_ascii_digit).count();
     if digits == 0 {
-        return Err(format!("{rel:?} before \"ago\" does not start with a number"));
+        return Err(format!("{} before \"ago\" does not start with a number", quoted(rel)));
     }
     let n: i64 = rel[..digits]
         .parse()
-        .map_err(|_| format!("{:?} is too large", &rel[..digits]))?;
+        .map_err(|_| format!("{} is too large", quoted(&rel[..digits])))?;
     let unit = rel[digits..].trim();
     let ms: i64 = match unit {
         "s" | "sec" | "secs" | "second" | "seconds" => 1000,
@@ -123,7 +124,7 @@ fn relative(rel: &str, now_ms: i64) -> Result<i64, String> {
         "h" | "hour" | "hours" => 3_600_000,
         "d" | "day" | "days" => 86_400_000,
         "w" | "week" | "weeks" => 604_800_000,
-        _ => return Err(format!("the unit {unit:?} is not s, m, h, d or w")),
+        _ => return Err(format!("the unit {} is not s, m, h, d or w", quoted(unit))),
     };
     n.checked_mul(ms)
         .and_then(|d| now_ms.checked_sub(d))

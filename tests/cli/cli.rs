@@ -765,4 +765,40 @@ fn the_line_limit_is_16_mib_and_max_line_bytes_changes_it() {
     );
     assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(t.latest(), 2);
+
+/// A 10 MB key, an unknown column, is quoted only up to about 200 bytes, with its length: the
+/// error on stderr and the `--rejects` errors file stay short (docs/CLI.md "Input rules").
+#[test]
+fn a_huge_key_is_quoted_short() {
+    let t = T::new();
+    let key = "k".repeat(10_000_000);
+    let row = format!("{{\"id\":1,\"{key}\":1}}\n");
+    fs::write(t.path("in.jsonl"), &row).unwrap();
+    let out = t.td(&["append", "t", "--file", "in.jsonl", "--rejects", "rej.jsonl"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{}", &err[..err.len().min(500)]);
+    let quoted = format!("column \"{}...\" (10000000 bytes in all)", &key[..200]);
+    assert!(err.contains(&quoted), "{}", &err[..err.len().min(500)]);
+    assert!(err.len() < 2000, "stderr is {} bytes", err.len());
+    let errors = fs::read(t.path("rej.jsonl.errors")).unwrap_or_default();
+    assert!(errors.len() < 2000, "the errors file is {} bytes", errors.len());
+    // The rejected line itself is kept whole in the rejects file.
+    assert_eq!(fs::read(t.path("rej.jsonl")).unwrap(), row.as_bytes());
+}
+
+/// `--rejects` with one line, and that line bad: the bad line and "every line is bad", exit 5
+/// (it was an index out of bounds, exit 101, when the report had no count line to replace).
+#[test]
+fn rejects_of_a_single_bad_line() {
+    let t = T::new();
+    fs::write(t.path("in.jsonl"), "{\"x\":1}\n").unwrap();
+    let out = t.td(&["append", "t", "--file", "in.jsonl", "--rejects", "rej.jsonl"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(err.contains("in.jsonl: line 1, column \"x\": unknown column"), "{err}");
+    assert!(
+        err.contains("in.jsonl: every line is bad (1 bad line, written to rej.jsonl"),
+        "{err}"
+    );
+    assert_eq!(fs::read(t.path("rej.jsonl")).unwrap(), b"{\"x\":1}\n");
 }

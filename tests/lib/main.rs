@@ -15,4 +15,5 @@ mod support;
 
 mod doc_citations;
 mod facade;
+mod fuzz_regressions;
 mod incoming_model;

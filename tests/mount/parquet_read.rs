@@ -731,3 +731,72 @@ open(p, "w").write("\n".join(out) + "\n")
     assert_ne!(code, 0, "check --deep called it whole: {said}");
     assert!(said.contains("NOT NULL") && said.contains("row 1"), "{said}");
 }
+
+/// The start of the first column chunk of `bytes` (a Parquet file) as its footer says, if the
+/// footer parses.
+fn first_chunk_start(bytes: &[u8], scratch: &Path) -> Option<i64> {
+    fs::write(scratch, bytes).unwrap();
+    let file = fs::File::open(scratch).unwrap();
+    let meta = parquet::file::metadata::ParquetMetaDataReader::new()
+        .parse_and_finish(&file)
+        .ok()?;
+    let c = meta.row_groups().first()?.columns().first()?;
+    Some(c.dictionary_page_offset().unwrap_or(c.data_page_offset()))
+}
+
+/// `good` with one footer byte changed so that the footer still parses but its first column
+/// chunk starts at a negative offset (the sign of a zigzag varint flipped).
+fn negative_chunk_start(good: &[u8], scratch: &Path) -> Vec<u8> {
+    let n = good.len();
+    let footer = u32::from_le_bytes(good[n - 8..n - 4].try_into().unwrap()) as usize;
+    for i in n - 8 - footer..n - 8 {
+        let mut bad = good.to_vec();
+        bad[i] ^= 1;
+        if first_chunk_start(&bad, scratch).is_some_and(|s| s < 0) {
+            return bad;
+        }
+    }
+    panic!("no footer byte makes the first column chunk start negative");
+}
+
+/// A Parquet data file whose footer puts a column chunk at a negative offset is an error naming
+/// the file (exit 1; the parquet crate used to panic, exit 101), and EIO in the mount, whose
+/// daemon lives on (docs/FORMAT.md "Parquet data files").
+#[test]
+fn a_negative_column_chunk_offset_is_an_error_not_a_panic() {
+    let f = fixture();
+    f.td(&["create", &f.t(), "id:int!", "s:str"]);
+    let rows = f.dir.path().join("rows.jsonl");
+    fs::write(&rows, "{\"id\":1,\"s\":\"a\"}\n{\"id\":2,\"s\":\"b\"}\n").unwrap();
+    f.td(&["append", &f.t(), "--file", rows.to_str().unwrap()]);
+    // An exported table: a Delta table with Parquet data files, which tinydelta reads and mounts.
+    let dest = f.dir.path().join("exported");
+    f.td(&["export", &f.t(), dest.to_str().unwrap()]);
+    let data = fs::read_dir(&dest)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .expect("a Parquet data file in the export");
+    let name = data.file_name().unwrap().to_string_lossy().into_owned();
+    let good = fs::read(&data).unwrap();
+    let bad = negative_chunk_start(&good, &f.dir.path().join("scratch.parquet"));
+    fs::write(&data, &bad).unwrap();
+    let d = dest.to_str().unwrap();
+    let (code, out, err) = td_any(&["read", d]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty(), "printed rows of a damaged file");
+    assert!(err.contains(&name) && err.contains("outside the file"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let g = Fixture {
+        dir: tempfile::tempdir().unwrap(),
+        table: dest.clone(),
+        mnt: f.mnt.clone(),
+    };
+    let m = g.mount();
+    let e = fs::read(g.m("latest/data.jsonl")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO));
+    assert!(alive(m.pid), "the daemon died of a damaged Parquet file");
+    assert!(fs::read_dir(g.m("v")).is_ok());
+    fs::write(&data, &good).unwrap();
+    assert_eq!(lines(&f.td(&["read", d])).len(), 2);
+}

@@ -424,10 +424,17 @@ fn write_rows(
     if d.good == 0 && d.total > 0 {
         let mut lines = d.report(more);
         let at = d.listed.len();
-        lines[at] = format!(
+        let every = format!(
             "{name}: every line is bad ({}, written to {shown}, their errors to {errors_shown}); nothing was committed",
             diagnose::count(d.total, "bad line", "bad lines")
         );
+        // The report has a count line (replaced by this one) only for more than one bad line or
+        // when not every bad line is listed.
+        if d.total > 1 || (at as u64) < d.total {
+            lines[at] = every;
+        } else {
+            lines.insert(at, every);
+        }
         report(&lines);
         return Err(Fail::Reported(5));
     }
@@ -541,7 +548,8 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                         .filter(|(a, v)| !a.is_empty() && *v >= 0)
                         .ok_or_else(|| {
                             Error::InvalidArgument(format!(
-                                "--txn {txn:?} is not APP_ID:VERSION (a non-empty id and a version from 0), e.g. etl:5"
+                                "--txn {} is not APP_ID:VERSION (a non-empty id and a version from 0), e.g. etl:5",
+                                tinydelta::quote::quoted(&txn)
                             ))
                         })
                 })
@@ -871,7 +879,8 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             }
             AlterCmd::DropColumn { name } => {
                 return Err(Error::InvalidArgument(format!(
-                    "cannot drop column {name:?}: tinydelta only adds nullable columns (dropping needs Delta column mapping)"
+                    "cannot drop column {}: tinydelta only adds nullable columns (dropping needs Delta column mapping)",
+                    tinydelta::quote::quoted(&name)
                 ))
                 .into());
             }
@@ -884,7 +893,10 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             let t = Table::open(&table)?;
             let target = match target_size {
                 Some(s) => tinydelta::optimize::parse_size(&s).ok_or_else(|| {
-                    Error::InvalidArgument(format!("--target-size {s:?} is not a size like 128MiB, 1GiB or 65536"))
+                    Error::InvalidArgument(format!(
+                        "--target-size {} is not a size like 128MiB, 1GiB or 65536",
+                        tinydelta::quote::quoted(&s)
+                    ))
                 })?,
                 None => tinydelta::optimize::DEFAULT_TARGET_SIZE,
             };
@@ -979,7 +991,8 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 d.map(|d| {
                     humantime::parse_duration(&d).map_err(|e| {
                         Error::InvalidArgument(format!(
-                            "{flag} {d:?} is not a duration: write a number and a unit, e.g. 0s, 30m, 1h, 7d or 2weeks ({e})"
+                            "{flag} {} is not a duration: write a number and a unit, e.g. 0s, 30m, 1h, 7d or 2weeks ({e})",
+                            tinydelta::quote::quoted(&d)
                         ))
                     })
                 })

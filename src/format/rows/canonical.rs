@@ -73,6 +73,8 @@ pub(super) struct Canonicalizer<'s> {
     pub(super) last: Vec<LastValue>,
     /// The null columns of the row [`Canonicalizer::canonical`] is checking.
     pub(super) row_nulls: Vec<usize>,
+    /// The value of a string with escapes that [`Canonicalizer::canonical`] is checking.
+    pub(super) unescaped: Vec<u8>,
     pub(super) stats: FileStats,
     /// Line ends (`\n`) the last [`Canonicalizer::chunk_into`] went through.
     pub(super) lines: u64,
@@ -178,6 +180,7 @@ impl<'s> Canonicalizer<'s> {
             acc: vec![FastAcc::default(); n],
             last: vec![LastValue::default(); n],
             row_nulls: Vec::with_capacity(n),
+            unescaped: Vec::new(),
             stats: FileStats {
                 columns: ColumnStats::for_schema(schema),
                 ..FileStats::default()
@@ -299,7 +302,17 @@ impl<'s> Canonicalizer<'s> {
                         return None;
                     }
                     let s = i + 1;
-                    let e = string_end(b, s)?;
+                    let Some(e) = string_end(b, s) else {
+                        // A string with escapes is canonical when each is the one serde_json
+                        // writes (docs/CLI.md "Input rules"); no date or timestamp holds one.
+                        if col.ty != ColumnType::Str {
+                            return None;
+                        }
+                        let e = escaped_string_end(b, s, &mut self.unescaped)?;
+                        update_str_stat(&mut self.stats.columns[ci], &self.unescaped);
+                        i = e + 1;
+                        continue;
+                    };
                     i = e + 1;
                     let sb = &b[s..e];
                     match col.ty {
@@ -582,7 +595,7 @@ impl<'s> Canonicalizer<'s> {
                     Ok(()) => {}
                     // A schema column is quoted ("year"); a bare number is a character position.
                     Err(Rejection::Column(col, reason)) => {
-                        let quoted = serde_json::to_string(&col).unwrap_or(col);
+                        let quoted = crate::util::quote::json_quoted(&col);
                         return Err((line_no, quoted, excerpt(&reason)));
                     }
                     Err(Rejection::At(pos, reason)) => {

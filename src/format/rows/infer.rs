@@ -124,7 +124,10 @@ fn shape_of(raw: &str, depth: usize, line: u64) -> Shape {
             } else {
                 match raw.parse::<i64>() {
                     Ok(v) => Shape::Int(v.unsigned_abs()),
-                    Err(_) => Shape::Json(format!("holds the integer {raw}, beyond 64 bits")),
+                    Err(_) => Shape::Json(format!(
+                        "holds the integer {}, beyond 64 bits",
+                        crate::util::quote::shortened(raw)
+                    )),
                 }
             }
         }
@@ -166,7 +169,7 @@ fn shape_of(raw: &str, depth: usize, line: u64) -> Shape {
 /// The column type of `shape`; a fallback to `json` adds a note naming `path`.
 fn to_type(shape: Shape, path: &str, notes: &mut Vec<String>) -> ColumnType {
     let mut fall_back = |why: &str| {
-        notes.push(format!("{path:?} is json: it {why}"));
+        notes.push(format!("{} is json: it {why}", crate::util::quote::quoted(path)));
         ColumnType::Json
     };
     match shape {
@@ -188,12 +191,16 @@ fn to_type(shape: Shape, path: &str, notes: &mut Vec<String>) -> ColumnType {
         Shape::Object(fields) => {
             // A field name the CLI syntax cannot spell would not survive the printed schema.
             if let Some((k, _)) = fields.iter().find(|(k, _)| k.is_empty() || k.contains([':', ',', '<', '>'])) {
-                return fall_back(&format!("has the field name {k:?}, which the schema syntax cannot spell"));
+                return fall_back(&format!(
+                    "has the field name {}, which the schema syntax cannot spell",
+                    crate::util::quote::quoted(k)
+                ));
             }
             let mut seen = std::collections::HashSet::new();
             if let Some((k, _)) = fields.iter().find(|(k, _)| !seen.insert(k.to_lowercase())) {
                 return fall_back(&format!(
-                    "has fields that differ only in case ({k:?}); Delta names are case-insensitive"
+                    "has fields that differ only in case ({}); Delta names are case-insensitive",
+                    crate::util::quote::quoted(k)
                 ));
             }
             ColumnType::Struct(

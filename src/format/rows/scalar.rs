@@ -119,6 +119,54 @@ pub(super) fn string_end(b: &[u8], s: usize) -> Option<usize> {
     }
 }
 
+/// The index of the `"` that ends the string value whose bytes start at `b[s]` (just after its
+/// opening quote) when it is written as serde_json writes it: valid UTF-8, no control
+/// character, and each escape the one serde_json chooses (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`,
+/// `\t`, `\u00xx` in lowercase hex for the other control characters, nothing else escaped).
+/// Its value goes to `value`. `None` for any other spelling (the general path decides).
+pub(super) fn escaped_string_end(b: &[u8], s: usize, value: &mut Vec<u8>) -> Option<usize> {
+    let hex = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    value.clear();
+    let mut j = s;
+    loop {
+        let plain = b.get(j..)?.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
+        value.extend_from_slice(&b[j..j + plain]);
+        j += plain;
+        match b[j] {
+            b'"' => break,
+            b'\\' => {
+                let (c, len) = match *b.get(j + 1)? {
+                    e @ (b'"' | b'\\') => (e, 2),
+                    b'b' => (0x08, 2),
+                    b't' => (b'\t', 2),
+                    b'n' => (b'\n', 2),
+                    b'f' => (0x0c, 2),
+                    b'r' => (b'\r', 2),
+                    b'u' => match b.get(j + 2..j + 6)? {
+                        [b'0', b'0', h @ (b'0' | b'1'), l] => {
+                            let c = (hex(*h)? << 4) | hex(*l)?;
+                            if matches!(c, 0x08 | b'\t' | b'\n' | 0x0c | b'\r') {
+                                return None;
+                            }
+                            (c, 6)
+                        }
+                        _ => return None,
+                    },
+                    _ => return None,
+                };
+                value.push(c);
+                j += len;
+            }
+            _ => return None,
+        }
+    }
+    std::str::from_utf8(value).is_ok().then_some(j)
+}
+
 /// Count the string (or date) value `b[s..e]` (UTF-8, checked) in a column's statistics: at
 /// most 8 bytes in `acc` as a word, longer ones in `st` ([`update_str_stat`]).
 #[inline]

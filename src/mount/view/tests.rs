@@ -495,6 +495,13 @@ fn only_writers_commit_and_notes_quote_a_short_excerpt() {
     );
     let note = lookup_path(&v, "incoming/big.jsonl.error").unwrap();
     assert!(note.size < 400, "{}", note.size);
+    // A 10 MB key: the note quotes about 200 bytes of it, and its length.
+    let key = format!("{{\"id\":1,\"{}\":1}}\n", "k".repeat(10_000_000));
+    assert_eq!(put(&v, "key.jsonl", key.as_bytes(), ME).unwrap_err().errno(), libc::EINVAL);
+    let note = lookup_path(&v, "incoming/key.jsonl.error").unwrap();
+    assert!(note.size < 600, "{}", note.size);
+    let text = String::from_utf8(read_all(&v, note.ino)).unwrap();
+    assert!(text.contains("...\" (10000000 bytes in all)"), "{text}");
     assert_eq!(note.perm, 0o400);
     assert_eq!(f.perm, 0o600);
 }

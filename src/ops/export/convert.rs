@@ -28,6 +28,7 @@ use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 
 use crate::error::{Error, IoContext, Result};
 use crate::format::schema::{ColumnType, Schema};
+use crate::util::quote::quoted;
 
 /// Rows per Arrow record batch handed to the Parquet writer (memory: one batch of builders).
 pub const BATCH_ROWS: usize = 8192;
@@ -198,8 +199,8 @@ impl Col {
     fn null(&mut self) -> std::result::Result<(), String> {
         if !self.nullable {
             return Err(format!(
-                "column {:?}: null or missing value for a NOT NULL column",
-                self.name
+                "column {}: null or missing value for a NOT NULL column",
+                quoted(&self.name)
             ));
         }
         self.nulls += 1;
@@ -215,7 +216,7 @@ impl Col {
     }
 
     fn mismatch(&self, found: &str) -> String {
-        format!("column {:?}: expected {}, found {found}", self.name, self.kind())
+        format!("column {}: expected {}, found {found}", quoted(&self.name), self.kind())
     }
 
     fn int(&mut self, v: i64) -> std::result::Result<(), String> {
@@ -236,12 +237,12 @@ impl Col {
     fn float(&mut self, v: f64) -> std::result::Result<(), String> {
         let Builder::Float(b) = &mut self.b else {
             return Err(match self.b {
-                Builder::Int(_) => format!("column {:?}: {v} is not an integer, but the column is int", self.name),
+                Builder::Int(_) => format!("column {}: {v} is not an integer, but the column is int", quoted(&self.name)),
                 _ => self.mismatch("number"),
             });
         };
         if !v.is_finite() {
-            return Err(format!("column {:?}: {v} is not a finite number", self.name));
+            return Err(format!("column {}: {v} is not a finite number", quoted(&self.name)));
         }
         b.append_value(v);
         let v = if v == 0.0 { 0.0 } else { v };
@@ -291,7 +292,7 @@ impl Col {
             }
             Builder::Date(b) => {
                 let days =
-                    parse_date(s).ok_or_else(|| format!("column {:?}: {s:?} is not a date (YYYY-MM-DD)", self.name))?;
+                    parse_date(s).ok_or_else(|| format!("column {}: {} is not a date (YYYY-MM-DD)", quoted(&self.name), quoted(s)))?;
                 b.append_value(days);
                 self.bounds = match self.bounds {
                     Bounds::Date(lo, hi) => Bounds::Date(lo.min(days), hi.max(days)),
@@ -307,7 +308,7 @@ impl Col {
                         let us = match chrono::DateTime::parse_from_rfc3339(s) {
                             Ok(t) => t.timestamp_micros(),
                             Err(_) => crate::format::rows::timestamp_ntz_us(s).ok_or_else(|| {
-                                format!("column {:?}: {s:?} is not an RFC 3339 timestamp", self.name)
+                                format!("column {}: {} is not an RFC 3339 timestamp", quoted(&self.name), quoted(s))
                             })?,
                         };
                         self.ts_cache = Some((s.to_string(), us));
@@ -401,7 +402,7 @@ impl<'de> Visitor<'de> for Row<'_> {
         while let Some(ci) = map.next_key_seed(Key { cols: self.cols, hint })? {
             let col = &mut self.cols[ci];
             if col.len() > row {
-                return Err(de::Error::custom(format!("column {:?}: duplicate key", col.name)));
+                return Err(de::Error::custom(format!("column {}: duplicate key", quoted(&col.name))));
             }
             map.next_value_seed(Value(col))?;
             hint = ci + 1;
@@ -435,7 +436,7 @@ impl<'de> Visitor<'de> for Key<'_> {
         self.cols
             .iter()
             .position(|c| c.name == k)
-            .ok_or_else(|| E::custom(format!("unknown column {k:?} (not in the table's schema)")))
+            .ok_or_else(|| E::custom(format!("unknown column {} (not in the table's schema)", quoted(k))))
     }
 }
 
@@ -465,8 +466,8 @@ impl<'de> Visitor<'de> for Value<'_> {
             Ok(v) => self.0.int(v),
             Err(_) if matches!(self.0.b, Builder::Float(_)) => self.0.float(v as f64),
             Err(_) => Err(format!(
-                "column {:?}: {v} is outside the 64-bit integer range",
-                self.0.name
+                "column {}: {v} is outside the 64-bit integer range",
+                quoted(&self.0.name)
             )),
         }
         .map_err(E::custom)

@@ -702,10 +702,10 @@ impl Dest {
             refused(
                 path,
                 format!(
-                    "its newest version {latest} was not written by tinydelta export (operation {:?}, engine {:?}): \
+                    "its newest version {latest} was not written by tinydelta export (operation {}, engine {}): \
                      another writer changed it since the last export",
-                    info.operation,
-                    info.engine_info.as_deref().unwrap_or("none")
+                    crate::util::quote::quoted(&info.operation),
+                    crate::util::quote::quoted(info.engine_info.as_deref().unwrap_or("none"))
                 ),
             )
         };
