@@ -740,3 +740,48 @@ fn a_partitioned_table_made_by_deltalake_is_exported_unpartitioned() {
     assert_eq!(types, ["long", "double", "string", "string"]);
     assert_readers_agree(&src, &dest, &all_versions(&src, 0..=5), true);
 }
+
+/// A DEST that is a symbolic link is refused and nothing is written through it; a DEST folder
+/// owned by another user inside a folder others can write (a trap in `/tmp`) is refused too
+/// (docs/EXPORT.md "Continuing and refusing"); the same folder in a private parent is used.
+#[test]
+fn export_refuses_a_symlinked_dest_and_another_users_dest_in_a_shared_folder() {
+    use std::os::unix::fs::PermissionsExt;
+    let src = TempTable::new(&["id:int"]);
+    td_in(&["append", &src.p()], b"{\"id\":1}\n").ok();
+    let target = src.dir.path().join("target");
+    std::fs::create_dir(&target).unwrap();
+    let link = src.dir.path().join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = export(&src, &link, &[]).code(1);
+    assert!(out.stderr.contains("symbolic link"), "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_dir(&target).unwrap().count(),
+        0,
+        "export wrote through the symlink"
+    );
+
+    let u = crate::support::user::test_user();
+    let shared = src.dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let trap = shared.join("dest");
+    std::fs::create_dir(&trap).unwrap();
+    std::os::unix::fs::chown(&trap, Some(u.uid), Some(u.gid)).unwrap();
+    let out = export(&src, &trap, &[]).code(1);
+    assert!(
+        out.stderr.contains(&format!("belongs to uid {}", u.uid)) && out.stderr.contains("others can write"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read_dir(&trap).unwrap().count(),
+        0,
+        "export wrote into the trap"
+    );
+
+    // The same folder in a parent only root can write: the operator chose it.
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+    export(&src, &trap, &[]).ok();
+    assert_eq!(td(&["read", trap.to_str().unwrap()]).ok().text(), "{\"id\":1}\n");
+}
