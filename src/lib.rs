@@ -102,6 +102,14 @@ pub mod export {
     pub use crate::ops::export::{Mode, Progress, Report, export};
 }
 
+/// Parquet data files read as JSONL: the bounds of their conversion (docs/FORMAT.md "Parquet
+/// data files").
+pub mod parquet {
+    pub use crate::table::parquet_cache::{
+        ConvertLimits, DEFAULT_MAX_CONVERT_BYTES, DEFAULT_MAX_CONVERT_RATIO, set_limits,
+    };
+}
+
 /// Failpoints for crash tests (docs/ARCHITECTURE.md): `TINYDELTA_FAILPOINT=name=action,...`.
 pub mod failpoint {
     pub use crate::sys::failpoint::hit;

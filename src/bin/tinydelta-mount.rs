@@ -43,6 +43,9 @@ fn main() {
         max_line_bytes: cli.max_line_bytes,
         max_open_staged: cli.max_open_staged,
         max_validate_bytes: cli.max_validate_bytes,
+        max_convert_ratio: cli.max_convert_ratio,
+        max_convert_bytes: cli.max_convert_bytes,
+        version_cache_bytes: cli.version_cache_bytes,
         no_passthrough: cli.no_passthrough,
         ..MountArgs::default()
     };

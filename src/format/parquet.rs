@@ -174,6 +174,12 @@ pub fn write_jsonl(
     for batch in reader {
         let batch = batch.map_err(|e| corrupt(path, format!("data file is not readable Parquet: {e}")))?;
         let cols = batch_columns(&batch, schema, &fixed);
+        // The keys of dictionary-encoded columns, once per batch (asked per value, they cost a
+        // pass over the batch each: quadratic in the batch size).
+        let keys: Vec<Option<Vec<usize>>> = cols
+            .iter()
+            .map(|c| c.and_then(|a| a.as_any_dictionary_opt()).map(|d| d.normalized_keys()))
+            .collect();
         for r in 0..batch.num_rows() {
             line.clear();
             for (ci, c) in schema.columns.iter().enumerate() {
@@ -182,7 +188,13 @@ pub fn write_jsonl(
                 match (&fixed[ci], cols[ci]) {
                     (Some(v), _) => line.extend_from_slice(v),
                     (None, None) => line.extend_from_slice(b"null"),
-                    (None, Some(a)) => value_json(a, r, &c.ty, &mut line).map_err(|why| {
+                    (None, Some(a)) => match (&keys[ci], a.as_any_dictionary_opt()) {
+                        (Some(k), Some(d)) if !a.is_null(r) && r < k.len() => {
+                            value_json(d.values().as_ref(), k[r], &c.ty, &mut line)
+                        }
+                        _ => value_json(a, r, &c.ty, &mut line),
+                    }
+                    .map_err(|why| {
                         corrupt(path, format!("row {}, column {}: {why}", rows + r as u64 + 1, quoted(&c.name)))
                     })?,
                 }

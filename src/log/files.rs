@@ -132,8 +132,10 @@ pub fn check_commit_size(path: &Path, version: u64, len: u64) -> Result<()> {
 /// safe paths; for tinydelta's own commits also a final newline and actions that agree with
 /// the counts their commitInfo records. `path` names the file in errors.
 ///
-/// Errors: [`Error::Corrupt`] from [`damaged`], naming the version.
-#[cfg(test)]
+/// Errors: [`Error::Corrupt`] from [`damaged`], naming the version. Holds every action of the
+/// commit: for tests and the fuzz targets (the `internal-api` feature); readers stream with
+/// [`scan_commit`].
+#[cfg(any(test, feature = "internal-api"))]
 pub fn parse_commit(version: u64, path: &Path, bytes: &[u8], mtime_ms: i64) -> Result<Commit> {
     let mut actions = Vec::new();
     let mut c = scan_commit(version, path, bytes, mtime_ms, |a| {

@@ -55,6 +55,12 @@ pub struct MountArgs {
     pub max_open_staged: Option<usize>,
     /// How many bytes one request may validate in `incoming/` (`--max-validate-bytes`).
     pub max_validate_bytes: Option<u64>,
+    /// The most JSONL bytes per byte of a Parquet data file (`--max-convert-ratio`).
+    pub max_convert_ratio: Option<u64>,
+    /// The most JSONL bytes of one Parquet data file (`--max-convert-bytes`).
+    pub max_convert_bytes: Option<u64>,
+    /// The most bytes the cache of version facts may hold (`--version-cache-bytes`).
+    pub version_cache_bytes: Option<u64>,
     /// Never use FUSE passthrough: every read goes through the daemon (docs/MOUNT.md
     /// "Passthrough").
     pub no_passthrough: bool,
@@ -152,6 +158,15 @@ fn background(args: MountArgs) -> i32 {
     if let Some(n) = args.max_validate_bytes {
         cmd.arg("--max-validate-bytes").arg(n.to_string());
     }
+    if let Some(n) = args.max_convert_ratio {
+        cmd.arg("--max-convert-ratio").arg(n.to_string());
+    }
+    if let Some(n) = args.max_convert_bytes {
+        cmd.arg("--max-convert-bytes").arg(n.to_string());
+    }
+    if let Some(n) = args.version_cache_bytes {
+        cmd.arg("--version-cache-bytes").arg(n.to_string());
+    }
     if args.no_passthrough {
         cmd.arg("--no-passthrough");
     }
@@ -213,22 +228,46 @@ fn background(args: MountArgs) -> i32 {
 
 /// Open (create, append to) the daemon's log file. The last component is never followed if it
 /// is a symlink (`O_NOFOLLOW`): a daemon started by root must not append to whatever file
-/// someone else's link points at (docs/SECURITY.md "What holds"). Created files are 0600.
+/// someone else's link points at; the open never blocks (`O_NONBLOCK`: a FIFO with no reader
+/// is refused at once); and the file must be a regular file owned by the effective uid and not
+/// writable by group or others, so another user's pre-created file never receives the log
+/// (docs/SECURITY.md "What holds"). Created files are 0600.
 fn open_log_file(path: &Path) -> Result<File, String> {
     use std::os::unix::fs::OpenOptionsExt;
     let f = OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
         .map_err(|e| match e.raw_os_error() {
             Some(libc::ELOOP) => format!(
                 "log file {} is a symbolic link; tinydelta-mount does not follow it (name the file itself)",
                 path.display()
             ),
+            Some(libc::ENXIO) => format!(
+                "log file {} is not a regular file (a FIFO with no reader); name a regular file",
+                path.display()
+            ),
             _ => format!("cannot open log file {}: {e}", path.display()),
         })?;
+    let st = rustix::fs::fstat(&f).map_err(|e| format!("cannot stat log file {}: {e}", path.display()))?;
+    let me = rustix::process::geteuid().as_raw();
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        return Err(format!("log file {} is not a regular file; name a regular file", path.display()));
+    }
+    if st.st_uid != me || st.st_mode & 0o022 != 0 {
+        return Err(format!(
+            "log file {} belongs to uid {} with mode {:o}; tinydelta-mount writes only to a file of its own \
+             (uid {me}) that group and others cannot write",
+            path.display(),
+            st.st_uid,
+            st.st_mode & 0o7777
+        ));
+    }
+    // Writes to a regular file never block; the flag only kept the open from waiting.
+    rustix::fs::fcntl_setfl(&f, rustix::fs::OFlags::APPEND)
+        .map_err(|e| format!("cannot use log file {}: {e}", path.display()))?;
     Ok(f)
 }
 
@@ -425,8 +464,14 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
         max_line_bytes: args.max_line_bytes.map_or(d.max_line_bytes, |n| n.max(1)),
         max_open_staged: args.max_open_staged.map_or(d.max_open_staged, |n| n.max(1)),
         max_validate_bytes: args.max_validate_bytes.unwrap_or(d.max_validate_bytes),
+        version_cache_bytes: args.version_cache_bytes.unwrap_or(d.version_cache_bytes),
         ..d
     };
+    let limits = crate::table::parquet_cache::ConvertLimits::default();
+    crate::table::parquet_cache::set_limits(crate::table::parquet_cache::ConvertLimits {
+        ratio: args.max_convert_ratio.unwrap_or(limits.ratio),
+        max_bytes: args.max_convert_bytes.unwrap_or(limits.max_bytes),
+    });
     let view = TableView::load(&table_root, cfg).map_err(|e| match e {
         // Another daemon holds `_staging/.lock`; its message names the holder: "locked by
         // another tinydelta-mount (pid N); ...".

@@ -280,6 +280,16 @@ fn request<R>(f: impl FnOnce() -> R) -> R {
     out
 }
 
+/// [`request`] for the process that sent `req`: long work it starts (a Parquet data file's
+/// conversion) stops once that process has exited (docs/FORMAT.md "Parquet data files").
+fn request_for<R>(req: &Request, f: impl FnOnce() -> R) -> R {
+    let pid = req.pid();
+    request(|| {
+        crate::table::request::set_requester(pid);
+        f()
+    })
+}
+
 fn errno(e: &FsError) -> Errno {
     Errno::from_i32(e.errno())
 }
@@ -397,15 +407,15 @@ impl Filesystem for TableFs {
         Ok(())
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match request(|| self.view.lookup(parent.0, name)) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match request_for(req, || self.view.lookup(parent.0, name)) {
             Ok(a) => reply.entry(&a.ttl, &self.file_attr(&a), Generation(0)),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match request(|| self.view.getattr(ino.0)) {
+    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match request_for(req, || self.view.getattr(ino.0)) {
             Ok(a) => reply.attr(&a.ttl, &self.file_attr(&a)),
             Err(e) => reply.error(log_err("getattr", &e)),
         }
@@ -540,7 +550,7 @@ impl Filesystem for TableFs {
         } else {
             Caller::default()
         };
-        let o = match request(|| self.view.open_flags(ino.0, write, flags.0, who)) {
+        let o = match request_for(req, || self.view.open_flags(ino.0, write, flags.0, who)) {
             Ok(o) => o,
             Err(e) => return reply.error(log_err("open", &e)),
         };

@@ -22,7 +22,6 @@
 //! way.
 
 use std::cell::RefCell;
-use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,7 +51,7 @@ const OUT_HEADER: usize = 16;
 #[derive(Debug, Clone)]
 pub struct Piece {
     /// The open data file.
-    pub file: Arc<File>,
+    pub file: Arc<super::versions::PooledFile>,
     /// Where the stretch starts in the file, in bytes.
     pub offset: u64,
     /// How many bytes.
@@ -181,7 +180,7 @@ fn fill(w: &OwnedFd, p: &Piece) -> Result<(), FsError> {
     let mut off = p.offset;
     let mut left = p.len;
     while left > 0 {
-        match rustix::pipe::splice(&*p.file, Some(&mut off), w, None, left, SpliceFlags::MOVE) {
+        match rustix::pipe::splice(&**p.file, Some(&mut off), w, None, left, SpliceFlags::MOVE) {
             Ok(0) => {
                 return Err(FsError::Table(Error::Corrupt {
                     path: p.path.clone(),

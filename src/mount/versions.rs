@@ -46,6 +46,38 @@ pub struct VersionBody {
     stamp: CommitStamp,
 }
 
+impl VersionBody {
+    /// About how many bytes of memory it holds (its strings and records): what the cache of
+    /// bodies counts against `--version-cache-bytes` (docs/MOUNT.md "Limits").
+    pub fn bytes(&self) -> usize {
+        let parts: usize = self
+            .data
+            .parts
+            .iter()
+            .map(|p| {
+                std::mem::size_of::<Part>()
+                    + p.rel.len()
+                    + p.dir.as_ref().map_or(0, |d| d.path().as_os_str().len() + 64)
+            })
+            .sum();
+        std::mem::size_of::<VersionBody>()
+            + std::mem::size_of::<Concat>()
+            + parts
+            + self.schema_json.len()
+            // The entries may be shared with the table's snapshots: counted as if they were not.
+            + self
+                .sources
+                .iter()
+                .map(|f| {
+                    std::mem::size_of::<Arc<crate::log::snapshot::FileEntry>>()
+                        + std::mem::size_of::<crate::log::snapshot::FileEntry>()
+                        + f.path.len()
+                })
+                .sum::<usize>()
+            + self.parquet.iter().map(|(p, _)| p.len() + 32).sum::<usize>()
+    }
+}
+
 /// One file of a concatenation.
 #[derive(Debug, Clone)]
 pub struct Part {
@@ -119,12 +151,61 @@ impl Concat {
     }
 }
 
-/// How many data and commit files the daemon keeps open at most ([`FilePool`]).
+/// How many data and commit files the daemon has open at most ([`FilePool`]): those kept for
+/// later reads and those a reply in flight still holds, together (docs/MOUNT.md "Limits").
 pub const MAX_OPEN_FILES: usize = 512;
+
+/// The most data files one spliced reply holds open ([`ConcatReader::pieces`]); a read across
+/// more is copied with `pread`, one file open at a time.
+pub const MAX_SPLICE_FILES: usize = 16;
+
+/// The bytes of the cache of version facts by default (`--version-cache-bytes`): 4 MiB.
+pub const DEFAULT_VERSION_CACHE_BYTES: u64 = 4 << 20;
+
+/// An open data or commit file of the [`FilePool`]: counts against [`MAX_OPEN_FILES`] until its
+/// last holder drops it, whether or not the pool still keeps it.
+#[derive(Debug)]
+pub struct PooledFile {
+    // Fields drop in order: the file is closed before its slot is given back.
+    file: File,
+    _slot: Slot,
+}
+
+/// One of a pool's [`MAX_OPEN_FILES`] slots, given back on drop.
+#[derive(Debug)]
+struct Slot(Arc<Live>);
+
+impl std::ops::Deref for PooledFile {
+    type Target = File;
+    fn deref(&self) -> &File {
+        &self.file
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut n = lock(&self.0.count);
+        *n = n.saturating_sub(1);
+        self.0.freed.notify_one();
+    }
+}
+
+/// The count of a pool's open descriptors, and a wakeup when one closes.
+#[derive(Debug, Default)]
+struct Live {
+    count: Mutex<usize>,
+    /// Highest count so far.
+    #[cfg(test)]
+    peak: AtomicU64,
+    freed: std::sync::Condvar,
+}
 
 /// The open data and commit files of a mounted table, shared by every handle that reads them:
 /// one descriptor per file however many handles are open (docs/MOUNT.md "Limits"), at most
-/// [`MAX_OPEN_FILES`], the least recently used closed first.
+/// [`MAX_OPEN_FILES`] open at once, counting the files a reply in flight holds after the pool
+/// let go of them; the least recently used are closed first, and an open waits for a reply to
+/// let go of one when all are held (only a reader holding no other pooled file waits; a
+/// spliced reply that cannot get one more file is copied instead).
 ///
 /// Every file is opened beneath the table folder with [`Dir::open_file`] (no symlink at any
 /// component, a regular file, no blocking on a FIFO), and its size is checked on the open
@@ -133,37 +214,93 @@ pub const MAX_OPEN_FILES: usize = 512;
 #[derive(Debug)]
 pub struct FilePool {
     root: Dir,
-    open: Mutex<Lru<(String, u64), File>>,
+    open: Mutex<Lru<(String, u64), PooledFile>>,
+    live: Arc<Live>,
+    max: usize,
 }
 
 impl FilePool {
     /// A pool for the table folder `root`.
     pub fn new(root: Dir) -> FilePool {
+        FilePool::with_max(root, MAX_OPEN_FILES)
+    }
+
+    /// A pool for `root` with at most `max` files open.
+    pub fn with_max(root: Dir, max: usize) -> FilePool {
+        let max = max.max(1);
         FilePool {
             root,
-            open: Mutex::new(Lru::new(MAX_OPEN_FILES)),
+            open: Mutex::new(Lru::new(max)),
+            live: Arc::new(Live::default()),
+            max,
         }
     }
 
-    /// The open file of `part`. Errors ([`Error::Corrupt`], EIO at the mount): it is a symlink
+    /// The open file of `part`, waiting for a free descriptor when all [`MAX_OPEN_FILES`] are
+    /// held by replies in flight. Errors ([`Error::Corrupt`], EIO at the mount): it is a symlink
     /// or passes through one, is not a regular file, or its size differs from the log's;
     /// [`Error::Io`] naming the path otherwise (ENOENT for a missing file).
-    pub fn get(&self, part: &Part) -> FsResult<Arc<File>> {
+    pub fn get(&self, part: &Part) -> FsResult<Arc<PooledFile>> {
+        self.get_or(part, true).map(|f| f.ok_or(FsError::Table(Error::Internal("no file".into()))))?
+    }
+
+    /// [`FilePool::get`] for a caller that already holds pooled files (a spliced reply): `None`
+    /// instead of waiting when every descriptor is held.
+    pub fn try_get(&self, part: &Part) -> FsResult<Option<Arc<PooledFile>>> {
+        self.get_or(part, false)
+    }
+
+    fn get_or(&self, part: &Part, wait: bool) -> FsResult<Option<Arc<PooledFile>>> {
         let key = (part.path().to_string_lossy().into_owned(), part.len);
         if let Some(f) = lock(&self.open).get(&key) {
-            return Ok(f);
+            return Ok(Some(f));
+        }
+        // Reserve a descriptor: close kept files (least recently used first) until the count
+        // of open ones is under the bound; if replies hold them all, wait or give up.
+        loop {
+            {
+                let mut n = lock(&self.live.count);
+                if *n < self.max {
+                    *n += 1;
+                    #[cfg(test)]
+                    self.live.peak.fetch_max(*n as u64, Ordering::Relaxed);
+                    break;
+                }
+            }
+            let evicted = lock(&self.open).pop_oldest();
+            match evicted {
+                // Dropping it closes it unless a reply holds it too.
+                Some(f) => drop(f),
+                None => {
+                    if !wait {
+                        return Ok(None);
+                    }
+                    let n = lock(&self.live.count);
+                    if *n >= self.max {
+                        let _ = self
+                            .live
+                            .freed
+                            .wait_timeout(n, std::time::Duration::from_millis(50))
+                            .map_err(|_| FsError::Table(Error::Internal("file pool lock poisoned".into())))?;
+                    }
+                }
+            }
         }
         // The one opener of data files, shared with the CLI (docs/FORMAT.md, "Data files").
         let dir = part.dir.as_ref().unwrap_or(&self.root);
-        let file = Arc::new(crate::table::open_data_file(dir, &part.rel, part.len)?);
+        let slot = Slot(self.live.clone());
+        let file = Arc::new(PooledFile {
+            file: crate::table::open_data_file(dir, &part.rel, part.len)?,
+            _slot: slot,
+        });
         lock(&self.open).put(key, file.clone());
-        Ok(file)
+        Ok(Some(file))
     }
 
     /// [`FilePool::get`], with the size checked again on the descriptor even when it was already
     /// open: for opens whose reads the kernel serves from the file directly (passthrough), which
     /// read up to the file's own end, not the size the log records.
-    pub fn get_checked(&self, part: &Part) -> FsResult<Arc<File>> {
+    pub fn get_checked(&self, part: &Part) -> FsResult<Arc<PooledFile>> {
         let file = self.get(part)?;
         let size = file.metadata().map_err(|e| Error::io("stat", part.path(), e))?.len();
         if size != part.len {
@@ -179,6 +316,12 @@ impl FilePool {
     #[cfg(test)]
     pub fn open_count(&self) -> usize {
         lock(&self.open).len()
+    }
+
+    /// The most files open at once so far, kept or held.
+    #[cfg(test)]
+    pub fn peak(&self) -> u64 {
+        self.live.peak.load(Ordering::Relaxed)
     }
 }
 
@@ -337,7 +480,7 @@ impl ConcatReader {
                 map_len,
                 rustix::mm::ProtFlags::READ,
                 rustix::mm::MapFlags::SHARED,
-                &*file,
+                &**file,
                 map_off,
             )
         }
@@ -357,20 +500,28 @@ impl ConcatReader {
     /// empty past it), for a reply spliced from them ([`super::splice::Replies`]). Each file is
     /// opened and its size checked against the log first: a file cut short is
     /// [`Error::Corrupt`] naming it, as [`ConcatReader::read_into`] says.
-    pub fn pieces(&self, offset: u64, size: usize) -> FsResult<Vec<super::splice::Piece>> {
+    pub fn pieces(&self, offset: u64, size: usize) -> FsResult<Option<Vec<super::splice::Piece>>> {
         let mut out = Vec::new();
         if offset >= self.concat.len || size == 0 {
-            return Ok(out);
+            return Ok(Some(out));
         }
         let end = self.concat.len.min(offset.saturating_add(size as u64));
         let parts = &self.concat.parts;
         let mut idx = parts.partition_point(|p| p.start <= offset).saturating_sub(1);
+        // A reply across more files than a spliced reply may hold open is copied instead,
+        // one file at a time (docs/MOUNT.md "Limits").
+        let last = parts.partition_point(|p| p.start < end);
+        if last.saturating_sub(idx) > MAX_SPLICE_FILES {
+            return Ok(None);
+        }
         let mut pos = offset;
         while pos < end && idx < parts.len() {
             let part = &parts[idx];
             let in_part = pos - part.start;
             let n = (part.len - in_part).min(end - pos) as usize;
-            let file = self.pool.get(part)?;
+            let Some(file) = self.pool.try_get(part)? else {
+                return Ok(None);
+            };
             let size = file.metadata().map_err(|e| Error::io("stat", part.path(), e))?.len();
             if size < part.len {
                 return Err(FsError::Table(Error::Corrupt {
@@ -389,7 +540,7 @@ impl ConcatReader {
             pos += n as u64;
             idx += 1;
         }
-        Ok(out)
+        Ok(Some(out))
     }
 }
 
@@ -445,14 +596,21 @@ pub struct Versions {
 
 impl Versions {
     /// The versions of `table`. Errors: the table folder cannot be opened ([`Error::Io`]).
+    #[cfg(test)]
     pub fn new(table: Table) -> FsResult<Versions> {
+        Versions::with_cache_bytes(table, DEFAULT_VERSION_CACHE_BYTES)
+    }
+
+    /// [`Versions::new`] whose cache of version bodies holds at most `bytes` bytes
+    /// ([`VersionBody::bytes`]; the most recently used body is kept whatever its size).
+    pub fn with_cache_bytes(table: Table, bytes: u64) -> FsResult<Versions> {
         let root = Dir::open(table.root())?;
         Ok(Versions {
             files: Arc::new(FilePool::new(root)),
             table,
             seen_latest: AtomicU64::new(0),
             heads: Mutex::new(Lru::new(1024)),
-            bodies: Mutex::new(Lru::new(32)),
+            bodies: Mutex::new(Lru::with_budget(4096, usize::try_from(bytes).unwrap_or(usize::MAX))),
             tip: Mutex::new(None),
             replaced: Mutex::new(Default::default()),
         })
@@ -610,7 +768,8 @@ impl Versions {
             stamp: stamp.unwrap_or(CommitStamp::UNKNOWN),
         });
         if stamp.is_some() {
-            lock(&self.bodies).put(version, body.clone());
+            let size = body.bytes();
+            lock(&self.bodies).put_sized(version, body.clone(), size);
         }
         Ok(body)
     }
@@ -785,6 +944,50 @@ mod tests {
             assert_eq!(r.read(0, 12).unwrap(), b"{bc\n{bc\n{bc\n");
         }
         assert_eq!(pool.open_count(), 3);
+    }
+
+    #[test]
+    fn files_held_by_replies_count_against_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = Vec::new();
+        for i in 0..40 {
+            std::fs::write(dir.path().join(format!("p{i}")), "{bc\n").unwrap();
+            files.push((format!("p{i}"), 4));
+        }
+        let pool = Arc::new(FilePool::with_max(Dir::open(dir.path()).unwrap(), 4));
+        let concat = Arc::new(Concat::new(dir.path(), files));
+        let r = ConcatReader::new(concat.clone(), pool.clone());
+        // Held as a spliced reply holds them: the fifth cannot be had without waiting.
+        let held: Vec<_> = concat.parts[..4].iter().map(|p| pool.try_get(p).unwrap().unwrap()).collect();
+        assert!(pool.try_get(&concat.parts[4]).unwrap().is_none());
+        drop(held);
+        // A read across every file opens them one at a time, and a reply across more files than
+        // a spliced reply may hold is left to the copying path.
+        assert_eq!(r.read(0, 160).unwrap().len(), 160);
+        assert!(r.pieces(0, 160).unwrap().is_none());
+        assert_eq!(r.pieces(0, 8).unwrap().unwrap().len(), 2);
+        assert!(pool.peak() <= 4, "{} open at once", pool.peak());
+    }
+
+    #[test]
+    fn the_body_cache_holds_no_more_than_its_bytes() {
+        use crate::table::WriteOptions;
+        use crate::format::schema::Schema;
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Schema::parse_cli(&["id:int!".to_string()]).unwrap();
+        let t = Table::create(dir.path(), &schema).unwrap();
+        let w = WriteOptions::default();
+        for i in 0..60 {
+            t.append("x", format!("{{\"id\":{i}}}\n").as_bytes(), &w).unwrap();
+        }
+        let budget = 40_000;
+        let vs = Versions::with_cache_bytes(t.clone(), budget).unwrap();
+        let mut sizes = 0;
+        for v in 1..=60 {
+            sizes += vs.body(v).unwrap().bytes();
+            assert!(lock(&vs.bodies).bytes() <= budget as usize, "version {v}");
+        }
+        assert!(sizes > 2 * budget as usize, "the test asks for too little: {sizes} bytes");
     }
 
     #[test]

@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::fs::File;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,6 +45,9 @@ pub struct ViewConfig {
     /// The most bytes one close, fsync or rename in `incoming/` may validate
     /// (`--max-validate-bytes`).
     pub max_validate_bytes: u64,
+    /// The most bytes the cache of version facts keeps (`--version-cache-bytes`,
+    /// docs/MOUNT.md "Limits").
+    pub version_cache_bytes: u64,
 }
 
 impl Default for ViewConfig {
@@ -59,6 +61,7 @@ impl Default for ViewConfig {
             max_line_bytes: crate::format::rows::DEFAULT_MAX_LINE_BYTES,
             max_open_staged: crate::table::staging::DEFAULT_MAX_OPEN_STAGED,
             max_validate_bytes: crate::table::staging::DEFAULT_MAX_VALIDATE_BYTES,
+            version_cache_bytes: super::versions::DEFAULT_VERSION_CACHE_BYTES,
         }
     }
 }
@@ -266,7 +269,7 @@ impl TableView {
             committed_staging_ids(&table)
         };
         let view = TableView {
-            versions: Versions::new(table)?,
+            versions: Versions::with_cache_bytes(table, cfg.version_cache_bytes)?,
             staging,
             cfg,
             started: SystemTime::now(),
@@ -289,11 +292,16 @@ impl TableView {
     /// one-file bench table: the first `cat v/1/data.jsonl` after a fresh mount waited 0.5 ms for
     /// the lookup of `v` alone, which replayed the log.
     pub fn warm(&self) {
-        let newest = self
-            .node_attr(Node::VDir)
-            .and_then(|_| self.node_attr(Node::Latest))
-            .and_then(|_| self.versions.listed_latest())
-            .and_then(|v| self.node_attr(Node::VersionFile(v, VersionFile::Data)));
+        // Done for nobody: a Parquet data file is converted when a reader asks, not here (its
+        // conversion stops at the first MiB; docs/FORMAT.md "Parquet data files").
+        let (newest, later) = crate::table::request::one_request(|| {
+            crate::table::request::set_no_requester();
+            self.node_attr(Node::VDir)
+                .and_then(|_| self.node_attr(Node::Latest))
+                .and_then(|_| self.versions.listed_latest())
+                .and_then(|v| self.node_attr(Node::VersionFile(v, VersionFile::Data)))
+        });
+        crate::table::request::run(later);
         if let Err(e) = newest {
             log::debug!("nothing loaded before the first request: {e}");
         }
@@ -767,7 +775,7 @@ impl TableView {
     /// version with a single data file, and every `commit.json`. Opened beneath the table with
     /// its size checked against the log now (EIO otherwise), for FUSE passthrough (docs/MOUNT.md
     /// "Passthrough"). `None` for every other node.
-    pub fn backing_file(&self, ino: u64) -> FsResult<Option<Arc<File>>> {
+    pub fn backing_file(&self, ino: u64) -> FsResult<Option<Arc<super::versions::PooledFile>>> {
         if let Some(Node::Part(v, i)) = Node::from_ino(ino) {
             self.versions.check_parquet(v)?;
             return Ok(Some(self.versions.files().get_checked(&self.part(v, i)?)?));
@@ -875,7 +883,7 @@ impl TableView {
     /// version file: read with [`TableView::read_into`] then.
     pub fn pieces(&self, fh: u64, offset: u64, size: u32) -> FsResult<Option<Vec<super::splice::Piece>>> {
         match self.handle(fh)?.as_ref() {
-            Handle::Concat(r) => r.pieces(offset, size as usize).map(Some),
+            Handle::Concat(r) => r.pieces(offset, size as usize),
             _ => Ok(None),
         }
     }

@@ -105,6 +105,27 @@ impl Dir {
         })
     }
 
+    /// [`Dir::open`] without following a symlink as the last component of `path` (a folder the
+    /// user named as an output, where a link planted by someone else must not redirect the
+    /// writes). Errors: [`Error::Corrupt`] when it is a symlink; [`Error::Io`] otherwise.
+    pub fn open_nofollow(path: &Path) -> Result<Dir> {
+        match rfs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => Ok(Dir {
+                fd: Arc::new(fd),
+                path: path.to_path_buf(),
+            }),
+            Err(Errno::LOOP) => Err(refused(path.to_path_buf(), "is a symbolic link")),
+            Err(Errno::NOTDIR) if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) => {
+                Err(refused(path.to_path_buf(), "is a symbolic link"))
+            }
+            Err(e) => Err(Error::io("open", path, io_err(e))),
+        }
+    }
+
     /// This directory's path (for messages and for code that still needs a path).
     pub fn path(&self) -> &Path {
         &self.path

@@ -12,6 +12,7 @@
 //! | `after-link` | the version is published, `_delta_log/` not yet fsynced, tmp not unlinked |
 //! | `rejects-scanned` | `append --rejects`: the first pass is done, the second not started |
 //! | `staged-release` | the mount got the `release` of an `incoming/` file, not yet counted (a serving thread preempted right after reading the request) |
+//! | `convert-mib` | a Parquet data file's conversion to JSONL wrote another MiB (docs/FORMAT.md "Parquet data files") |
 //! | `check-helper` | a helper thread took a piece of a large write to check, not yet checked (a helper the scheduler put aside) |
 //!
 //! and ACTION is `kill` (SIGKILL itself, like `kill -9`), `freeze` (SIGSTOP itself until a

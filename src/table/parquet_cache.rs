@@ -79,6 +79,117 @@ fn untrusted_reason(st: &rustix::fs::Stat) -> String {
     )
 }
 
+/// How much a conversion may write (docs/FORMAT.md "Parquet data files", "Bounded
+/// conversion"): a Parquet file's rows as JSONL may be at most `ratio` times its `add.size` and
+/// at most `max_bytes`, whichever is smaller; past that the conversion stops, its temporary is
+/// deleted and the data file is [`Error::Corrupt`] (named). Set once per process
+/// ([`set_limits`]: `tinydelta --max-convert-ratio/--max-convert-bytes`, and the same flags of
+/// `tinydelta-mount`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConvertLimits {
+    /// The most JSONL bytes per byte of the Parquet file (`add.size`).
+    pub ratio: u64,
+    /// The most JSONL bytes of one data file, whatever its size.
+    pub max_bytes: u64,
+}
+
+/// [`ConvertLimits::ratio`] by default: JSONL repeats every column name on every row, so
+/// ordinary Parquet files grow 3-50 times; 1000 leaves room for long runs of one value.
+pub const DEFAULT_MAX_CONVERT_RATIO: u64 = 1000;
+
+/// [`ConvertLimits::max_bytes`] by default: 16 GiB.
+pub const DEFAULT_MAX_CONVERT_BYTES: u64 = 16 << 30;
+
+impl Default for ConvertLimits {
+    fn default() -> Self {
+        ConvertLimits {
+            ratio: DEFAULT_MAX_CONVERT_RATIO,
+            max_bytes: DEFAULT_MAX_CONVERT_BYTES,
+        }
+    }
+}
+
+impl ConvertLimits {
+    /// The most bytes the rows of a Parquet file of `size` bytes may take.
+    pub fn cap(&self, size: u64) -> u64 {
+        self.ratio.saturating_mul(size).min(self.max_bytes)
+    }
+}
+
+static LIMITS: OnceLock<ConvertLimits> = OnceLock::new();
+
+/// Set this process's [`ConvertLimits`] (before the first conversion; later calls are ignored,
+/// and a process that never calls it uses [`ConvertLimits::default`]).
+pub fn set_limits(limits: ConvertLimits) {
+    let _ = LIMITS.set(limits);
+}
+
+/// This process's [`ConvertLimits`].
+pub fn limits() -> ConvertLimits {
+    LIMITS.get().copied().unwrap_or_default()
+}
+
+/// How often (in bytes written) a conversion asks whether the process it runs for is still
+/// there ([`crate::table::request::requester_gone`]).
+const GONE_CHECK_BYTES: u64 = 1 << 20;
+
+/// The writer a conversion writes to: counts the bytes, refuses those past the cap, and stops
+/// when the mount's requesting process has gone away. Its errors carry the reason
+/// ([`Stop`]) through the conversion as an [`std::io::Error`] of kind `Other`.
+struct Capped<W> {
+    inner: W,
+    written: u64,
+    cap: u64,
+    next_check: u64,
+}
+
+/// Why a [`Capped`] writer stopped.
+#[derive(Debug)]
+enum Stop {
+    /// The rows would pass the cap.
+    Cap,
+    /// The process the conversion runs for (a reader of the mount) has exited.
+    Gone,
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Stop::Cap => "conversion over its cap",
+            Stop::Gone => "the reader went away",
+        })
+    }
+}
+
+impl std::error::Error for Stop {}
+
+impl<W: std::io::Write> std::io::Write for Capped<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.written.saturating_add(buf.len() as u64) > self.cap {
+            return Err(std::io::Error::other(Stop::Cap));
+        }
+        if self.written >= self.next_check {
+            self.next_check = self.written.saturating_add(GONE_CHECK_BYTES);
+            crate::sys::failpoint::hit("convert-mib").map_err(|e| std::io::Error::other(e.to_string()))?;
+            if crate::table::request::requester_gone() {
+                return Err(std::io::Error::other(Stop::Gone));
+            }
+        }
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The [`Stop`] an I/O error of a [`Capped`] writer carries, if any.
+fn stop_of(e: &std::io::Error) -> Option<&Stop> {
+    e.get_ref().and_then(|i| i.downcast_ref::<Stop>())
+}
+
 /// Whether the cache folder `dir` may be trusted ([`trusted`], by `fstat` of its handle); an
 /// untrusted one is logged (warn) and ignored by the caller.
 fn dir_trusted(dir: &Dir) -> Result<bool> {
@@ -130,22 +241,51 @@ fn memo() -> &'static Memo {
 
 /// The per-user cache folder for the table folder `root`: `$XDG_CACHE_HOME/tinydelta/<hash>`
 /// or `$HOME/.cache/tinydelta/<hash>` (the [`path_hash`] of the table folder's absolute path),
-/// (or, with neither set, `$TMPDIR/tinydelta-<euid>/<hash>`), created with mode 0700 when
-/// `create`. `None` without `create` when the folder does not exist or is not trusted
-/// ([`trusted`]); with `create`, an untrusted folder is an error.
+/// else `$TMPDIR/tinydelta-<euid>/tinydelta/<hash>` ([`private_tmp`]): with neither set, when
+/// HOME is not an existing folder, or when the folder under it cannot be made (a HOME this user
+/// cannot write). Created with mode 0700 when `create`. `None` without `create` when the folder
+/// does not exist or is not trusted ([`trusted`]); with `create`, an untrusted folder is an
+/// error.
 fn user_dir(root: &Path, create: bool) -> Result<Option<Dir>> {
-    use std::os::unix::fs::DirBuilderExt;
-    let base = match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
-        (Some(x), _) if !x.is_empty() => PathBuf::from(x),
-        (_, Some(h)) if !h.is_empty() => PathBuf::from(h).join(".cache"),
-        // No home: a folder of this user's own in the temporary folder (trusted only when it
-        // is owned by this user and private, checked below).
-        _ => std::env::temp_dir().join(format!("tinydelta-{}", rustix::process::geteuid().as_raw())),
-    };
     let abs = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
-    let dir = base.join("tinydelta").join(path_hash(&abs.to_string_lossy()));
+    let hash = path_hash(&abs.to_string_lossy());
+    let base = match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
+        (Some(x), _) if !x.is_empty() => Some(PathBuf::from(x)),
+        (_, Some(h)) if !h.is_empty() && Path::new(&h).is_dir() => Some(PathBuf::from(h).join(".cache")),
+        _ => None,
+    };
+    if let Some(base) = base {
+        match home_dir(&base.join("tinydelta").join(&hash), create) {
+            Ok(Some(d)) => return Ok(Some(d)),
+            Ok(None) => {}
+            Err(e) if is_permission(&e) => {
+                ::log::debug!("{e}: using the temporary folder for converted rows");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    // No usable home: a folder of this user's own in the temporary folder.
+    let Some(top) = private_tmp(create)? else {
+        return Ok(None);
+    };
+    let d = if create {
+        Some(top.create_dir("tinydelta", 0o700)?.create_dir(&hash, 0o700)?)
+    } else {
+        top.try_dir(&format!("tinydelta/{hash}")).ok().flatten()
+    };
+    match d {
+        Some(d) if dir_trusted(&d)? => Ok(Some(d)),
+        Some(d) if create => Err(untrusted_error(&d)),
+        _ => Ok(None),
+    }
+}
+
+/// The cache folder `dir` under the user's home (or `$XDG_CACHE_HOME`), made with mode 0700
+/// when `create`; as [`user_dir`] says.
+fn home_dir(dir: &Path, create: bool) -> Result<Option<Dir>> {
+    use std::os::unix::fs::DirBuilderExt;
     if !create {
-        return match Dir::open(&dir) {
+        return match Dir::open(dir) {
             Ok(d) if dir_trusted(&d)? => Ok(Some(d)),
             _ => Ok(None),
         };
@@ -153,17 +293,78 @@ fn user_dir(root: &Path, create: bool) -> Result<Option<Dir>> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
-        .create(&dir)
-        .map_err(|e| Error::io("create", &dir, e))?;
-    let d = Dir::open(&dir)?;
+        .create(dir)
+        .map_err(|e| Error::io("create", dir, e))?;
+    let d = Dir::open(dir)?;
     if !dir_trusted(&d)? {
-        let st = rustix::fs::fstat(d.fd()).map_err(|e| Error::io("stat", &dir, e.into()))?;
-        return Err(Error::Corrupt {
-            path: dir,
+        return Err(untrusted_error(&d));
+    }
+    Ok(Some(d))
+}
+
+/// [`Error::Corrupt`] naming the untrusted cache folder `d`.
+fn untrusted_error(d: &Dir) -> Error {
+    match rustix::fs::fstat(d.fd()) {
+        Ok(st) => Error::Corrupt {
+            path: d.path().to_path_buf(),
             reason: untrusted_reason(&st),
+        },
+        Err(e) => Error::io("stat", d.path(), e.into()),
+    }
+}
+
+/// `$TMPDIR/tinydelta-<euid>` (docs/FORMAT.md "Parquet data files"), made with mode 0700 when
+/// `create` and missing, and opened without following a symlink: used only when it is a folder
+/// owned by this effective uid with no access for group or others (someone else may have made
+/// the name first in a shared temporary folder). `None` without `create` when it does not exist.
+/// Errors: [`Error::Corrupt`] for a symlink or an untrusted folder.
+fn private_tmp(create: bool) -> Result<Option<Dir>> {
+    let tmp = Dir::open(&std::env::temp_dir())?;
+    let name = format!("tinydelta-{}", rustix::process::geteuid().as_raw());
+    let d = if create {
+        tmp.create_dir(&name, 0o700)?
+    } else {
+        match tmp.try_dir(&name)? {
+            Some(d) => d,
+            None => return Ok(None),
+        }
+    };
+    let st = rustix::fs::fstat(d.fd()).map_err(|e| Error::io("stat", d.path(), e.into()))?;
+    if st.st_uid != rustix::process::geteuid().as_raw() || st.st_mode & 0o077 != 0 {
+        return Err(Error::Corrupt {
+            path: d.path().to_path_buf(),
+            reason: format!(
+                "not used as a private cache folder: owned by uid {} with mode {:o} (needs uid {}, mode 700)",
+                st.st_uid,
+                st.st_mode & 0o7777,
+                rustix::process::geteuid().as_raw()
+            ),
         });
     }
     Ok(Some(d))
+}
+
+/// [`table_dir`], with a cache folder that cannot be trusted or used (a symlink, not a folder,
+/// another user's) ignored with a warning: `None` then, and the caller uses the per-user
+/// folder (docs/FORMAT.md "Parquet data files"). Permission errors are returned (with
+/// `create`, the caller falls back to the per-user folder too).
+fn table_dir_or_warn(root: &Dir, create: bool) -> Result<Option<Dir>> {
+    match table_dir(root, create) {
+        Ok(d) => Ok(d),
+        Err(e) if is_permission(&e) => Err(e),
+        Err(e @ Error::Corrupt { .. }) => {
+            ::log::warn!("{}: ignored, using this user's own cache folder: {e}", root.join(CACHE_DIR).display());
+            Ok(None)
+        }
+        Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::ENOTDIR) => {
+            ::log::warn!(
+                "{}: ignored, not a folder; using this user's own cache folder",
+                root.join(CACHE_DIR).display()
+            );
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The cache folder in the table (`_tinydelta/jsonl`), created when `create`. `None` when it
@@ -229,7 +430,7 @@ pub fn converted(root: &Dir, file: &FileEntry, schema: &Schema) -> Result<Conver
     let source = open_source(root, file)?;
     let prefix = prefix(file, schema);
     let mut dirs = Vec::new();
-    if let Some(d) = table_dir(root, false)? {
+    if let Ok(Some(d)) = table_dir_or_warn(root, false) {
         dirs.push(d);
     }
     if let Ok(Some(d)) = user_dir(root.path(), false) {
@@ -254,23 +455,24 @@ pub fn converted(root: &Dir, file: &FileEntry, schema: &Schema) -> Result<Conver
             }
         }
     }
-    match table_dir(root, true).and_then(|d| {
-        // An untrusted folder in the table: as if it could not be written.
-        let d = d.ok_or_else(|| {
-            Error::io(
-                "create",
-                root.join(CACHE_DIR),
-                std::io::Error::from_raw_os_error(libc::EACCES),
-            )
-        })?;
-        write_entry(&d, root, &source, file, schema, &prefix)
-    }) {
-        Ok(c) => Ok(c),
-        Err(e) if is_permission(&e) => match user_dir(root.path(), true)? {
-            Some(d) => write_entry(&d, root, &source, file, schema, &prefix),
-            None => Err(e),
+    // In the table when it can be written and its cache folder trusted; else (a table this user
+    // cannot write, an untrusted or symlinked cache folder) in this user's own folder.
+    match table_dir_or_warn(root, true) {
+        Ok(Some(d)) => match write_entry(&d, root, &source, file, schema, &prefix) {
+            Err(e) if is_permission(&e) => {}
+            other => return other,
         },
-        Err(e) => Err(e),
+        Ok(None) => {}
+        Err(e) if is_permission(&e) => {}
+        Err(e) => return Err(e),
+    }
+    match user_dir(root.path(), true)? {
+        Some(d) => write_entry(&d, root, &source, file, schema, &prefix),
+        None => Err(Error::io(
+            "create",
+            root.join(CACHE_DIR),
+            std::io::Error::from_raw_os_error(libc::EACCES),
+        )),
     }
 }
 
@@ -286,13 +488,34 @@ fn convert(
 ) -> Result<u64> {
     let data_path = root.join(&file.path);
     let src = source.try_clone().map_err(|e| Error::io("open", &data_path, e))?;
+    let limits = limits();
+    let cap = limits.cap(file.size);
+    let mut capped = Capped {
+        inner: out,
+        written: 0,
+        cap,
+        next_check: GONE_CHECK_BYTES,
+    };
     let rows = crate::format::parquet::contained(&data_path, || {
-        crate::format::parquet::write_jsonl(src, &data_path, schema, &file.partition_values, out)
+        crate::format::parquet::write_jsonl(src, &data_path, schema, &file.partition_values, &mut capped)
     })
     .map_err(|e| match e {
-        Error::Io { op, source, .. } => Error::io(op, out_path, source),
-        e => e,
-    })?;
+            Error::Io { source, .. } if matches!(stop_of(&source), Some(Stop::Cap)) => Error::Corrupt {
+                path: data_path.clone(),
+                reason: format!(
+                    "its rows as JSONL would take more than {cap} bytes, the most a Parquet file of {} bytes may \
+                     convert to ({} times its size, at most {} bytes: --max-convert-ratio, --max-convert-bytes)",
+                    file.size, limits.ratio, limits.max_bytes
+                ),
+            },
+            Error::Io { source, .. } if matches!(stop_of(&source), Some(Stop::Gone)) => Error::io(
+                "convert",
+                &data_path,
+                std::io::Error::new(std::io::ErrorKind::Interrupted, "the reader went away"),
+            ),
+            Error::Io { op, source, .. } => Error::io(op, out_path, source),
+            e => e,
+        })?;
     if file.has_stats && rows != file.num_records {
         return Err(Error::Corrupt {
             path: data_path,

@@ -19,6 +19,9 @@ struct Request {
     listings: Vec<(usize, FolderStamp, LogSegment)>,
     /// Run after the reply ([`after_reply`]), in order.
     deferred: Vec<Deferred>,
+    /// The process the request is for ([`set_requester`]), and its pidfd once asked
+    /// ([`requester_gone`]).
+    requester: Option<(u32, Option<std::os::fd::OwnedFd>)>,
 }
 
 thread_local! {
@@ -101,6 +104,58 @@ pub(crate) fn remember_listing(key: usize, stamp: FolderStamp, seg: &LogSegment)
             r.listings.push((key, stamp, seg.clone()));
         }
     });
+}
+
+/// Name the process this thread's request is for (the FUSE request's pid; 0, the kernel's own
+/// requests, names none). Outside a request it does nothing.
+pub fn set_requester(pid: u32) {
+    REQUEST.with_borrow_mut(|r| {
+        if let Some(r) = r.as_mut() {
+            r.requester = (pid != 0).then_some((pid, None));
+        }
+    });
+}
+
+/// Mark this thread's request as done for nobody (the mount's warm-up before its first
+/// request): long work it starts stops at its first check ([`requester_gone`] is `true`).
+pub fn set_no_requester() {
+    REQUEST.with_borrow_mut(|r| {
+        if let Some(r) = r.as_mut() {
+            r.requester = Some((0, None));
+        }
+    });
+}
+
+/// Whether the process this thread's request is for has exited ([`set_requester`]): long work
+/// done for one reader (a Parquet data file's conversion, docs/FORMAT.md "Parquet data files")
+/// stops when nobody waits for it. fuser does not pass on FUSE_INTERRUPT, so an interrupted
+/// request is seen this way once its process is gone. The process is watched through a pidfd
+/// (opened at the first call, so a reused pid is never mistaken for it); `false` outside a
+/// request, for the kernel's own requests, and when no pidfd can be opened for a live process.
+pub fn requester_gone() -> bool {
+    use rustix::event::{PollFd, PollFlags, poll};
+    use rustix::process::{Pid, PidfdFlags, pidfd_open};
+    REQUEST.with_borrow_mut(|r| {
+        let Some((pid, fd)) = r.as_mut().and_then(|r| r.requester.as_mut()) else {
+            return false;
+        };
+        if fd.is_none() {
+            let Some(p) = Pid::from_raw(*pid as i32) else {
+                // Pid 0: done for nobody.
+                return true;
+            };
+            match pidfd_open(p, PidfdFlags::empty()) {
+                Ok(f) => *fd = Some(f),
+                Err(rustix::io::Errno::SRCH) => return true,
+                Err(_) => return false,
+            }
+        }
+        let Some(f) = fd.as_ref() else { return false };
+        let mut fds = [PollFd::new(f, PollFlags::IN)];
+        // A pidfd is readable once its process has exited (a zombie included).
+        let now = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
+        matches!(poll(&mut fds, Some(&now)), Ok(n) if n > 0)
+    })
 }
 
 #[cfg(test)]

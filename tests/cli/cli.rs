@@ -765,6 +765,7 @@ fn the_line_limit_is_16_mib_and_max_line_bytes_changes_it() {
     );
     assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(t.latest(), 2);
+}
 
 /// A 10 MB key, an unknown column, is quoted only up to about 200 bytes, with its length: the
 /// error on stderr and the `--rejects` errors file stay short (docs/CLI.md "Input rules").

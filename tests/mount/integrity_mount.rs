@@ -459,6 +459,7 @@ fn a_torn_staged_file_fails_its_commit_points_and_a_scratch_name_closes_fine() {
     );
     assert!(!out.status.success(), "the rename of a torn file committed it");
     assert_eq!(f.latest(), 1, "nothing was committed");
+}
 
 /// One commit of 200,000 small `add` actions: the daemon's peak memory after a `stat` of
 /// `latest/data.jsonl` stays within the documented budget, 512 bytes per live file over a 32 MiB

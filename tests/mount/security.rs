@@ -167,6 +167,63 @@ fn log_file_symlink_is_refused() {
     assert_eq!(fs::read_to_string(&victim).unwrap(), "root:SECRET-CONTENT");
 }
 
+/// `--log-file` naming a FIFO is refused at once, never waited on (the open does not block), and
+/// a log file made in advance by another user (mode 0666), or writable by others, is refused
+/// and stays empty: the daemon's log, which names staged files, never goes there
+/// (docs/SECURITY.md "What holds").
+#[test]
+fn log_file_fifo_and_files_others_can_write_are_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = Fixture::flights(&[]);
+    let mount = |log: &std::path::Path| {
+        // `timeout` only keeps a regression from hanging the suite.
+        std::process::Command::new("timeout")
+            .arg("60")
+            .arg(MOUNT_BIN)
+            .arg(f.t())
+            .arg(&f.mnt)
+            .arg("--log-file")
+            .arg(log)
+            .output()
+            .unwrap()
+    };
+    let fifo = f.dir.path().join("fifo.log");
+    let st = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(st.success());
+    let out = mount(&fifo);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("not a regular file"), "{err}");
+    assert!(!is_mounted(&f.mnt));
+
+    let u = test_user();
+    let theirs = f.dir.path().join("theirs.log");
+    fs::write(&theirs, "").unwrap();
+    std::os::unix::fs::chown(&theirs, Some(u.uid), Some(u.gid)).unwrap();
+    fs::set_permissions(&theirs, fs::Permissions::from_mode(0o666)).unwrap();
+    let out = mount(&theirs);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("belongs to uid {}", u.uid)), "{err}");
+    assert!(!is_mounted(&f.mnt));
+    assert_eq!(
+        fs::read_to_string(&theirs).unwrap(),
+        "",
+        "the log went into another user's file"
+    );
+
+    let open = f.dir.path().join("open.log");
+    fs::write(&open, "").unwrap();
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o666)).unwrap();
+    let out = mount(&open);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(fs::read_to_string(&open).unwrap(), "");
+
+    // The mounting user's own private file is used.
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o600)).unwrap();
+    drop(f.mount_with(&[]));
+}
+
 /// A mount point that is the table, inside it, or holding it is refused (docs/MOUNT.md "Starting
 /// and stopping").
 #[test]

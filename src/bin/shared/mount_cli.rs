@@ -44,6 +44,18 @@ pub struct MountCli {
     /// commit needing more fails with EFBIG and NAME.error says why.
     #[arg(long, value_name = "BYTES")]
     pub max_validate_bytes: Option<u64>,
+    /// The most bytes a Parquet data file's rows may take as JSONL, per byte of the file
+    /// (default 1000); a version naming a file whose rows would take more is EIO.
+    #[arg(long, value_name = "N")]
+    pub max_convert_ratio: Option<u64>,
+    /// The most bytes one Parquet data file's rows may take as JSONL (default 16 GiB =
+    /// 17179869184), whatever the file's size.
+    #[arg(long, value_name = "BYTES")]
+    pub max_convert_bytes: Option<u64>,
+    /// The most bytes the daemon keeps of versions' facts (their data file lists) in memory
+    /// (default 4 MiB = 4194304; the most recently used version is always kept).
+    #[arg(long, value_name = "BYTES")]
+    pub version_cache_bytes: Option<u64>,
     /// Never use FUSE passthrough (single-file versions and commit files are otherwise read by
     /// the kernel directly where it allows: Linux >= 6.9, CAP_SYS_ADMIN); for comparisons.
     #[arg(long)]

@@ -27,6 +27,14 @@ struct Cli {
     /// Draw no progress (progress is drawn only on a terminal, for work over about a second).
     #[arg(short, long, global = true)]
     quiet: bool,
+    /// The most bytes a Parquet data file's rows may take as JSONL, per byte of the file
+    /// (default 1000); a file whose rows would take more is refused, naming it.
+    #[arg(long, global = true, value_name = "N")]
+    max_convert_ratio: Option<u64>,
+    /// The most bytes one Parquet data file's rows may take as JSONL (default 16 GiB =
+    /// 17179869184), whatever the file's size.
+    #[arg(long, global = true, value_name = "BYTES")]
+    max_convert_bytes: Option<u64>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -278,6 +286,11 @@ enum AlterCmd {
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
+    let d = tinydelta::parquet::ConvertLimits::default();
+    tinydelta::parquet::set_limits(tinydelta::parquet::ConvertLimits {
+        ratio: cli.max_convert_ratio.unwrap_or(d.ratio),
+        max_bytes: cli.max_convert_bytes.unwrap_or(d.max_bytes),
+    });
     match run(cli.cmd, cli.quiet) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Fail::Error(Error::Io { source, .. })) if source.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,

@@ -624,13 +624,50 @@ fn dest_info(src: &CommitInfo, ts: i64, f: &FileTotals, marker: BTreeMap<String,
     }
 }
 
+/// Open the folder DEST without following a symlink, and refuse one that another user owns in
+/// a folder others can write (docs/EXPORT.md "Export"): such a DEST may be a trap set for the
+/// user who runs the export (root), as `--rejects` and `--log-file` refuse theirs.
+/// Errors: [`Error::ExportRefused`]; [`Error::Io`].
+fn open_dest(path: &Path) -> Result<Dir> {
+    let root = match Dir::open_nofollow(path) {
+        Ok(d) => d,
+        Err(Error::Corrupt { .. }) => {
+            return Err(refused(
+                path,
+                "it is a symbolic link; export never writes through one (name the folder itself)".into(),
+            ));
+        }
+        Err(e) => return Err(e),
+    };
+    let st = rustix::fs::fstat(root.fd()).map_err(|e| Error::io("stat", path, e.into()))?;
+    let me = rustix::process::geteuid().as_raw();
+    if st.st_uid != me {
+        let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let parent = abs.parent().unwrap_or(Path::new("/"));
+        let pst = rustix::fs::stat(parent).map_err(|e| Error::io("stat", parent, e.into()))?;
+        if pst.st_mode & 0o022 != 0 {
+            return Err(refused(
+                path,
+                format!(
+                    "it belongs to uid {} (not uid {me}, who runs the export) in {}, a folder others can write \
+                     (mode {:o}); export into a folder of your own",
+                    st.st_uid,
+                    parent.display(),
+                    pst.st_mode & 0o7777
+                ),
+            ));
+        }
+    }
+    Ok(root)
+}
+
 impl Dest {
     /// Open DEST (creating the folder when missing) and replay its log. A folder without a log
     /// may hold only what an interrupted export leaves (`_delta_log/` without commits,
     /// `*.parquet`, temporaries); anything else is refused.
     fn open(path: &Path, source: &Table) -> Result<Dest> {
         std::fs::create_dir_all(path).ctx("create", path)?;
-        let root = Dir::open(path)?;
+        let root = open_dest(path)?;
         let (a, b) = (
             rustix::fs::fstat(root.fd()).map_err(|e| Error::io("stat", path, e.into()))?,
             rustix::fs::fstat(source.dir().fd()).map_err(|e| Error::io("stat", source.root(), e.into()))?,
