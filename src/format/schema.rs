@@ -115,6 +115,31 @@ impl ColumnType {
         }
     }
 
+    /// [`ColumnType::delta_type`] as text, keys in Spark's order (`type` first).
+    fn write_delta_type(&self, out: &mut String) {
+        let flag = |b: bool| if b { "true" } else { "false" };
+        match self {
+            ColumnType::Array(e) => {
+                out.push_str("{\"type\":\"array\",\"elementType\":");
+                e.ty.write_delta_type(out);
+                out.push_str(",\"containsNull\":");
+                out.push_str(flag(e.nullable));
+                out.push('}');
+            }
+            ColumnType::Map(m) => {
+                out.push_str("{\"type\":\"map\",\"keyType\":");
+                m.key.write_delta_type(out);
+                out.push_str(",\"valueType\":");
+                m.value.ty.write_delta_type(out);
+                out.push_str(",\"valueContainsNull\":");
+                out.push_str(flag(m.value.nullable));
+                out.push('}');
+            }
+            ColumnType::Struct(fields) => write_struct(fields, out),
+            leaf => out.push_str(&leaf.delta_type().to_string()),
+        }
+    }
+
     /// The table features values of this type need (a subset of [`TYPE_FEATURES`]), added to
     /// `out`.
     fn features(&self, out: &mut Vec<&'static str>) {
@@ -250,6 +275,25 @@ fn struct_json(fields: &[Column]) -> Value {
         .map(|c| json!({"name": c.name, "type": c.ty.delta_type(), "nullable": c.nullable, "metadata": {}}))
         .collect();
     json!({"type": "struct", "fields": fields})
+}
+
+/// [`struct_json`] as text with the keys in the order Spark and delta-rs write them (`type`
+/// first; a field's `name`, `type`, `nullable`, `metadata`), which `serde_json::Value` does not
+/// keep (it sorts keys).
+fn write_struct(fields: &[Column], out: &mut String) {
+    out.push_str("{\"type\":\"struct\",\"fields\":[");
+    for (i, c) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"name\":");
+        out.push_str(&Value::from(c.name.as_str()).to_string());
+        out.push_str(",\"type\":");
+        c.ty.write_delta_type(out);
+        out.push_str(if c.nullable { ",\"nullable\":true" } else { ",\"nullable\":false" });
+        out.push_str(",\"metadata\":{}}");
+    }
+    out.push_str("]}");
 }
 
 /// The fields of a Delta `struct` type object. Errors as [`ColumnType::from_delta`]; also a
@@ -570,7 +614,9 @@ impl Schema {
     /// The Spark `StructType` JSON Delta keeps in `metaData.schemaString`; every field has
     /// `"metadata":{}`.
     pub fn to_schema_string(&self) -> String {
-        struct_json(&self.columns).to_string()
+        let mut out = String::new();
+        write_struct(&self.columns, &mut out);
+        out
     }
 
     /// Parse `metaData.schemaString`. Errors: a message for [`Error::Corrupt`] when it is not a

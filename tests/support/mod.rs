@@ -547,26 +547,30 @@ pub fn vm_hwm(pid: u32) -> u64 {
 }
 
 /// Run `tinydelta ARGS` (output discarded) and return its exit code and peak resident memory in
-/// bytes (`ru_maxrss` of that one child, from `wait4`).
-#[allow(clippy::zombie_processes)] // reaped by wait4, which also gives its rusage
+/// bytes, as GNU `time -f %M` reports it. Not `wait4` of a child of this process: the child is
+/// spawned with the test binary's memory (vfork), and Linux carries that memory's high-water mark
+/// across `exec` into the child's `ru_maxrss`, so tests running alongside inflated the figure.
+/// `time` is a small process, and its own child starts from that.
 pub fn td_peak_rss<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (i32, u64) {
-    let child = cmd(args)
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = dir.path().join("rss");
+    let status = Command::new("/usr/bin/time")
+        .arg("-f")
+        .arg("%M")
+        .arg("-o")
+        .arg(&report)
+        .arg(BIN)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn tinydelta");
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is a valid out-parameter for wait4.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child; both pointers are valid for the call.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
-    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        -1
-    };
-    (code, ru.ru_maxrss as u64 * 1024)
+        .status()
+        .expect("run /usr/bin/time (Debian's time package, which scripts/test.sh installs)");
+    let text = std::fs::read_to_string(&report).expect("time's report");
+    let kib: u64 = text
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("time printed no peak: {text:?}"));
+    (status.code().unwrap_or(-1), kib * 1024)
 }
