@@ -421,7 +421,10 @@ impl Replay {
                 "it removes {n} file(s) that no earlier version left live, first {p:?} (a damaged path)"
             )));
         }
-        if info.operation == "RESTORE" {
+        // A restore that rebased over blind appends (readVersion older than the version
+        // before it) keeps their files, which its recorded totals do not count.
+        let rebased = info.read_version.and_then(|r| u64::try_from(r).ok()) != commit.version.checked_sub(1);
+        if info.operation == "RESTORE" && !rebased {
             let live = (self.files.len() - self.holes) as u64;
             let checks = [
                 ("numOfFilesAfterRestore", Some(live)),
