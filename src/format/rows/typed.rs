@@ -27,7 +27,7 @@ pub(super) fn decode_str(raw: &str) -> std::result::Result<Cow<'_, str>, String>
 
 /// Write the string `s` decoded from `raw`: `raw` itself when it had no escapes (it is then its
 /// canonical form), else `s` re-escaped as serde_json writes strings.
-fn write_str(raw: &str, s: &Cow<'_, str>, out: &mut Vec<u8>) {
+fn write_str(raw: &str, s: Cow<'_, str>, out: &mut Vec<u8>) {
     match s {
         Cow::Borrowed(_) => out.extend_from_slice(raw.as_bytes()),
         Cow::Owned(s) => {
@@ -133,7 +133,7 @@ pub(super) fn emit_leaf(
                     }
                 }
             }
-            write_str(raw, &s, out);
+            write_str(raw, s, out);
         }
         ColumnType::Json | ColumnType::Array(_) | ColumnType::Map(_) | ColumnType::Struct(_) => {
             return Err(format!("internal: {ty} is not a leaf type"));
@@ -469,7 +469,7 @@ fn json_canonical(raw: &str, path: &mut String, out: &mut Vec<u8>) -> std::resul
         }
         "string" => {
             let s = decode_str(raw).map_err(|why| reject(path, why))?;
-            write_str(raw, &s, out);
+            write_str(raw, s, out);
         }
         // Numbers, booleans and null: already checked JSON (the line was parsed), canonical as
         // written.
