@@ -25,7 +25,7 @@ pub enum ColumnType {
     Date,
     /// RFC 3339 with an offset; Delta `timestamp`.
     Timestamp,
-    /// `YYYY-MM-DDTHH:MM:SS[.ffffff]`, no offset; Delta `timestamp_ntz` (the `timestampNtz`
+    /// `YYYY-MM-DDTHH:MM:SS` with 0-9 fraction digits, no offset; Delta `timestamp_ntz` (the `timestampNtz`
     /// table feature, PROTOCOL "Timestamp without timezone").
     TimestampNtz,
     /// An exact decimal of `precision` digits, `scale` of them after the point; Delta

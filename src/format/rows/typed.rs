@@ -114,7 +114,7 @@ pub(super) fn emit_leaf(
                 }
                 ColumnType::TimestampNtz => {
                     let us = timestamp_ntz_us(&s).ok_or_else(|| {
-                        format!("{raw} is not a timestamp without offset (YYYY-MM-DDTHH:MM:SS[.ffffff], years 0001-9999)")
+                        format!("{raw} is not a timestamp without offset (YYYY-MM-DDTHH:MM:SS with 0-9 fraction digits, years 0001-9999)")
                     })?;
                     if let Some(st) = st {
                         update_stat(st, StatValue::LocalInstant(us));
