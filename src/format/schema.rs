@@ -74,8 +74,9 @@ pub struct MapType {
 pub const TYPE_FEATURES: [&str; 2] = ["timestampNtz", "variantType"];
 
 /// Largest nesting depth of types (a struct in an array is depth 2). Bounds the work of a
-/// hostile `schemaString` and of rows checked against it.
-pub const MAX_TYPE_DEPTH: usize = 64;
+/// hostile `schemaString` and of rows checked against it, and keeps every schema's
+/// `schemaString` within serde_json's 128 levels (a struct level takes three).
+pub const MAX_TYPE_DEPTH: usize = 32;
 
 impl ColumnType {
     /// The CLI spelling (`int`, `decimal(10,2)`, `array<str!>`, `struct<a:int,b:str>`, ...).
@@ -720,7 +721,7 @@ mod tests {
         assert!(msg(&["x:int>"]).contains("unexpected \">\" after the type"));
         assert!(msg(&["x:struct<>"]).contains("expected a field name"));
         let deep = format!("x:{}int{}", "array<".repeat(70), ">".repeat(70));
-        assert!(msg(&[&deep]).contains("nested deeper than 64"));
+        assert!(msg(&[&deep]).contains("nested deeper than 32"));
     }
 
     #[test]

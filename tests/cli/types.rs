@@ -373,9 +373,14 @@ def enc(v, t):
 
 for version in (0, 1):
     tbl = DeltaTable(path, version=version).to_pyarrow_table()
-    out = open(f"{path}.v{version}.jsonl", "w")
-    for r in tbl.to_pylist():
-        out.write("{" + ",".join(json.dumps(f.name) + ":" + enc(r[f.name], f.type) for f in tbl.schema) + "}\n")
+    with open(f"{path}.v{version}.jsonl", "w") as out:
+        for r in tbl.to_pylist():
+            out.write("{" + ",".join(json.dumps(f.name) + ":" + enc(r[f.name], f.type) for f in tbl.schema) + "}\n")
+# deltalake's runtime can abort while the interpreter shuts down ("terminate called without an
+# active exception"): the files are written and closed, so leave without the teardown.
+import os
+sys.stdout.flush()
+os._exit(0)
 "#;
     let out = Command::new(&py).arg("-c").arg(script).arg(&table).output().unwrap();
     assert!(out.status.success(), "python: {}", String::from_utf8_lossy(&out.stderr));
@@ -395,4 +400,80 @@ for version in (0, 1):
         b.sort();
         assert_eq!(b, a, "version {v}");
     }
+}
+
+/// Break-it review findings: a `json` value nested deeper than 128 levels is refused (it was
+/// written recursively: 10,000 levels overflowed the stack, and killed the daemon); a decimal
+/// whose exponent offsets a million-digit mantissa is refused, not clamped into another value;
+/// a struct nested deeper than 32 levels is refused at `create` (its schemaString would pass
+/// serde_json's 128 levels); a leap second at the end of 9999 is outside Delta's range.
+#[test]
+fn hostile_values_and_types_are_refused_not_misread() {
+    let t = TempTable::new(&["j:json", "d:decimal(5,2)", "t:timestamp", "n:timestamp_ntz"]);
+    let deep = |n: usize| format!("{{\"j\":{}{}}}\n", "[".repeat(n), "]".repeat(n));
+    t.append(deep(128).as_bytes());
+    for n in [129, 10_000] {
+        t.td_in("append", &[], deep(n).as_bytes())
+            .code(5)
+            .stderr_has(&["nests objects and arrays deeper than 128 levels"]);
+    }
+    let zeros = "0".repeat(1_000_000);
+    for (row, msg) in [
+        (
+            format!("{{\"d\":0.{zeros}1e2000000}}"),
+            "more than 3 digits before the point",
+        ),
+        (
+            format!("{{\"d\":1{zeros}e-2000000}}"),
+            "more than 2 digits after the point",
+        ),
+    ] {
+        let out = t.td_in("append", &[], row.as_bytes()).code(5);
+        assert!(
+            out.stderr.contains(msg) && out.stderr.len() < 2000,
+            "{}",
+            &out.stderr[..out.stderr.len().min(600)]
+        );
+    }
+    // 10^0 written with a million zeros either side is exactly 1.
+    t.append(format!("{{\"d\":1{zeros}e-1000000}}\n").as_bytes());
+    for row in ["{\"t\":\"9999-12-31T23:59:60Z\"}", "{\"n\":\"9999-12-31T23:59:60\"}"] {
+        t.td_in("append", &[], row.as_bytes()).code(5);
+    }
+    assert_eq!(t.latest(), 2);
+    let last = lines(&t.read()).pop().unwrap();
+    assert!(last.contains("\"d\":1.00"), "{last}");
+
+    let mut spec = "int".to_string();
+    for _ in 0..33 {
+        spec = format!("struct<a:{spec}>");
+    }
+    let u = TempTable::uncreated();
+    td(&["create", &u.p(), &format!("c:{spec}")])
+        .code(2)
+        .stderr_has(&["nested deeper than 32 levels"]);
+    let mut ok = "int".to_string();
+    for _ in 0..31 {
+        ok = format!("struct<a:{ok}>");
+    }
+    td(&["create", &u.p(), &format!("c:{ok}")]).ok();
+    assert_eq!(u.describe()["version"], 0, "a created table reads");
+}
+
+#[test]
+fn infer_refuses_a_sample_without_line_ends_and_export_of_an_earlier_version_works() {
+    let t = TempTable::uncreated();
+    td(&["create", &t.p(), "--infer", "/dev/zero", "--dry-run"])
+        .code(5)
+        .stderr_has(&["/dev/zero: line 1", "longer than the maximum"]);
+    // export --version N judges the columns of version N, not of later ones.
+    let s = TempTable::new(&["a:int"]);
+    s.append(b"{\"a\":1}\n");
+    s.td("alter", &["add-column", "s:struct<x:int>"]).ok();
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("out");
+    td(&["export", &s.p(), dest.to_str().unwrap(), "--version", "1"]).ok();
+    td(&["export", &s.p(), dir.path().join("out2").to_str().unwrap()])
+        .code(1)
+        .stderr_has(&["column \"s\" has type struct<x:int>"]);
 }

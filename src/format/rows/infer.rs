@@ -17,6 +17,8 @@
 #[allow(unused_imports)]
 use super::*;
 
+use std::io::Read;
+
 use crate::format::schema::{Column, Element};
 
 /// What [`infer_schema`] found.
@@ -229,11 +231,22 @@ pub fn infer_schema(mut input: impl BufRead, file: &str, max_rows: u64) -> Resul
     let (mut line_no, mut rows) = (0u64, 0u64);
     while rows < max_rows {
         line.clear();
-        let n = input.read_line(&mut line).ctx("read", file)?;
+        // At most the longest line rows may have (and its `\r\n`): a file without line ends
+        // (`/dev/zero`) is refused, not read into memory.
+        let limit = DEFAULT_MAX_LINE_BYTES as u64 + 2;
+        let n = (&mut input).take(limit).read_line(&mut line).ctx("read", file)?;
         if n == 0 {
             break;
         }
         line_no += 1;
+        if n as u64 == limit && !line.ends_with('\n') {
+            return Err(Error::BadInput {
+                file: file.to_string(),
+                line: line_no,
+                column: "1".into(),
+                reason: format!("the line is longer than the maximum of {DEFAULT_MAX_LINE_BYTES} bytes"),
+            });
+        }
         let text = line.trim_start_matches('\u{feff}').trim_end_matches(['\n', '\r']);
         if text.trim().is_empty() {
             continue;

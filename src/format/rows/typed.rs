@@ -5,14 +5,28 @@
 //! (`m.key`).
 //!
 //! Nested values are parsed one level at a time from the raw text of their parent, so the work
-//! per line is its length times the depth of the schema (at most [`crate::format::schema::MAX_TYPE_DEPTH`]); the depth
-//! of a `json` value is bounded by serde_json's recursion limit (128), which the line's first
-//! parse already applied.
+//! per line is its length times the depth of the schema (at most [`crate::format::schema::MAX_TYPE_DEPTH`]); a `json`
+//! value nested deeper than [`MAX_JSON_DEPTH`] is refused (serde_json skips a nested value
+//! without a depth limit, so the line's first parse does not bound it).
 
 #[allow(unused_imports)]
 use super::*;
 
 use crate::format::schema::{Column, Element};
+
+/// A rejected value as a message shows it: whole up to 64 bytes, else its first 60 bytes and its
+/// length, so that the reason after it survives the cut of a long message (a million-digit
+/// number makes a short note that still says why).
+fn shown(raw: &str) -> Cow<'_, str> {
+    if raw.len() <= 64 {
+        return Cow::Borrowed(raw);
+    }
+    let mut end = 60;
+    while !raw.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}... ({} bytes in all)", &raw[..end], raw.len()))
+}
 
 /// A string value's text: borrowed from `raw` (a JSON string literal) when it has no escapes.
 /// Errors: the reason (an invalid escape, a lone surrogate).
@@ -52,11 +66,11 @@ pub(super) fn emit_leaf(
         ColumnType::Int => {
             expect("number")?;
             if raw.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) {
-                return Err(format!("{raw} has a fraction or exponent, but the column is int"));
+                return Err(format!("{} has a fraction or exponent, but the column is int", shown(raw)));
             }
             let n: i64 = raw
                 .parse()
-                .map_err(|_| format!("{raw} is outside the 64-bit integer range"))?;
+                .map_err(|_| format!("{} is outside the 64-bit integer range", shown(raw)))?;
             // A JSON integer literal is canonical already, except for "-0".
             out.extend_from_slice(if raw == "-0" { b"0" } else { raw.as_bytes() });
             if let Some(st) = st {
@@ -65,9 +79,9 @@ pub(super) fn emit_leaf(
         }
         ColumnType::Float => {
             expect("number")?;
-            let f: f64 = raw.parse().map_err(|_| format!("{raw} is not a number"))?;
+            let f: f64 = raw.parse().map_err(|_| format!("{} is not a number", shown(raw)))?;
             if !f.is_finite() {
-                return Err(format!("{raw} is outside the 64-bit float range"));
+                return Err(format!("{} is outside the 64-bit float range", shown(raw)));
             }
             // serde_json prints floats with a fraction or exponent ("18.0", "1e300").
             let _ = serde_json::to_writer(&mut *out, &f);
@@ -98,23 +112,21 @@ pub(super) fn emit_leaf(
             match ty {
                 ColumnType::Date => {
                     if !valid_date(&s) {
-                        return Err(format!(
-                            "{raw} is not a date (YYYY-MM-DD, years 0001-9999, Delta's date range)"
-                        ));
+                        return Err(format!("{} is not a date (YYYY-MM-DD, years 0001-9999, Delta's date range)", shown(raw)));
                     }
                     if let Some(st) = st {
                         update_str_stat(st, s.as_bytes());
                     }
                 }
                 ColumnType::Timestamp => {
-                    let us = timestamp_us(&s).map_err(|why| format!("{raw} {why}"))?;
+                    let us = timestamp_us(&s).map_err(|why| format!("{} {why}", shown(raw)))?;
                     if let Some(st) = st {
                         update_stat(st, StatValue::Instant(us));
                     }
                 }
                 ColumnType::TimestampNtz => {
                     let us = timestamp_ntz_us(&s).ok_or_else(|| {
-                        format!("{raw} is not a timestamp without offset (YYYY-MM-DDTHH:MM:SS with 0-9 fraction digits, years 0001-9999)")
+                        format!("{} is not a timestamp without offset (YYYY-MM-DDTHH:MM:SS with 0-9 fraction digits, years 0001-9999)", shown(raw))
                     })?;
                     if let Some(st) = st {
                         update_stat(st, StatValue::LocalInstant(us));
@@ -124,7 +136,7 @@ pub(super) fn emit_leaf(
                     use base64::Engine;
                     base64::engine::general_purpose::STANDARD
                         .decode(s.as_bytes())
-                        .map_err(|e| format!("{raw} is not base64 (standard alphabet, padded): {e}"))?;
+                        .map_err(|e| format!("{} is not base64 (standard alphabet, padded): {e}", shown(raw)))?;
                     // Delta keeps no min/max for binary; a null count only.
                 }
                 _ => {
@@ -163,9 +175,9 @@ pub(crate) fn timestamp_ntz_us(s: &str) -> Option<i64> {
         return None;
     }
     let t = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f").ok()?;
-    (1..=9999)
-        .contains(&t.year())
-        .then(|| t.and_utc().timestamp_micros())
+    let us = t.and_utc().timestamp_micros();
+    // (A leap second at 9999-12-31T23:59:60 is in the year 10000.)
+    ((1..=9999).contains(&t.year()) && us < YEAR_10000_US).then_some(us)
 }
 
 /// The decimal `raw` (a valid JSON number) as a `decimal(precision, scale)`: its unscaled value
@@ -183,50 +195,58 @@ pub(crate) fn decimal(raw: &str, precision: u8, scale: u8) -> std::result::Resul
         None => (body, "0"),
     };
     let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let bad = || format!("{raw} is not a decimal number");
+    let bad = || format!("{} is not a decimal number", shown(raw));
     if int.is_empty() || !int.bytes().chain(frac.bytes()).all(|c| c.is_ascii_digit()) {
         return Err(bad());
     }
-    // An exponent beyond ±10^6 only makes digits that cannot fit 38 or a zero: cap it.
-    let exp: i64 = exp
-        .trim_start_matches('+')
-        .parse::<i64>()
-        .or_else(|_| {
-            let e = exp.trim_start_matches(['+', '-']);
-            match e.bytes().all(|c| c.is_ascii_digit()) && !e.is_empty() {
-                true => Ok(if exp.starts_with('-') { -1_000_000 } else { 1_000_000 }),
-                false => Err(bad()),
-            }
-        })?
-        .clamp(-1_000_000, 1_000_000);
     // digits × 10^shift is the unscaled value.
     let digits: String = int.chars().chain(frac.chars()).collect();
     let digits = digits.trim_start_matches('0');
-    let shift = exp - frac.len() as i64 + i64::from(scale);
     // The fraction holds at most `scale` digits here, so a value too long for `precision` has
     // too many digits before the point.
     let too_many = || {
         format!(
-            "{raw} has more than {} digits before the point, more than decimal({precision},{scale}) holds",
+            "{} has more than {} digits before the point, more than decimal({precision},{scale}) holds",
+            shown(raw),
             precision - scale
         )
     };
+    let too_fine = || {
+        format!(
+            "{} has more than {scale} digits after the point, more than decimal({precision},{scale}) holds",
+            shown(raw)
+        )
+    };
+    let exp_digits = exp.trim_start_matches(['+', '-']);
+    if exp_digits.is_empty() || !exp_digits.bytes().all(|c| c.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let negative_exp = exp.starts_with('-');
+    // An exponent beyond i64 with a digit other than 0 is out of any decimal's range: exact
+    // arithmetic below is in i128, which holds every i64 exponent minus a line's length.
+    let exp: i128 = match exp_digits.parse::<i64>() {
+        Ok(e) => i128::from(if negative_exp { -e } else { e }),
+        Err(_) if digits.is_empty() => 0,
+        Err(_) if negative_exp => return Err(too_fine()),
+        Err(_) => return Err(too_many()),
+    };
+    let shift: i128 = exp - frac.len() as i128 + i128::from(scale);
     let unscaled_digits: String = if digits.is_empty() {
         String::new()
     } else if shift >= 0 {
-        if digits.len() as i64 + shift > i64::from(precision) {
+        if digits.len() as i128 + shift > i128::from(precision) {
             return Err(too_many());
         }
         let mut d = digits.to_string();
         d.extend(std::iter::repeat_n('0', shift as usize));
         d
+    } else if -shift >= digits.len() as i128 {
+        // Every digit is after the last one `scale` allows, and one of them is not 0.
+        return Err(too_fine());
     } else {
-        let drop = (-shift) as usize;
-        let keep = digits.len().saturating_sub(drop);
+        let keep = digits.len() - (-shift) as usize;
         if !digits[keep..].bytes().all(|c| c == b'0') {
-            return Err(format!(
-                "{raw} has more than {scale} digits after the point, more than decimal({precision},{scale}) holds"
-            ));
+            return Err(too_fine());
         }
         digits[..keep].to_string()
     };
@@ -282,7 +302,7 @@ pub(super) fn emit_typed(
     }
     match ty {
         ColumnType::Json => {
-            json_canonical(raw, path, out)?;
+            json_canonical(raw, path, out, 1)?;
         }
         ColumnType::Array(e) => {
             let Element { ty: et, nullable: en } = e.as_ref();
@@ -427,11 +447,21 @@ fn refuse_duplicate_keys(fields: &Fields<'_>, path: &str) -> std::result::Result
     Ok(())
 }
 
+/// Deepest nesting of objects and arrays in a `json` value (serde_json's own default limit):
+/// the canonical form is written recursively, so the depth bounds the stack a line can use.
+pub(crate) const MAX_JSON_DEPTH: usize = 128;
+
 /// The canonical form of a `json` value: compact, object keys in input order (a key named twice
 /// is refused), strings with serde_json's escapes, numbers, `true`, `false` and `null` as
 /// written (docs/FORMAT.md "Column types").
-fn json_canonical(raw: &str, path: &mut String, out: &mut Vec<u8>) -> std::result::Result<(), Rejection> {
+fn json_canonical(raw: &str, path: &mut String, out: &mut Vec<u8>, depth: usize) -> std::result::Result<(), Rejection> {
     let reject = |path: &str, reason: String| Rejection::Column(path.to_string(), reason);
+    if depth > MAX_JSON_DEPTH && matches!(json_kind(raw), "object" | "array") {
+        return Err(reject(
+            path,
+            format!("the value nests objects and arrays deeper than {MAX_JSON_DEPTH} levels"),
+        ));
+    }
     match json_kind(raw) {
         "object" => {
             let fields: Fields = serde_json::from_str(raw)
@@ -447,7 +477,7 @@ fn json_canonical(raw: &str, path: &mut String, out: &mut Vec<u8>) -> std::resul
                 out.push(b':');
                 path.push('.');
                 path.push_str(&excerpt_key(&k.0));
-                json_canonical(v.get(), path, out)?;
+                json_canonical(v.get(), path, out, depth + 1)?;
                 path.truncate(len);
             }
             out.push(b'}');
@@ -462,7 +492,7 @@ fn json_canonical(raw: &str, path: &mut String, out: &mut Vec<u8>) -> std::resul
                     out.push(b',');
                 }
                 path.push_str(&format!("[{i}]"));
-                json_canonical(item.get(), path, out)?;
+                json_canonical(item.get(), path, out, depth + 1)?;
                 path.truncate(len);
             }
             out.push(b']');

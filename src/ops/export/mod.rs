@@ -195,9 +195,14 @@ fn export_into(
     report: &mut Report,
 ) -> Result<()> {
     let latest = source.latest_version()?;
-    // Columns are only ever added, so the newest schema holds every column of every version.
+    // Columns are only ever added, so the newest exported version's schema holds every column
+    // of the versions before it.
+    let last = match mode {
+        Mode::AllVersions => latest,
+        Mode::Snapshot(v) => v.unwrap_or(latest).min(latest),
+    };
     if let Some(c) = source
-        .snapshot(latest)?
+        .snapshot(last)?
         .schema
         .columns
         .iter()
