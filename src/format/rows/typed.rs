@@ -277,6 +277,60 @@ pub(crate) fn decimal_text(unscaled: i128, scale: u8) -> String {
     format!("{sign}{i}.{f}")
 }
 
+/// A JSON object's members in input order (a key named twice is refused), each key written as a
+/// JSON string and its value by `value` with the path extended by `.key`: the canonical form of
+/// a map and of a `json` object.
+fn write_object(
+    raw: &str,
+    path: &mut String,
+    out: &mut Vec<u8>,
+    mut value: impl FnMut(&str, &mut String, &mut Vec<u8>) -> std::result::Result<(), Rejection>,
+) -> std::result::Result<(), Rejection> {
+    let fields: Fields = serde_json::from_str(raw).map_err(|e| {
+        Rejection::Column(path.clone(), format!("invalid JSON object: {}", serde_message(&e)))
+    })?;
+    refuse_duplicate_keys(&fields, path)?;
+    out.push(b'{');
+    let len = path.len();
+    for (i, (k, v)) in fields.0.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let _ = serde_json::to_writer(&mut *out, k.0.as_ref());
+        out.push(b':');
+        path.push('.');
+        path.push_str(&excerpt_key(&k.0));
+        value(v.get(), path, out)?;
+        path.truncate(len);
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// A JSON array's elements in order, each written by `value` with the path extended by `[i]`.
+fn write_array(
+    raw: &str,
+    path: &mut String,
+    out: &mut Vec<u8>,
+    mut value: impl FnMut(&str, &mut String, &mut Vec<u8>) -> std::result::Result<(), Rejection>,
+) -> std::result::Result<(), Rejection> {
+    let items: Vec<&RawValue> = serde_json::from_str(raw).map_err(|e| {
+        Rejection::Column(path.clone(), format!("invalid JSON array: {}", serde_message(&e)))
+    })?;
+    out.push(b'[');
+    let len = path.len();
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        path.push_str(&format!("[{i}]"));
+        value(item.get(), path, out)?;
+        path.truncate(len);
+    }
+    out.push(b']');
+    Ok(())
+}
+
 /// Check the value `raw` of a column or field of type `ty` (any type; `nullable` says whether
 /// null is allowed), write its canonical form to `out` and count it in `st` (`None` inside
 /// arrays and maps, whose elements have no statistics). `path` names the value in messages and
@@ -309,19 +363,7 @@ pub(super) fn emit_typed(
             if json_kind(raw) != "array" {
                 return Err(reject(path, format!("expected {ty}, found {}", json_kind(raw))));
             }
-            let items: Vec<&RawValue> = serde_json::from_str(raw)
-                .map_err(|e| reject(path, format!("invalid JSON array: {}", serde_message(&e))))?;
-            out.push(b'[');
-            let len = path.len();
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                path.push_str(&format!("[{i}]"));
-                emit_typed(et, *en, item.get(), path, out, None)?;
-                path.truncate(len);
-            }
-            out.push(b']');
+            write_array(raw, path, out, |v, path, out| emit_typed(et, *en, v, path, out, None))?;
         }
         ColumnType::Map(m) => {
             if json_kind(raw) != "object" {
@@ -330,23 +372,9 @@ pub(super) fn emit_typed(
             if m.key != ColumnType::Str {
                 return Err(reject(path, format!("maps with {} keys are read, not written", m.key)));
             }
-            let fields: Fields = serde_json::from_str(raw)
-                .map_err(|e| reject(path, format!("invalid JSON object: {}", serde_message(&e))))?;
-            refuse_duplicate_keys(&fields, path)?;
-            out.push(b'{');
-            let len = path.len();
-            for (i, (k, v)) in fields.0.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                let _ = serde_json::to_writer(&mut *out, k.0.as_ref());
-                out.push(b':');
-                path.push('.');
-                path.push_str(&excerpt_key(&k.0));
-                emit_typed(&m.value.ty, m.value.nullable, v.get(), path, out, None)?;
-                path.truncate(len);
-            }
-            out.push(b'}');
+            write_object(raw, path, out, |v, path, out| {
+                emit_typed(&m.value.ty, m.value.nullable, v, path, out, None)
+            })?;
         }
         ColumnType::Struct(cols) => {
             if json_kind(raw) != "object" {
@@ -463,40 +491,8 @@ fn json_canonical(raw: &str, path: &mut String, out: &mut Vec<u8>, depth: usize)
         ));
     }
     match json_kind(raw) {
-        "object" => {
-            let fields: Fields = serde_json::from_str(raw)
-                .map_err(|e| reject(path, format!("invalid JSON object: {}", serde_message(&e))))?;
-            refuse_duplicate_keys(&fields, path)?;
-            out.push(b'{');
-            let len = path.len();
-            for (i, (k, v)) in fields.0.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                let _ = serde_json::to_writer(&mut *out, k.0.as_ref());
-                out.push(b':');
-                path.push('.');
-                path.push_str(&excerpt_key(&k.0));
-                json_canonical(v.get(), path, out, depth + 1)?;
-                path.truncate(len);
-            }
-            out.push(b'}');
-        }
-        "array" => {
-            let items: Vec<&RawValue> = serde_json::from_str(raw)
-                .map_err(|e| reject(path, format!("invalid JSON array: {}", serde_message(&e))))?;
-            out.push(b'[');
-            let len = path.len();
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                path.push_str(&format!("[{i}]"));
-                json_canonical(item.get(), path, out, depth + 1)?;
-                path.truncate(len);
-            }
-            out.push(b']');
-        }
+        "object" => write_object(raw, path, out, |v, path, out| json_canonical(v, path, out, depth + 1))?,
+        "array" => write_array(raw, path, out, |v, path, out| json_canonical(v, path, out, depth + 1))?,
         "string" => {
             let s = decode_str(raw).map_err(|why| reject(path, why))?;
             write_str(raw, s, out);
