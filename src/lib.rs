@@ -47,7 +47,7 @@ pub use crate::format::schema::{Column, ColumnType, Element, MapType, Schema};
 
 /// Schema inference from a sample of rows (docs/CLI.md "Inferring a schema").
 pub mod infer {
-    pub use crate::format::rows::{Inferred, infer_schema};
+    pub use crate::format::rows::{Inferred, infer_columns, infer_schema};
 }
 pub use crate::log::snapshot::{FileEntry, Snapshot};
 pub use crate::table::history::readable_versions;
@@ -62,7 +62,7 @@ pub mod diagnose {
 
 /// Quoting input in messages, cut to a short excerpt (docs/CLI.md "Input rules").
 pub mod quote {
-    pub use crate::util::quote::{QUOTED_BYTES, quoted};
+    pub use crate::util::quote::{QUOTED_BYTES, quoted, shortened};
 }
 
 /// Time expressions (`--as-of`, `at/`), the RFC 3339 form commit times are shown in, the clock.

@@ -245,7 +245,7 @@ impl fmt::Display for ColumnType {
                     if i > 0 {
                         f.write_str(",")?;
                     }
-                    write!(f, "{}:{}{}", c.name, c.ty, bang(c.nullable))?;
+                    write!(f, "{}:{}{}", cli_name(&c.name), c.ty, bang(c.nullable))?;
                 }
                 f.write_str(">")
             }
@@ -478,12 +478,23 @@ impl<'a> TypeParser<'a> {
                 loop {
                     self.skip_ws();
                     let name_at = self.at;
-                    let len = self.s[name_at..].find([':', ',', '<', '>']).unwrap_or(self.s.len() - name_at);
-                    let name = self.s[name_at..name_at + len].trim_end();
-                    self.at += len;
-                    if name.is_empty() {
-                        return Err(self.err(name_at, "expected a field name"));
-                    }
+                    let name: std::borrow::Cow<'a, str> = match quoted_name(&self.s[name_at..]) {
+                        Some(Ok((name, len))) => {
+                            self.at += len;
+                            name.into()
+                        }
+                        Some(Err(why)) => return Err(self.err(name_at, why)),
+                        None => {
+                            let len = self.s[name_at..].find([':', ',', '<', '>']).unwrap_or(self.s.len() - name_at);
+                            self.at += len;
+                            let name = self.s[name_at..name_at + len].trim_end();
+                            if name.is_empty() {
+                                return Err(self.err(name_at, "expected a field name"));
+                            }
+                            name.into()
+                        }
+                    };
+                    let name = name.as_ref();
                     if fields.iter().any(|f| f.name.eq_ignore_ascii_case(name)) {
                         return Err(self.err(name_at, format!("field {} is named twice (names are case-insensitive)", quoted(name))));
                     }
@@ -505,6 +516,45 @@ impl<'a> TypeParser<'a> {
             other => return Err(self.err(start, format!("unknown type {} (types: {TYPE_NAMES})", quoted(other)))),
         })
     }
+}
+
+/// A name as the CLI syntax spells it: as it is, or as a JSON string when it is empty, holds a
+/// character the syntax uses (`:` `,` `<` `>` `!` `"` or a space), or is not printable
+/// (docs/CLI.md "Column types").
+pub fn cli_name(name: &str) -> std::borrow::Cow<'_, str> {
+    let plain = !name.is_empty()
+        && !name
+            .chars()
+            .any(|c| matches!(c, ':' | ',' | '<' | '>' | '!' | '"' | ' ') || c.is_control() || c.is_whitespace());
+    if plain {
+        std::borrow::Cow::Borrowed(name)
+    } else {
+        std::borrow::Cow::Owned(serde_json::Value::from(name).to_string())
+    }
+}
+
+/// A name spelled as a JSON string at the start of `s` ([`cli_name`]): `None` when `s` does not
+/// start with `"`, else the name and the bytes it takes, or why it is malformed.
+fn quoted_name(s: &str) -> Option<std::result::Result<(String, usize), String>> {
+    if !s.starts_with('"') {
+        return None;
+    }
+    let b = s.as_bytes();
+    let mut k = 1;
+    while k < b.len() {
+        match b[k] {
+            b'\\' => k += 2,
+            b'"' => {
+                return Some(
+                    serde_json::from_str::<String>(&s[..=k])
+                        .map(|name| (name, k + 1))
+                        .map_err(|e| format!("the quoted name is not a JSON string ({e})")),
+                );
+            }
+            _ => k += 1,
+        }
+    }
+    Some(Err("the quoted name has no closing \"".into()))
 }
 
 /// The first column whose name equals an earlier one's regardless of case, as (earlier, later)
@@ -542,16 +592,26 @@ impl Schema {
         // Lower-cased name -> index: one lookup per column, not a scan of those before it.
         let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::with_capacity(specs.len());
         for spec in specs {
-            let (name, ty) = spec
-                .split_once(':')
-                .ok_or_else(|| Error::InvalidArgument(format!("column spec {} is not NAME:TYPE", quoted(spec))))?;
+            let not_spec = || Error::InvalidArgument(format!("column spec {} is not NAME:TYPE", quoted(spec)));
+            let (name, ty, base): (std::borrow::Cow<'_, str>, &str, usize) = match quoted_name(spec) {
+                Some(Ok((name, len))) => {
+                    let ty = spec[len..].strip_prefix(':').ok_or_else(not_spec)?;
+                    (name.into(), ty, len + 1)
+                }
+                Some(Err(why)) => return Err(Error::InvalidArgument(format!("column spec {}: {why}", quoted(spec)))),
+                None => {
+                    let (name, ty) = spec.split_once(':').ok_or_else(not_spec)?;
+                    (name.into(), ty, name.len() + 1)
+                }
+            };
+            let name = name.as_ref();
             if name.is_empty() {
                 return Err(Error::InvalidArgument(format!("column spec {} has an empty name", quoted(spec))));
             }
             let mut p = TypeParser {
                 s: ty,
                 at: 0,
-                base: name.len() + 1,
+                base,
                 spec,
             };
             let e = p.element(1)?;
@@ -629,9 +689,11 @@ impl Schema {
             Some("struct") => {}
             other => return Err(format!("schemaString has type {other:?}, not struct")),
         }
-        Ok(Schema {
-            columns: fields_from_delta(&v, 1)?,
-        })
+        let columns = fields_from_delta(&v, 1)?;
+        if columns.is_empty() {
+            return Err("schemaString has no columns".into());
+        }
+        Ok(Schema { columns })
     }
 
     /// `schema.json` of the mount and `describe --json`:
@@ -650,13 +712,113 @@ impl Schema {
         s
     }
 
+    /// This schema with the columns and struct fields of `incoming` that it lacks added at the
+    /// end of their struct, all nullable (Delta `mergeSchema`: docs/CLI.md "Adding columns while
+    /// appending"). A name that exists (regardless of case) keeps its type: structs are merged
+    /// field by field, also inside array elements and map values; any other type difference is
+    /// left for row validation to report. Returns the merged schema and the paths added
+    /// (`user.email`, `events[].kind`, `attrs{}.note`), in order.
+    pub fn merged_with(&self, incoming: &Schema) -> (Schema, Vec<String>) {
+        let mut columns = self.columns.clone();
+        let mut added = Vec::new();
+        merge_fields(&mut columns, &incoming.columns, "", &mut added);
+        (Schema { columns }, added)
+    }
+
+    /// The schema with `column` added at `path` (field names from the top, the new column's
+    /// name last): at the end of the top level for a one-element path, else at the end of the
+    /// struct `path[..n-1]` names (regardless of case; a segment naming an array or map of
+    /// structs steps into its elements or values).
+    ///
+    /// Errors: [`Error::InvalidArgument`] when a segment names no struct field or the field
+    /// exists already (regardless of case).
+    pub fn with_field(&self, path: &[&str], column: Column) -> Result<Schema> {
+        let mut columns = self.columns.clone();
+        let mut fields = &mut columns;
+        let mut at = String::new();
+        for seg in &path[..path.len().saturating_sub(1)] {
+            if !at.is_empty() {
+                at.push('.');
+            }
+            at.push_str(seg);
+            let Some(c) = fields.iter_mut().find(|c| c.name.eq_ignore_ascii_case(seg)) else {
+                return Err(Error::InvalidArgument(format!("{} names no column or field", quoted(&at))));
+            };
+            let shown = c.ty.to_string();
+            match struct_fields(&mut c.ty) {
+                Some(f) => fields = f,
+                None => {
+                    return Err(Error::InvalidArgument(format!(
+                        "{} is {shown}, not a struct: fields are added only to structs",
+                        quoted(&at)
+                    )));
+                }
+            }
+        }
+        if let Some(old) = fields.iter().find(|c| c.name.eq_ignore_ascii_case(&column.name)) {
+            let full = if at.is_empty() { old.name.clone() } else { format!("{at}.{}", old.name) };
+            return Err(Error::InvalidArgument(if old.ty == column.ty {
+                format!("column {} already exists (column names are case-insensitive)", quoted(&full))
+            } else {
+                format!(
+                    "column {} already exists as {}: changing a column's type is not supported (Delta allows only adding nullable columns here)",
+                    quoted(&full),
+                    old.ty
+                )
+            }));
+        }
+        fields.push(column);
+        let schema = Schema { columns };
+        schema.check_unique_names()?;
+        Ok(schema)
+    }
+
     /// `id:int! region:str` — the CLI spelling, as `describe` prints it.
     pub fn to_cli_string(&self) -> String {
         self.columns
             .iter()
-            .map(|c| format!("{}:{}{}", c.name, c.ty, if c.nullable { "" } else { "!" }))
+            .map(|c| format!("{}:{}{}", cli_name(&c.name), c.ty, if c.nullable { "" } else { "!" }))
             .collect::<Vec<_>>()
             .join(" ")
+    }
+}
+
+/// Add to `fields` the fields of `incoming` it lacks (nullable), merging structs found on both
+/// sides; `at` is the path of `fields`' struct, `added` collects the new paths.
+fn merge_fields(fields: &mut Vec<Column>, incoming: &[Column], at: &str, added: &mut Vec<String>) {
+    for inc in incoming {
+        let path = if at.is_empty() { inc.name.clone() } else { format!("{at}.{}", inc.name) };
+        match fields.iter_mut().find(|c| c.name.eq_ignore_ascii_case(&inc.name)) {
+            Some(c) => merge_types(&mut c.ty, &inc.ty, &path, added),
+            None => {
+                added.push(path);
+                fields.push(Column {
+                    name: inc.name.clone(),
+                    ty: inc.ty.clone(),
+                    nullable: true,
+                });
+            }
+        }
+    }
+}
+
+/// The fields of the struct `ty` is, or holds as its (nested) array element or map value.
+fn struct_fields(ty: &mut ColumnType) -> Option<&mut Vec<Column>> {
+    match ty {
+        ColumnType::Struct(f) => Some(f),
+        ColumnType::Array(e) => struct_fields(&mut e.ty),
+        ColumnType::Map(m) => struct_fields(&mut m.value.ty),
+        _ => None,
+    }
+}
+
+/// [`merge_fields`] inside `ty` and `inc` when both are structs, arrays of them or maps of them.
+fn merge_types(ty: &mut ColumnType, inc: &ColumnType, path: &str, added: &mut Vec<String>) {
+    match (ty, inc) {
+        (ColumnType::Struct(f), ColumnType::Struct(g)) => merge_fields(f, g, path, added),
+        (ColumnType::Array(e), ColumnType::Array(g)) => merge_types(&mut e.ty, &g.ty, &format!("{path}[]"), added),
+        (ColumnType::Map(m), ColumnType::Map(g)) => merge_types(&mut m.value.ty, &g.value.ty, &format!("{path}{{}}"), added),
+        _ => {}
     }
 }
 
@@ -722,6 +884,24 @@ mod tests {
         assert!(msg(&["x:struct<>"]).contains("expected a field name"));
         let deep = format!("x:{}int{}", "array<".repeat(70), ">".repeat(70));
         assert!(msg(&[&deep]).contains("nested deeper than 32"));
+    }
+
+    #[test]
+    fn names_the_syntax_uses_are_quoted() {
+        let s = Schema {
+            columns: vec![
+                Column { name: "a:b".into(), ty: ColumnType::Struct(vec![Column { name: "x,y>".into(), ty: ColumnType::Int, nullable: true }, Column { name: String::new(), ty: ColumnType::Str, nullable: false }]), nullable: true },
+                Column { name: "plain".into(), ty: ColumnType::Int, nullable: false },
+                Column { name: "say \"hi\" !".into(), ty: ColumnType::Int, nullable: true },
+            ],
+        };
+        let cli = s.to_cli_string();
+        assert_eq!(cli, r#""a:b":struct<"x,y>":int,"":str!> plain:int! "say \"hi\" !":int"#);
+        let specs = [r#""a:b":struct<"x,y>":int,"":str!>"#, "plain:int!", r#""say \"hi\" !":int"#];
+        assert_eq!(parse(&specs).unwrap(), s);
+        assert!(parse(&[r#""a:int"#]).unwrap_err().to_string().contains("no closing"));
+        assert!(parse(&[r#""a"int"#]).unwrap_err().to_string().contains("is not NAME:TYPE"));
+        assert!(Schema::from_schema_string(r#"{"type":"struct","fields":[]}"#).unwrap_err().contains("no columns"));
     }
 
     #[test]

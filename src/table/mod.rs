@@ -49,6 +49,11 @@ pub struct WriteOptions {
     /// --max-line-bytes` and the mount's `--max-line-bytes` for the commits of `incoming/` set
     /// it; docs/CLI.md "Input rules").
     pub max_line_bytes: Option<usize>,
+    /// Delta `mergeSchema` for [`Table::append`] and [`Table::append_file`]: the columns (and
+    /// struct fields) of this schema that the table lacks are added, nullable, by a `metaData`
+    /// in the same commit as the rows ([`Schema::merged_with`]; docs/CLI.md "Adding columns
+    /// while appending"). `None`: a key the schema lacks is refused.
+    pub merge_schema: Option<Schema>,
 }
 
 /// What identifies one state of `_delta_log/`'s entries: inode, mtime and ctime of the folder

@@ -71,7 +71,8 @@ impl Table {
 
     /// Append the rows of `input` as one `WRITE` (mode `Append`) commit, a blind append that
     /// rebases over concurrent appends. Returns the new version, or `None` when the input has no
-    /// rows (nothing is committed).
+    /// rows (nothing is committed). With [`WriteOptions::merge_schema`] the rows are checked
+    /// against the merged schema, whose `metaData` is committed with them.
     ///
     /// Errors: [`Error::BadInput`] (nothing committed, no file left); [`Error::ConcurrentWrite`]
     /// when a concurrent commit changed the schema or `expect_version` no longer holds.
@@ -79,12 +80,13 @@ impl Table {
         let read_version = self.latest_version()?;
         let snap = self.snapshot(read_version)?;
         self.check_writable_as(&snap, "append")?;
-        let Some((add, file)) = self.create_data_file(&snap.schema, source, input, opts)? else {
+        let schema = write_schema(&snap, opts);
+        let Some((add, file)) = self.create_data_file(&schema, source, input, opts)? else {
             return Ok(None);
         };
         let path = self.root.join(&add.path);
         still_linked(&file, &path)?;
-        self.commit_append_after(&snap, read_version, add, opts, &[(&file, &path)])
+        self.commit_append_after(&snap, read_version, add, &schema, opts, &[(&file, &path)])
             .map(Some)
     }
 
@@ -122,14 +124,15 @@ impl Table {
         let read_version = self.latest_version()?;
         let snap = self.snapshot(read_version)?;
         self.check_writable_as(&snap, "append")?;
-        let (add, file) = match self.copy_data_file(&snap.schema, source, input, start, unchanged)? {
+        let schema = write_schema(&snap, opts);
+        let (add, file) = match self.copy_data_file(&schema, source, input, start, unchanged)? {
             Copied::Rows(add, file) => (add, file),
             Copied::NoRows => return Ok(FileAppend::Done(None)),
             Copied::NotCanonical => return Ok(FileAppend::NotCanonical),
         };
         let path = self.root.join(&add.path);
         still_linked(&file, &path)?;
-        self.commit_append_after(&snap, read_version, add, opts, &[(&file, &path)])
+        self.commit_append_after(&snap, read_version, add, &schema, opts, &[(&file, &path)])
             .map(|v| FileAppend::Done(Some(v)))
     }
 
@@ -256,7 +259,7 @@ impl Table {
         };
         let add = Self::new_add(name, schema, stats);
         let data: Vec<(&File, &Path)> = canon.map(|f| (f, path.as_path())).into_iter().collect();
-        self.commit_append_after(&snap, read_version, add, opts, &data)
+        self.commit_append_after(&snap, read_version, add, schema, opts, &data)
             .map(Some)
     }
 
@@ -274,7 +277,9 @@ impl Table {
     }
 
     /// Commit `add` (a data file already durable in the root) as one blind `WRITE`/`Append`
-    /// read from `snap` at `read_version`.
+    /// read from `snap` at `read_version`, its rows written against `schema` (the table's, or a
+    /// merged one whose `metaData`, and `protocol` if its types need table features, join the
+    /// commit: [`schema_change_actions`]).
     /// `data`: the new data file if it is not yet fsynced (it and its path), which the publish
     /// fsyncs together with the commit.
     pub(super) fn commit_append_after(
@@ -282,10 +287,15 @@ impl Table {
         snap: &Snapshot,
         read_version: u64,
         add: Add,
+        schema: &Schema,
         opts: &WriteOptions,
         data: &[(&File, &Path)],
     ) -> Result<u64> {
-        let (params, metrics) = write_params("Append", Some(&add), opts);
+        let (mut params, metrics) = write_params("Append", Some(&add), opts);
+        let changes = schema_change_actions(snap, schema);
+        if !changes.is_empty() {
+            params.insert("mergeSchema".into(), "true".into());
+        }
         let res = crate::table::commit::commit_loop_after(
             self,
             read_version,
@@ -293,10 +303,10 @@ impl Table {
             opts.expect_version,
             data,
             |v, ts| {
-                vec![
-                    Self::write_info("WRITE", &params, &metrics, v, ts, true),
-                    Action::add(add.clone()),
-                ]
+                let mut actions = vec![Self::write_info("WRITE", &params, &metrics, v, ts, changes.is_empty())];
+                actions.extend(changes.iter().cloned());
+                actions.push(Action::add(add.clone()));
+                actions
             },
         );
         self.finish(res, &[&add.path], snap)
@@ -433,25 +443,33 @@ impl Table {
         {
             return Ok(TxnOutcome::AlreadyApplied { recorded });
         }
-        let created = self.create_data_file(&snap.schema, source, input, opts)?;
+        let schema = write_schema(&snap, opts);
+        let changes = schema_change_actions(&snap, &schema);
+        let created = self.create_data_file(&schema, source, input, opts)?;
         let add = created.as_ref().map(|(a, _)| a.clone());
         let path = add.as_ref().map(|a| self.root.join(&a.path));
         let data: Vec<(&File, &Path)> = match (&created, &path) {
             (Some((_, f)), Some(p)) => vec![(f, p.as_path())],
             _ => vec![],
         };
-        let (params, metrics) = write_params("Append", add.as_ref(), opts);
+        let (mut params, metrics) = write_params("Append", add.as_ref(), opts);
+        // A schema change only with rows: an input without rows commits the `txn` alone.
+        let changes = if add.is_some() { changes } else { Vec::new() };
+        if !changes.is_empty() {
+            params.insert("mergeSchema".into(), "true".into());
+        }
         // A rebase over a commit recording this app id at `txn_version` or later: already applied.
         let applied = std::cell::Cell::new(None);
         let build = |v: u64, ts: i64| {
             let mut actions = vec![
-                Self::write_info("WRITE", &params, &metrics, v, ts, true),
+                Self::write_info("WRITE", &params, &metrics, v, ts, changes.is_empty()),
                 Action::txn(crate::format::actions::Txn {
                     app_id: app_id.to_string(),
                     version: txn_version,
                     last_updated: Some(ts),
                 }),
             ];
+            actions.extend(changes.iter().cloned());
             actions.extend(add.iter().cloned().map(Action::add));
             actions
         };
@@ -715,6 +733,38 @@ impl Table {
         }
         Ok(())
     }
+}
+
+/// The schema an append writes its rows against: the table's, or with
+/// [`WriteOptions::merge_schema`] the table's merged with it ([`Schema::merged_with`]).
+fn write_schema(snap: &Snapshot, opts: &WriteOptions) -> Schema {
+    match &opts.merge_schema {
+        Some(incoming) => snap.schema.merged_with(incoming).0,
+        None => snap.schema.clone(),
+    }
+}
+
+/// The actions that change the table from `snap`'s schema to `schema` in one commit: none when
+/// they are equal; else a `protocol` when `schema`'s types need table features `snap`'s protocol
+/// lacks (PROTOCOL "Table Features"; existing features kept), then the `metaData` with the new
+/// `schemaString` (docs/FORMAT.md "Schema evolution").
+pub(crate) fn schema_change_actions(snap: &Snapshot, schema: &Schema) -> Vec<Action> {
+    if *schema == snap.schema {
+        return Vec::new();
+    }
+    let needed: Vec<&str> = schema
+        .features()
+        .into_iter()
+        .filter(|f| !snap.protocol.reader_features.iter().flatten().any(|r| r == f))
+        .collect();
+    let mut actions = Vec::new();
+    if !needed.is_empty() {
+        actions.push(Action::protocol(crate::log::snapshot::protocol_with(&needed, Some(&snap.protocol))));
+    }
+    let mut metadata = snap.metadata.clone();
+    metadata.schema_string = schema.to_schema_string();
+    actions.push(Action::metadata(metadata));
+    actions
 }
 
 /// The `commitInfo` of a WriteSerializable operation that read `read_version` and is not a

@@ -286,7 +286,10 @@ fn rejects_round_trip() {
     assert_eq!(errors[0]["column"], "id");
     assert_eq!(errors[0]["error"], "expected int, found string");
     assert_eq!(errors[1]["column"], 9);
-    assert_eq!(errors[3]["error"], "unknown column (not in the table's schema)");
+    assert_eq!(
+        errors[3]["error"],
+        "unknown column (not in the table's schema; `append --merge-schema` or `alter add-column` adds it)"
+    );
     // The good rows, committed; the rejected count recorded in the commit.
     let rows: Vec<serde_json::Value> = t.read().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let ids: Vec<i64> = rows.iter().map(|r| r["id"].as_i64().unwrap()).collect();

@@ -477,3 +477,142 @@ fn infer_refuses_a_sample_without_line_ends_and_export_of_an_earlier_version_wor
         .code(1)
         .stderr_has(&["column \"s\" has type struct<x:int>"]);
 }
+
+/// The latest schema in the CLI syntax, from `describe --json`.
+fn cli_schema(t: &TempTable) -> String {
+    t.describe()["schema"]
+        .as_array()
+        .expect("describe.schema")
+        .iter()
+        .map(|c| {
+            format!(
+                "{}:{}{}",
+                c["name"].as_str().unwrap(),
+                c["type"].as_str().unwrap(),
+                if c["nullable"] == true { "" } else { "!" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn merge_schema_adds_columns_and_nested_fields_in_the_commit_of_the_rows() {
+    let t = TempTable::new(&[
+        "id:int!",
+        "user:struct<id:int,name:str>",
+        "events:array<struct<at:int>>",
+    ]);
+    t.append(b"{\"id\":1,\"user\":{\"id\":7,\"name\":\"a\"},\"events\":[{\"at\":1}]}\n");
+    let input = concat!(
+        "{\"id\":2,\"user\":{\"id\":8,\"name\":\"b\",\"email\":\"b@x\"},\"events\":[{\"at\":2,\"kind\":\"k\"}],\"amount\":1.5}\n",
+        "{\"id\":3,\"tags\":[\"x\"],\"amount\":2}\n",
+    );
+    // Without the flag an unknown key is refused and the message names the flag.
+    t.td_in("append", &[], input.as_bytes())
+        .code(5)
+        .stderr_has(&["unknown", "--merge-schema"]);
+    assert_eq!(t.log_versions(), vec![0, 1]);
+
+    // From a pipe: the input is read twice (columns, then rows).
+    let out = t.td_in("append", &["--merge-schema"], input.as_bytes()).ok();
+    assert!(
+        out.text()
+            .starts_with("added columns user.email, events[].kind, amount, tags to the schema\n"),
+        "{}",
+        out.text()
+    );
+    let v = version_in(&out.text());
+    assert_eq!(v, 2);
+    let actions = t.commit(v);
+    let kinds: Vec<&str> = actions
+        .iter()
+        .map(|a| a.as_object().unwrap().keys().next().unwrap().as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["commitInfo", "metaData", "add"],
+        "one commit: the schema with its rows"
+    );
+    assert_eq!(actions[0]["commitInfo"]["operationParameters"]["mergeSchema"], "true");
+    assert_eq!(
+        cli_schema(&t),
+        "id:int! user:struct<id:int,name:str,email:str> events:array<struct<at:int,kind:str>> amount:float tags:array<str>"
+    );
+    assert_eq!(
+        String::from_utf8(t.read()).unwrap(),
+        concat!(
+            "{\"id\":1,\"user\":{\"id\":7,\"name\":\"a\"},\"events\":[{\"at\":1}]}\n",
+            "{\"id\":2,\"user\":{\"id\":8,\"name\":\"b\",\"email\":\"b@x\"},\"events\":[{\"at\":2,\"kind\":\"k\"}],\"amount\":1.5,\"tags\":null}\n",
+            "{\"id\":3,\"user\":null,\"events\":null,\"amount\":2.0,\"tags\":[\"x\"]}\n",
+        )
+    );
+    // Rows written before the fields were added lack them, and are still whole.
+    t.td("check", &["--deep"]).ok();
+
+    // Nothing new: a plain append, no metaData.
+    let v = version_in(&t.td_in("append", &["--merge-schema"], b"{\"id\":4}\n").ok().text());
+    assert!(t.commit(v).iter().all(|a| a.get("metaData").is_none()));
+    // A key that exists keeps its type: a value of another type is refused as before.
+    t.td_in("append", &["--merge-schema"], b"{\"id\":5,\"amount\":\"x\"}\n")
+        .code(5)
+        .stderr_has(&["column \"amount\""]);
+    // With --rejects, from a file: the bad line is rejected, the good rows and their new column
+    // are committed.
+    let f = t.dir.path().join("in.jsonl");
+    std::fs::write(&f, "{\"id\":6,\"note\":\"n\"}\nnot json\n").unwrap();
+    let rejects = t.dir.path().join("rej.jsonl");
+    t.td(
+        "append",
+        &[
+            "--merge-schema",
+            "--file",
+            f.to_str().unwrap(),
+            "--rejects",
+            rejects.to_str().unwrap(),
+        ],
+    )
+    .ok();
+    assert!(cli_schema(&t).ends_with(" note:str"));
+    assert_eq!(std::fs::read_to_string(&rejects).unwrap(), "not json\n");
+    t.td("check", &["--deep"]).ok();
+}
+
+#[test]
+fn alter_adds_a_field_inside_a_struct() {
+    let t = TempTable::new(&[
+        "id:int!",
+        "user:struct<id:int>",
+        "events:array<struct<at:int>>",
+        "n:int",
+    ]);
+    t.append(b"{\"id\":1,\"user\":{\"id\":7},\"events\":[{\"at\":1}]}\n");
+    t.td("alter", &["add-column", "user.email:str"]).ok();
+    t.td("alter", &["add-column", "events.kind:str"]).ok();
+    let v = t.latest();
+    let added = t.commit(v);
+    assert_eq!(added[0]["commitInfo"]["operation"], "ADD COLUMNS");
+    assert_eq!(
+        cli_schema(&t),
+        "id:int! user:struct<id:int,email:str> events:array<struct<at:int,kind:str>> n:int"
+    );
+    t.append(b"{\"id\":2,\"user\":{\"id\":8,\"email\":\"e\"},\"events\":[{\"at\":2,\"kind\":\"k\"}]}\n");
+    assert_eq!(
+        String::from_utf8(t.read()).unwrap(),
+        concat!(
+            "{\"id\":1,\"user\":{\"id\":7},\"events\":[{\"at\":1}],\"n\":null}\n",
+            "{\"id\":2,\"user\":{\"id\":8,\"email\":\"e\"},\"events\":[{\"at\":2,\"kind\":\"k\"}],\"n\":null}\n",
+        )
+    );
+    t.td("check", &["--deep"]).ok();
+    for (spec, msg) in [
+        ("n.x:int", "\"n\" is int, not a struct"),
+        ("nope.x:int", "\"nope\" names no column or field"),
+        ("user.ID:str", "column \"user.id\" already exists as int"),
+        ("user.x:int!", "must be nullable"),
+        ("user..x:int", "empty name segment"),
+    ] {
+        t.td("alter", &["add-column", spec]).code(2).stderr_has(&[msg]);
+    }
+    assert_eq!(t.latest(), v + 1);
+}

@@ -75,6 +75,10 @@ enum Cmd {
         /// version for APP_ID, else exit 0 saying it was already applied.
         #[arg(long, value_name = "APP_ID:VERSION")]
         txn: Option<String>,
+        /// Add the columns and struct fields the input has and the table lacks (nullable,
+        /// types inferred from every row), in the same commit as the rows (Delta mergeSchema).
+        #[arg(long)]
+        merge_schema: bool,
         #[command(flatten)]
         bad: BadLines,
         /// Print the outcome as one JSON object (version, rows, files, bytes, table totals).
@@ -266,9 +270,10 @@ struct BadLines {
 
 #[derive(Subcommand)]
 enum AlterCmd {
-    /// Add a nullable column NAME:TYPE (rows written before read it as null).
+    /// Add a nullable column NAME:TYPE, or a field PARENT.NAME:TYPE of the struct PARENT (rows
+    /// written before read it as null).
     AddColumn {
-        /// NAME:TYPE, e.g. note:str.
+        /// NAME:TYPE, e.g. note:str, or PARENT.NAME:TYPE, e.g. user.email:str.
         column: String,
         /// Commit only if the latest version is still N.
         #[arg(long, value_name = "N")]
@@ -347,12 +352,36 @@ fn write_rows(
     file: &Option<PathBuf>,
     mut opts: WriteOptions,
     bad: &BadLines,
+    merge_schema: bool,
     quiet: bool,
 ) -> Result<(Written, Option<tinydelta::diagnose::Diagnosis>), Fail> {
     use tinydelta::FileAppend;
     use tinydelta::diagnose::{self, Rejects, SkipLines};
-    let mut input = diagnose::Input::open(file.as_deref(), bad.rejects.is_some())?;
+    let mut input = diagnose::Input::open(file.as_deref(), bad.rejects.is_some() || merge_schema)?;
     let name = input.name().to_string();
+    if merge_schema {
+        // A first pass infers the input's columns (docs/CLI.md "Adding columns while
+        // appending"); the write checks the rows against the table's schema merged with them.
+        let found = {
+            let mut progress = Progress::bytes("reading columns", input.size_bytes(), quiet);
+            let reader = input.reader()?;
+            tinydelta::infer::infer_columns(progress.wrap(reader), &name)?
+        };
+        if let Some(found) = found {
+            let (_, added) = t.latest_snapshot()?.schema.merged_with(&found.schema);
+            let under = |note: &str, p: &str| {
+                let q = tinydelta::quote::quoted(p);
+                let open = &q[..q.len() - 1];
+                note.starts_with(&format!("{q} "))
+                    || note.starts_with(&format!("{open}."))
+                    || note.starts_with(&format!("{open}["))
+            };
+            for note in found.notes.iter().filter(|n| added.iter().any(|p| under(n, p))) {
+                eprintln!("tinydelta: note: {note}");
+            }
+            opts.merge_schema = Some(found.schema);
+        }
+    }
     let label = match mode {
         Mode::Overwrite => "overwrite",
         _ => "append",
@@ -395,6 +424,10 @@ fn write_rows(
                 // The fast path stopped at the first bad line: list them all (second pass, from
                 // that line where the input cannot be read again whole).
                 let schema = t.latest_snapshot()?.schema;
+                let schema = match &opts.merge_schema {
+                    Some(incoming) => schema.merged_with(incoming).0,
+                    None => schema,
+                };
                 let size = input.size_bytes();
                 let d = match input.again_from(line) {
                     Ok((first, r)) => {
@@ -418,6 +451,10 @@ fn write_rows(
         };
     };
     let schema = t.latest_snapshot()?.schema;
+    let schema = match &opts.merge_schema {
+        Some(incoming) => schema.merged_with(incoming).0,
+        None => schema,
+    };
     let mut rejects = Rejects::create(rejects_path)?;
     let scanned = {
         let mut progress = Progress::bytes("checking", input.size_bytes(), quiet);
@@ -506,6 +543,19 @@ fn stdout_closed() -> bool {
         && fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP)
 }
 
+/// A schema for a success line: the CLI syntax, or for one longer than 4 KiB (huge names, many
+/// columns) its column count and where to see it.
+fn shown_schema(schema: &Schema) -> String {
+    let cli = schema.to_cli_string();
+    if cli.len() <= 4096 {
+        return cli;
+    }
+    format!(
+        "{} (`tinydelta describe` prints the schema)",
+        count(schema.columns.len() as u64, "column", "columns")
+    )
+}
+
 fn stdout_err(e: io::Error) -> Error {
     Error::io("write", "<stdout>", e)
 }
@@ -542,7 +592,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 out,
                 "created table {} at version 0: {}",
                 table.display(),
-                schema.to_cli_string()
+                shown_schema(&schema)
             )
             .map_err(stdout_err)?;
         }
@@ -551,6 +601,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             file,
             expect_version,
             txn,
+            merge_schema,
             bad,
             json,
         } => {
@@ -577,7 +628,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 Some((app, version)) => Mode::Txn(app, *version),
                 None => Mode::Append,
             };
-            let (written, _) = write_rows(&t, mode, &file, opts, &bad, quiet)?;
+            let (written, _) = write_rows(&t, mode, &file, opts, &bad, merge_schema, quiet)?;
             let name = file.as_ref().map_or("<stdin>".into(), |p| p.display().to_string());
             let tag = txn.as_ref().map(|(a, v)| format!(" (txn {a}:{v})")).unwrap_or_default();
             if json {
@@ -598,6 +649,22 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             match (written, &txn) {
                 (Written::Version(v), _) => {
                     let rows = t.snapshot_rows_added(v)?;
+                    // The columns this commit added: its schema against the version before.
+                    let added = if merge_schema && v > 0 {
+                        let before = t.snapshot(v - 1)?.schema;
+                        before.merged_with(&t.snapshot(v)?.schema).1
+                    } else {
+                        Vec::new()
+                    };
+                    if !added.is_empty() {
+                        writeln!(
+                            out,
+                            "added {} {} to the schema",
+                            if added.len() == 1 { "column" } else { "columns" },
+                            added.iter().map(|p| tinydelta::quote::shortened(p)).collect::<Vec<_>>().join(", ")
+                        )
+                        .map_err(stdout_err)?;
+                    }
                     writeln!(
                         out,
                         "appended {} to {} as version {v}{tag}",
@@ -628,7 +695,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 max_line_bytes: bad.max_line_bytes(),
                 ..Default::default()
             };
-            let (written, _) = write_rows(&t, Mode::Overwrite, &file, opts, &bad, quiet)?;
+            let (written, _) = write_rows(&t, Mode::Overwrite, &file, opts, &bad, false, quiet)?;
             if json {
                 let doc = match written {
                     Written::Version(v) => outcome(&t, &table, v)?,
@@ -882,11 +949,13 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                     ..Default::default()
                 };
                 let v = tinydelta::alter::add_column(&t, &column, &opts)?;
-                let schema = t.snapshot(v)?.schema.to_cli_string();
+                let schema = shown_schema(&t.snapshot(v)?.schema);
                 writeln!(
                     out,
-                    "added column {column} to {} as version {v}: {schema}",
-                    table.display()
+                    "added column {} to {} as version {v}: {}",
+                    tinydelta::quote::shortened(&column),
+                    table.display(),
+                    schema
                 )
                 .map_err(stdout_err)?;
             }

@@ -447,7 +447,7 @@ impl<'s> Canonicalizer<'s> {
             let Some(ci) = found else {
                 return Err(Rejection::Column(
                     k.to_string(),
-                    "unknown column (not in the table's schema)".into(),
+                    "unknown column (not in the table's schema; `append --merge-schema` or `alter add-column` adds it)".into(),
                 ));
             };
             if self.slots[ci].is_some() {

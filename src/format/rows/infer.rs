@@ -191,13 +191,6 @@ fn to_type(shape: Shape, path: &str, notes: &mut Vec<String>) -> ColumnType {
         },
         Shape::Object(fields) if fields.is_empty() => fall_back("holds only empty objects in the sample"),
         Shape::Object(fields) => {
-            // A field name the CLI syntax cannot spell would not survive the printed schema.
-            if let Some((k, _)) = fields.iter().find(|(k, _)| k.is_empty() || k.contains([':', ',', '<', '>'])) {
-                return fall_back(&format!(
-                    "has the field name {}, which the schema syntax cannot spell",
-                    crate::util::quote::quoted(k)
-                ));
-            }
             let mut seen = std::collections::HashSet::new();
             if let Some((k, _)) = fields.iter().find(|(k, _)| !seen.insert(k.to_lowercase())) {
                 return fall_back(&format!(
@@ -225,21 +218,44 @@ fn to_type(shape: Shape, path: &str, notes: &mut Vec<String>) -> ColumnType {
 ///
 /// Errors: [`Error::BadInput`] naming the line and column of a line that is not a JSON object;
 /// [`Error::InvalidArgument`] when the sample holds no row; [`Error::Io`].
-pub fn infer_schema(mut input: impl BufRead, file: &str, max_rows: u64) -> Result<Inferred> {
+pub fn infer_schema(input: impl BufRead, file: &str, max_rows: u64) -> Result<Inferred> {
+    infer_with(input, file, max_rows, false)?.ok_or_else(|| {
+        Error::InvalidArgument(format!("{file}: no rows to infer a schema from (the sample is empty)"))
+    })
+}
+
+/// The columns of every row of `input` that is a JSON object, for `append --merge-schema`
+/// ([`crate::table::WriteOptions::merge_schema`]): as [`infer_schema`] over the whole input, but
+/// a line that is not a JSON object, or longer than the maximum, is passed over (the write that
+/// follows refuses it, naming its line). `None` when no line is a row.
+///
+/// Errors: [`Error::Io`].
+pub fn infer_columns(input: impl BufRead, file: &str) -> Result<Option<Inferred>> {
+    infer_with(input, file, u64::MAX, true)
+}
+
+/// [`infer_schema`] (`lenient`: [`infer_columns`]).
+fn infer_with(mut input: impl BufRead, file: &str, max_rows: u64, lenient: bool) -> Result<Option<Inferred>> {
     let mut columns: Vec<(String, Shape)> = Vec::new();
-    let mut line = String::new();
+    // Name -> index into `columns`: one lookup per key, however wide the rows.
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut line = Vec::new();
     let (mut line_no, mut rows) = (0u64, 0u64);
     while rows < max_rows {
         line.clear();
         // At most the longest line rows may have (and its `\r\n`): a file without line ends
         // (`/dev/zero`) is refused, not read into memory.
         let limit = DEFAULT_MAX_LINE_BYTES as u64 + 2;
-        let n = (&mut input).take(limit).read_line(&mut line).ctx("read", file)?;
+        let n = (&mut input).take(limit).read_until(b'\n', &mut line).ctx("read", file)?;
         if n == 0 {
             break;
         }
         line_no += 1;
-        if n as u64 == limit && !line.ends_with('\n') {
+        if n as u64 == limit && !line.ends_with(b"\n") {
+            if lenient {
+                skip_line(&mut input, file)?;
+                continue;
+            }
             return Err(Error::BadInput {
                 file: file.to_string(),
                 line: line_no,
@@ -247,32 +263,51 @@ pub fn infer_schema(mut input: impl BufRead, file: &str, max_rows: u64) -> Resul
                 reason: format!("the line is longer than the maximum of {DEFAULT_MAX_LINE_BYTES} bytes"),
             });
         }
+        let line = match std::str::from_utf8(&line) {
+            Ok(l) => l,
+            Err(_) if lenient => continue,
+            Err(e) => {
+                return Err(Error::BadInput {
+                    file: file.to_string(),
+                    line: line_no,
+                    column: (String::from_utf8_lossy(&line[..e.valid_up_to()]).chars().count() + 1).to_string(),
+                    reason: "not UTF-8".into(),
+                });
+            }
+        };
         let text = line.trim_start_matches('\u{feff}').trim_end_matches(['\n', '\r']);
         if text.trim().is_empty() {
             continue;
         }
-        let fields: Fields = serde_json::from_str(text).map_err(|e| Error::BadInput {
-            file: file.to_string(),
-            line: line_no,
-            column: e.column().max(1).to_string(),
-            reason: excerpt(&format!("not a JSON object ({})", serde_message(&e))),
-        })?;
+        let fields: Fields = match serde_json::from_str(text) {
+            Ok(f) => f,
+            Err(_) if lenient => continue,
+            Err(e) => {
+                return Err(Error::BadInput {
+                    file: file.to_string(),
+                    line: line_no,
+                    column: e.column().max(1).to_string(),
+                    reason: excerpt(&format!("not a JSON object ({})", serde_message(&e))),
+                });
+            }
+        };
         rows += 1;
         for (k, v) in &fields.0 {
             let s = shape_of(v.get(), 1, line_no);
-            match columns.iter().position(|(n, _)| n == k.0.as_ref()) {
-                Some(i) => {
+            match index.get(k.0.as_ref()) {
+                Some(&i) => {
                     let old = std::mem::replace(&mut columns[i].1, Shape::Null);
                     columns[i].1 = unify(old, s, line_no);
                 }
-                None => columns.push((k.0.to_string(), s)),
+                None => {
+                    index.insert(k.0.to_string(), columns.len());
+                    columns.push((k.0.to_string(), s));
+                }
             }
         }
     }
     if rows == 0 {
-        return Err(Error::InvalidArgument(format!(
-            "{file}: no rows to infer a schema from (the sample is empty)"
-        )));
+        return Ok(None);
     }
     let mut notes = Vec::new();
     let columns = columns
@@ -284,8 +319,30 @@ pub fn infer_schema(mut input: impl BufRead, file: &str, max_rows: u64) -> Resul
         })
         .collect();
     let schema = Schema { columns };
-    schema.check_unique_names()?;
-    Ok(Inferred { schema, notes, rows })
+    if !lenient {
+        schema.check_unique_names()?;
+    }
+    Ok(Some(Inferred { schema, notes, rows }))
+}
+
+/// Read and drop the rest of the current line of `input` (bounded buffers, any length).
+fn skip_line(input: &mut impl BufRead, file: &str) -> Result<()> {
+    loop {
+        let buf = input.fill_buf().ctx("read", file)?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        match memchr::memchr(b'\n', buf) {
+            Some(i) => {
+                input.consume(i + 1);
+                return Ok(());
+            }
+            None => {
+                let n = buf.len();
+                input.consume(n);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ use self::scan::*;
 use self::scalar::*;
 use self::typed::*;
 pub(crate) use self::typed::{decimal, timestamp_ntz_us};
-pub use self::infer::{Inferred, infer_schema};
+pub use self::infer::{Inferred, infer_columns, infer_schema};
 pub use self::stream::*;
 pub use self::parallel::*;
 

@@ -388,11 +388,12 @@ pub fn count_rows(file: std::fs::File, path: &std::path::Path) -> Result<u64> {
 
 /// Rows of a data file that must be canonical JSONL (docs/FORMAT.md, "Data files"): every line
 /// is re-canonicalised against `schema` and must come out byte for byte the same, and the last
-/// line must end with `\n`. A line written before `alter add-column` (docs/FORMAT.md, "Schema
-/// evolution") lacks the trailing nullable columns added since: it is canonical when it comes out
-/// the same under `schema` cut to its first `k` columns, where every column after `k` is
-/// nullable. Returns `Ok(Ok(rows))`, or `Ok(Err(reason))` naming the first line that is not
-/// canonical. Errors: [`Error::Io`] naming `path`.
+/// line must end with `\n`. A line written before `alter add-column` or `append --merge-schema`
+/// (docs/FORMAT.md, "Schema evolution") lacks the nullable columns and struct fields added
+/// since, which come last in their object: it is canonical when it is its canonical form less
+/// some trailing `null` members of its objects ([`same_but_trailing_nulls`]). Returns
+/// `Ok(Ok(rows))`, or `Ok(Err(reason))` naming the first line that is not canonical. Errors:
+/// [`Error::Io`] naming `path`.
 pub fn canonical_file_rows(
     file: std::fs::File,
     path: &std::path::Path,
@@ -403,12 +404,6 @@ pub fn canonical_file_rows(
     let mut out = Vec::new();
     let mut n = 0u64;
     let mut c = crate::format::rows::LineCheck::new(schema.clone());
-    // The shortest schema an older row may have been written under: the trailing columns it
-    // lacks must all be nullable (ADD COLUMNS only appends nullable fields).
-    let cols = schema.columns.len();
-    let shortest = cols - schema.columns.iter().rev().take_while(|col| col.nullable).count();
-    let mut older: Vec<Option<crate::format::rows::LineCheck>> = (0..cols).map(|_| None).collect();
-    let mut last_older = None;
     loop {
         line.clear();
         let k = reader
@@ -425,27 +420,81 @@ pub fn canonical_file_rows(
         if let Err(e) = c.feed("data file", &line, &mut out) {
             return Ok(Err(format!("line {n} is not a valid row: {e}")));
         }
-        if out == line {
+        if out != line && !same_but_trailing_nulls(&line, &out) {
+            return Ok(Err(format!("line {n} is not canonical JSONL (as tinydelta writes it)")));
+        }
+    }
+}
+
+/// Whether `line` is `canonical` (a canonical row) less some trailing members of its objects
+/// whose value is `null`: `{"a":1,"s":{"x":1}}` for `{"a":1,"s":{"x":1,"y":null},"b":null}`.
+/// Walks both in step, byte for byte; where `line` closes an object and `canonical` goes on with
+/// `,"key":null` members up to that object's end, those are passed over. A `"` inside a JSON
+/// string is escaped, so a `,"` inside a string never reads as a member.
+pub(crate) fn same_but_trailing_nulls(line: &[u8], canonical: &[u8]) -> bool {
+    let (mut i, mut j) = (0, 0);
+    while i < line.len() && j < canonical.len() {
+        if line[i] == canonical[j] {
+            i += 1;
+            j += 1;
             continue;
         }
-        let mut tries = last_older.into_iter().chain((shortest.max(1)..cols).rev());
-        let found = tries.find(|&k: &usize| {
-            let check = older[k].get_or_insert_with(|| {
-                crate::format::rows::LineCheck::new(crate::format::schema::Schema {
-                    columns: schema.columns[..k].to_vec(),
-                })
-            });
-            out.clear();
-            if check.feed("data file", &line, &mut out).is_err() {
-                // A failed check keeps no state worth keeping: start the next one afresh.
-                older[k] = None;
+        if line[i] != b'}' {
+            return false;
+        }
+        // `canonical` has more members here: each must be `,"key":null`, up to the `}`.
+        while canonical.get(j) == Some(&b',') {
+            j += 1;
+            let Some(after) = skip_json_string(canonical, j) else {
+                return false;
+            };
+            if !canonical[after..].starts_with(b":null") {
                 return false;
             }
-            out == line
-        });
-        match found {
-            Some(k) => last_older = Some(k),
-            None => return Ok(Err(format!("line {n} is not canonical JSONL (as tinydelta writes it)"))),
+            j = after + 5;
         }
+        if canonical.get(j) != Some(&b'}') {
+            return false;
+        }
+    }
+    i == line.len() && j == canonical.len()
+}
+
+/// The index after the JSON string that starts at `at` (its opening `"`), or `None`.
+fn skip_json_string(s: &[u8], at: usize) -> Option<usize> {
+    if s.get(at) != Some(&b'"') {
+        return None;
+    }
+    let mut k = at + 1;
+    while k < s.len() {
+        match s[k] {
+            b'\\' => k += 2,
+            b'"' => return Some(k + 1),
+            _ => k += 1,
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_but_trailing_nulls as same;
+
+    #[test]
+    fn rows_written_before_columns_were_added() {
+        let full = br#"{"a":1,"s":{"x":1,"y":null},"b":null}"#;
+        assert!(same(br#"{"a":1,"s":{"x":1},"b":null}"#, full));
+        assert!(same(br#"{"a":1,"s":{"x":1}}"#, full));
+        assert!(same(br#"{"a":1,"s":{"x":1,"y":null}}"#, full));
+        assert!(same(full, full));
+        // Only trailing members, only nulls, nothing else differs.
+        assert!(!same(br#"{"a":1}"#, br#"{"a":1,"s":{"x":1},"b":null}"#));
+        assert!(!same(br#"{"a":2,"s":{"x":1}}"#, full));
+        assert!(!same(br#"{"a":1,"b":null}"#, full));
+        assert!(!same(br#"{"a":1,"s":{"x":1},"b":null} "#, full));
+        // A `,"k":null` inside a string is escaped, never a member.
+        assert!(!same(br#"{"a":"}"}"#, br#"{"a":",\"k\":null}"}"#));
+        // In arrays of structs too.
+        assert!(same(br#"{"t":[{"x":1},{"x":2}]}"#, br#"{"t":[{"x":1,"y":null},{"x":2,"y":null}]}"#));
     }
 }

@@ -1092,6 +1092,7 @@ impl TableView {
                 (SOURCE_PARAM.to_string(), name.clone()),
             ],
             max_line_bytes: Some(self.cfg.max_line_bytes),
+            merge_schema: None,
         };
         let source = format!("incoming/{name}");
         let prepared = match plan {

@@ -395,6 +395,7 @@ fn staged_bytes_survive_a_restart_unless_committed() {
         expect_version: None,
         extra_params: vec![(STAGING_ID_PARAM.into(), id.clone())],
         max_line_bytes: None,
+        merge_schema: None,
     };
     t.append("incoming/done.jsonl", &b"{\"id\":8}\n"[..], &opts).unwrap();
     drop(staging);
