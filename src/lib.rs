@@ -84,12 +84,15 @@ pub mod vacuum {
 
 /// `optimize`: compact small data files into one OPTIMIZE commit (docs/FORMAT.md "Optimize").
 pub mod optimize {
-    pub use crate::ops::optimize::{DEFAULT_TARGET_SIZE, OptimizeOptions, OptimizeReport, optimize, parse_size};
+    pub use crate::ops::optimize::{
+        AUTO_COMPACT_MIN_FILES_PROPERTY, AUTO_COMPACT_PROPERTY, AutoCompact, DEFAULT_AUTO_COMPACT_MIN_FILES,
+        DEFAULT_TARGET_SIZE, OptimizeOptions, OptimizeReport, auto_compact, optimize, parse_size,
+    };
 }
 
 /// `alter add-column` (docs/FORMAT.md "Schema evolution").
 pub mod alter {
-    pub use crate::ops::alter::add_column;
+    pub use crate::ops::alter::{add_column, check_property, set_properties};
 }
 
 /// The change data feed (docs/MOUNT.md "Following a table: `changes.jsonl`").

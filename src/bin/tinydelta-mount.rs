@@ -46,6 +46,7 @@ fn main() {
         max_convert_ratio: cli.max_convert_ratio,
         max_convert_bytes: cli.max_convert_bytes,
         version_cache_bytes: cli.version_cache_bytes,
+        auto_compact: cli.auto_compact.as_deref().map(|v| v == "on"),
         no_passthrough: cli.no_passthrough,
         ..MountArgs::default()
     };

@@ -61,6 +61,9 @@ pub struct MountArgs {
     pub max_convert_bytes: Option<u64>,
     /// The most bytes the cache of version facts may hold (`--version-cache-bytes`).
     pub version_cache_bytes: Option<u64>,
+    /// `--auto-compact on|off`: auto compaction when the table's property does not say
+    /// (docs/MOUNT.md "Auto compaction"); `None`: on.
+    pub auto_compact: Option<bool>,
     /// Never use FUSE passthrough: every read goes through the daemon (docs/MOUNT.md
     /// "Passthrough").
     pub no_passthrough: bool,
@@ -166,6 +169,9 @@ fn background(args: MountArgs) -> i32 {
     }
     if let Some(n) = args.version_cache_bytes {
         cmd.arg("--version-cache-bytes").arg(n.to_string());
+    }
+    if let Some(on) = args.auto_compact {
+        cmd.arg("--auto-compact").arg(if on { "on" } else { "off" });
     }
     if args.no_passthrough {
         cmd.arg("--no-passthrough");
@@ -465,6 +471,10 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
         max_open_staged: args.max_open_staged.map_or(d.max_open_staged, |n| n.max(1)),
         max_validate_bytes: args.max_validate_bytes.unwrap_or(d.max_validate_bytes),
         version_cache_bytes: args.version_cache_bytes.unwrap_or(d.version_cache_bytes),
+        auto_compact: crate::ops::optimize::AutoCompact {
+            default_on: args.auto_compact.unwrap_or(d.auto_compact.default_on),
+            ..d.auto_compact
+        },
         ..d
     };
     let limits = crate::table::parquet_cache::ConvertLimits::default();

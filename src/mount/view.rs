@@ -48,6 +48,9 @@ pub struct ViewConfig {
     /// The most bytes the cache of version facts keeps (`--version-cache-bytes`,
     /// docs/MOUNT.md "Limits").
     pub version_cache_bytes: u64,
+    /// Auto compaction after the commits of `incoming/` (`--auto-compact`; docs/MOUNT.md "Auto
+    /// compaction"): on by default in the mount.
+    pub auto_compact: crate::ops::optimize::AutoCompact,
 }
 
 impl Default for ViewConfig {
@@ -62,6 +65,11 @@ impl Default for ViewConfig {
             max_open_staged: crate::table::staging::DEFAULT_MAX_OPEN_STAGED,
             max_validate_bytes: crate::table::staging::DEFAULT_MAX_VALIDATE_BYTES,
             version_cache_bytes: super::versions::DEFAULT_VERSION_CACHE_BYTES,
+            auto_compact: crate::ops::optimize::AutoCompact {
+                default_on: true,
+                min_age: super::incoming::GHOST_TTL + Duration::from_secs(1),
+                ..Default::default()
+            },
         }
     }
 }
@@ -215,6 +223,8 @@ pub struct TableView {
     last_listing: Mutex<Option<Arc<[DirEntry]>>>,
     /// `changes.jsonl` and `at/`.
     changes: ChangesNode,
+    /// The background auto compaction: running, and asked to look again when it ends.
+    compacting: Arc<(std::sync::atomic::AtomicBool, std::sync::atomic::AtomicBool)>,
 }
 
 /// Up to `limit` entries of a listing of `total` entries computed from their index (`entry(i)`:
@@ -280,6 +290,7 @@ impl TableView {
             released: std::sync::Condvar::new(),
             last_listing: Mutex::new(None),
             changes: ChangesNode::default(),
+            compacting: Arc::default(),
         };
         view.restore_staged(found, &committed)?;
         Ok(view)
@@ -316,6 +327,55 @@ impl TableView {
     /// The table.
     pub fn table(&self) -> &Table {
         self.versions.table()
+    }
+
+    /// After a commit of `incoming/`: auto compaction in a background thread, one at a time
+    /// (docs/MOUNT.md "Auto compaction"). A commit while one runs asks it to look once more
+    /// when it ends. The user's commit is done and answered before; the compaction loses a
+    /// conflict quietly, and an error is a warning in the log.
+    pub(super) fn after_commit(&self) {
+        let (running, again) = (&self.compacting.0, &self.compacting.1);
+        again.store(true, Ordering::SeqCst);
+        if running.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let table = self.table().clone();
+        let settings = self.cfg.auto_compact;
+        let state = self.compacting.clone();
+        let spawned = std::thread::Builder::new().name("auto-compact".into()).spawn(move || {
+            let (running, again) = (&state.0, &state.1);
+            let compact = |settings: &crate::ops::optimize::AutoCompact| match crate::ops::optimize::auto_compact(&table, settings) {
+                Ok(Some(r)) => log::info!(
+                    "auto compaction: packed {} files into {} as version {}",
+                    r.removed_files,
+                    r.added_files,
+                    r.version.unwrap_or_default()
+                ),
+                Ok(None) => {}
+                Err(e) => log::warn!("auto compaction skipped: {e}"),
+            };
+            loop {
+                while again.swap(false, Ordering::SeqCst) {
+                    compact(&settings);
+                    // Once commits pause for the re-save window, the small files left (young
+                    // ones, or fewer than the threshold) are packed too: a table fed by
+                    // one-row commits settles into few files (docs/MOUNT.md "Auto compaction").
+                    std::thread::sleep(settings.min_age);
+                    if !again.load(Ordering::SeqCst) {
+                        compact(&crate::ops::optimize::AutoCompact { min_files: 2, ..settings });
+                    }
+                }
+                running.store(false, Ordering::SeqCst);
+                // A commit that came after the last look but saw `running` set: look again.
+                if !again.load(Ordering::SeqCst) || running.swap(true, Ordering::SeqCst) {
+                    break;
+                }
+            }
+        });
+        if let Err(e) = spawned {
+            log::warn!("auto compaction not started: {e}");
+            running.store(false, Ordering::SeqCst);
+        }
     }
 
     /// Names currently listed in `incoming/` (staged files only, without `.error` notes).

@@ -1,4 +1,5 @@
-//! Schema evolution: `alter TABLE add-column NAME:TYPE` (docs/FORMAT.md "Schema evolution").
+//! Schema evolution: `alter TABLE add-column NAME:TYPE` (docs/FORMAT.md "Schema evolution"),
+//! and table properties: `alter TABLE set-property KEY=VALUE` (docs/FORMAT.md "Table properties").
 //!
 //! Delta's rule for added columns: they are nullable, so rows written before keep their bytes
 //! (no key for the new column) and readers treat the missing key as null, as Delta readers treat
@@ -61,4 +62,81 @@ pub fn add_column(table: &Table, spec: &str, opts: &WriteOptions) -> Result<u64>
         actions
     });
     table.finish(res, &[], &snap)
+}
+
+/// Set (`Some`) or unset (`None`) table properties in `metaData.configuration` as one
+/// `SET TBLPROPERTIES` / `UNSET TBLPROPERTIES` commit (Delta's operation names; docs/FORMAT.md
+/// "Table properties"). Values of the properties tinydelta reads are checked first
+/// ([`check_property`]). Returns the new version, or `None` when nothing changes (nothing
+/// committed).
+///
+/// Errors: [`Error::InvalidArgument`] for an empty key or a value a known property does not
+/// take; [`Error::ConcurrentWrite`] when a commit after the version read changed the metadata
+/// or protocol, or `expect_version` no longer holds.
+pub fn set_properties(table: &Table, changes: &[(String, Option<String>)], opts: &WriteOptions) -> Result<Option<u64>> {
+    let read_version = table.latest_version()?;
+    let snap = table.snapshot(read_version)?;
+    table.check_writable_as(&snap, "alter")?;
+    let mut metadata = snap.metadata.clone();
+    for (k, v) in changes {
+        if k.is_empty() {
+            return Err(Error::InvalidArgument("a table property needs a non-empty name".into()));
+        }
+        match v {
+            Some(v) => {
+                check_property(k, v)?;
+                metadata.configuration.insert(k.clone(), v.clone());
+            }
+            None => {
+                metadata.configuration.remove(k);
+            }
+        }
+    }
+    if metadata.configuration == snap.metadata.configuration {
+        return Ok(None);
+    }
+    let unset = changes.iter().all(|(_, v)| v.is_none());
+    let (operation, params) = if unset {
+        let keys: Vec<&str> = changes.iter().map(|(k, _)| k.as_str()).collect();
+        ("UNSET TBLPROPERTIES", BTreeMap::from([("properties".to_string(), serde_json::json!(keys).to_string())]))
+    } else {
+        let set: BTreeMap<&str, &str> = changes
+            .iter()
+            .filter_map(|(k, v)| v.as_deref().map(|v| (k.as_str(), v)))
+            .collect();
+        ("SET TBLPROPERTIES", BTreeMap::from([("properties".to_string(), serde_json::json!(set).to_string())]))
+    };
+    let mut params = params;
+    params.extend(opts.extra_params.iter().cloned());
+    let metrics = BTreeMap::new();
+    let res = crate::table::commit::commit_loop_serializable(table, read_version, &HashSet::new(), opts.expect_version, |_, ts| {
+        vec![
+            serializable_info(operation, &params, &metrics, read_version, ts),
+            crate::format::actions::Action::metadata(metadata.clone()),
+        ]
+    });
+    table.finish(res, &[], &snap).map(Some)
+}
+
+/// Refuse a value that a property tinydelta reads would not take (docs/FORMAT.md "Table
+/// properties"); other properties are stored as given.
+pub fn check_property(key: &str, value: &str) -> Result<()> {
+    let ok = match key {
+        crate::ops::vacuum::RETENTION_PROPERTY => crate::ops::vacuum::parse_interval(value).is_some(),
+        crate::ops::optimize::AUTO_COMPACT_PROPERTY => crate::ops::optimize::parse_auto_compact(value).is_some(),
+        crate::ops::optimize::AUTO_COMPACT_MIN_FILES_PROPERTY => value.trim().parse::<usize>().is_ok_and(|n| n >= 2),
+        _ => true,
+    };
+    if ok {
+        return Ok(());
+    }
+    let wants = match key {
+        crate::ops::vacuum::RETENTION_PROPERTY => "an interval like \"interval 7 days\"",
+        crate::ops::optimize::AUTO_COMPACT_PROPERTY => "true, false, auto or legacy",
+        _ => "a whole number of files from 2",
+    };
+    Err(Error::InvalidArgument(format!(
+        "table property {key} = {} is not {wants}",
+        quoted(value)
+    )))
 }

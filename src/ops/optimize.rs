@@ -47,9 +47,10 @@ enum Step<'a> {
 }
 
 /// Plan the bins of `files` (snapshot order) for `target` bytes: the index of the first file
-/// that moves, and the steps from it on. `None` when no bin would hold two files.
-fn plan(files: &[std::sync::Arc<FileEntry>], target: u64) -> Option<(usize, Vec<Step<'_>>)> {
-    let start = files.iter().position(|f| f.size < target)?;
+/// that moves, and the steps from it on. `None` when no bin would hold two files. Files from
+/// index `movable` on never move (they are re-added in place after the packed ones).
+fn plan(files: &[std::sync::Arc<FileEntry>], target: u64, movable: usize) -> Option<(usize, Vec<Step<'_>>)> {
+    let start = files[..movable.min(files.len())].iter().position(|f| f.size < target)?;
     let mut steps = Vec::new();
     let mut bin: Vec<&FileEntry> = Vec::new();
     let mut bin_size = 0u64;
@@ -61,8 +62,8 @@ fn plan(files: &[std::sync::Arc<FileEntry>], target: u64) -> Option<(usize, Vec<
         }
         bin.clear();
     }
-    for f in &files[start..] {
-        if f.size >= target {
+    for (i, f) in files.iter().enumerate().skip(start) {
+        if f.size >= target || i >= movable {
             push_bin(&mut bin, &mut steps);
             bin_size = 0;
             steps.push(Step::Keep(f));
@@ -144,6 +145,10 @@ pub struct OptimizeOptions {
     pub target_size: u64,
     /// `expect_version` and extra commit parameters.
     pub write: WriteOptions,
+    /// Only files whose `add.modificationTime` is before this (ms since epoch) are packed; the
+    /// first younger file and every file after it stay (the mount's re-save window,
+    /// docs/MOUNT.md "Auto compaction"). `None`: every file.
+    pub settled_before_ms: Option<i64>,
 }
 
 impl Default for OptimizeOptions {
@@ -151,7 +156,16 @@ impl Default for OptimizeOptions {
         OptimizeOptions {
             target_size: DEFAULT_TARGET_SIZE,
             write: WriteOptions::default(),
+            settled_before_ms: None,
         }
+    }
+}
+
+/// How many of `files` (from the first) [`OptimizeOptions::settled_before_ms`] lets move.
+fn movable(files: &[std::sync::Arc<FileEntry>], settled_before_ms: Option<i64>) -> usize {
+    match settled_before_ms {
+        None => files.len(),
+        Some(t) => files.iter().position(|f| f.modification_time >= t).unwrap_or(files.len()),
     }
 }
 
@@ -163,7 +177,11 @@ impl Default for OptimizeOptions {
 /// (then its new files are deleted); [`Error::InvalidArgument`] for a zero target; errors of reading the
 /// data files (a vacuumed or damaged file) and of the commit.
 pub fn optimize(table: &Table, opts: &OptimizeOptions) -> Result<OptimizeReport> {
-    let OptimizeOptions { target_size, write } = opts;
+    let OptimizeOptions {
+        target_size,
+        write,
+        settled_before_ms,
+    } = opts;
     let (target_size, opts) = (*target_size, write);
     if target_size == 0 {
         return Err(Error::InvalidArgument("--target-size must be more than 0 bytes".into()));
@@ -178,7 +196,7 @@ pub fn optimize(table: &Table, opts: &OptimizeOptions) -> Result<OptimizeReport>
             version: read_version.max(e + 1),
         });
     }
-    let Some((start, steps)) = plan(&snap.files, target_size) else {
+    let Some((start, steps)) = plan(&snap.files, target_size, movable(&snap.files, *settled_before_ms)) else {
         return Ok(OptimizeReport {
             files_after: snap.files.len(),
             ..Default::default()
@@ -306,6 +324,106 @@ pub fn optimize(table: &Table, opts: &OptimizeOptions) -> Result<OptimizeReport>
     })
 }
 
+/// The table property that turns auto compaction on or off (Delta's name; docs/FORMAT.md
+/// "Auto compaction"): `true`, `auto` or `legacy` on, `false` off.
+pub const AUTO_COMPACT_PROPERTY: &str = "delta.autoOptimize.autoCompact";
+
+/// The table property with the number of small files that starts an auto compaction
+/// (tinydelta's; Databricks keeps the same setting, `minNumFiles`, in the session).
+pub const AUTO_COMPACT_MIN_FILES_PROPERTY: &str = "tinydelta.autoCompact.minNumFiles";
+
+/// Small files in the latest version that start an auto compaction (Databricks' default
+/// `minNumFiles`).
+pub const DEFAULT_AUTO_COMPACT_MIN_FILES: usize = 50;
+
+/// [`AUTO_COMPACT_PROPERTY`]'s value as on (`true`) or off; `None` when it is not one of
+/// `true`, `false`, `auto`, `legacy` (any case).
+pub fn parse_auto_compact(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "auto" | "legacy" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    }
+}
+
+/// When auto compaction runs: the writer's default (the mount: on; the CLI: off) and its
+/// threshold, each overridden by the table's properties.
+#[derive(Debug, Clone, Copy)]
+pub struct AutoCompact {
+    /// On when the table does not say ([`AUTO_COMPACT_PROPERTY`] absent).
+    pub default_on: bool,
+    /// Small files that start a compaction when the table does not say
+    /// ([`AUTO_COMPACT_MIN_FILES_PROPERTY`] absent).
+    pub min_files: usize,
+    /// Files smaller than this are small, and packed into files of about this size.
+    pub target_size: u64,
+    /// Files younger than this (by `add.modificationTime`) stay as they are, with every file
+    /// after them (the mount's re-save window; zero for the CLI).
+    pub min_age: std::time::Duration,
+}
+
+impl Default for AutoCompact {
+    fn default() -> Self {
+        AutoCompact {
+            default_on: false,
+            min_files: DEFAULT_AUTO_COMPACT_MIN_FILES,
+            target_size: DEFAULT_TARGET_SIZE,
+            min_age: std::time::Duration::ZERO,
+        }
+    }
+}
+
+/// Auto compaction after a write (Delta's auto compaction; docs/FORMAT.md "Auto compaction"):
+/// when it is on for the table and the latest version holds at least the threshold of files
+/// smaller than the target size, an [`optimize`] commit (`operationParameters.auto` `"true"`,
+/// `dataChange` false, row order kept). A conflict with a concurrent commit is not an error: it
+/// returns `Ok(None)`, nothing committed, and the next write tries again. Returns what was
+/// done, or `None`.
+///
+/// Errors: as [`optimize`] but [`Error::ConcurrentWrite`]; an unreadable property value is
+/// [`Error::InvalidArgument`] naming it.
+pub fn auto_compact(table: &Table, settings: &AutoCompact) -> Result<Option<OptimizeReport>> {
+    let snap = table.latest_snapshot()?;
+    let conf = &snap.metadata.configuration;
+    let on = match conf.get(AUTO_COMPACT_PROPERTY) {
+        None => settings.default_on,
+        Some(v) => {
+            crate::ops::alter::check_property(AUTO_COMPACT_PROPERTY, v)?;
+            parse_auto_compact(v).unwrap_or(false)
+        }
+    };
+    let min_files = match conf.get(AUTO_COMPACT_MIN_FILES_PROPERTY) {
+        None => settings.min_files,
+        Some(v) => {
+            crate::ops::alter::check_property(AUTO_COMPACT_MIN_FILES_PROPERTY, v)?;
+            v.trim().parse().unwrap_or(settings.min_files)
+        }
+    };
+    if !on || table.check_writable_as(&snap, "optimize").is_err() {
+        return Ok(None);
+    }
+    let settled_before_ms = (!settings.min_age.is_zero())
+        .then(|| crate::util::time::now_ms().saturating_sub(settings.min_age.as_millis() as i64));
+    let k = movable(&snap.files, settled_before_ms);
+    let small = snap.files[..k].iter().filter(|f| f.size < settings.target_size).count();
+    if small < min_files.max(2) {
+        return Ok(None);
+    }
+    let opts = OptimizeOptions {
+        target_size: settings.target_size,
+        write: WriteOptions {
+            extra_params: vec![("auto".into(), "true".into())],
+            ..Default::default()
+        },
+        settled_before_ms,
+    };
+    match optimize(table, &opts) {
+        Ok(r) if r.version.is_some() => Ok(Some(r)),
+        Ok(_) | Err(Error::ConcurrentWrite { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Parse a size: bytes, or a number with a unit (`128MiB`, `1GiB`, `64KiB`, `10MB`, `1k`).
 /// `None` when it is not one.
 pub fn parse_size(s: &str) -> Option<u64> {
@@ -353,19 +471,24 @@ mod tests {
             f("f", 90),
             f("g", 5),
         ];
-        let (start, steps) = plan(&files, 100).expect("a plan");
-        assert_eq!(start, 1);
-        let shape: Vec<Vec<&str>> = steps
-            .iter()
-            .map(|s| match s {
-                Step::Keep(f) => vec![f.path.as_str()],
-                Step::Pack(v) => v.iter().map(|f| f.path.as_str()).collect(),
-            })
-            .collect();
-        assert_eq!(shape, vec![vec!["b", "c"], vec!["d"], vec!["e"], vec!["f", "g"]]);
-        assert!(plan(&[f("a", 10)], 100).is_none());
-        assert!(plan(&[f("a", 200), f("b", 300)], 100).is_none());
-        assert!(plan(&[f("a", 60), f("b", 60)], 100).is_none());
+        let shape = |movable: usize| {
+            let (start, steps) = plan(&files, 100, movable).expect("a plan");
+            assert_eq!(start, 1);
+            steps
+                .iter()
+                .map(|s| match s {
+                    Step::Keep(f) => vec![f.path.as_str()],
+                    Step::Pack(v) => v.iter().map(|f| f.path.as_str()).collect(),
+                })
+                .collect::<Vec<Vec<&str>>>()
+        };
+        assert_eq!(shape(files.len()), vec![vec!["b", "c"], vec!["d"], vec!["e"], vec!["f", "g"]]);
+        assert!(plan(&[f("a", 10)], 100, 1).is_none());
+        assert!(plan(&[f("a", 200), f("b", 300)], 100, 2).is_none());
+        assert!(plan(&[f("a", 60), f("b", 60)], 100, 2).is_none());
+        // Files from `movable` on stay, in place after the packed ones.
+        assert_eq!(shape(5), vec![vec!["b", "c"], vec!["d"], vec!["e"], vec!["f"], vec!["g"]]);
+        assert!(plan(&files, 100, 1).is_none());
         assert_eq!(parse_size("128MiB"), Some(128 << 20));
         assert_eq!(parse_size("1000"), Some(1000));
         assert_eq!(parse_size("10 MB"), Some(10_000_000));

@@ -1859,3 +1859,59 @@ fn as_of_raises_commit_times_that_go_backwards_and_takes_the_first_of_a_repeated
     c.env("TZ", "Europe/Berlin");
     assert_eq!(run(c, b"").ok().stdout, t.read_v(4));
 }
+
+#[test]
+fn auto_compaction_follows_the_table_property_after_appends() {
+    let t = TempTable::new(&["id:int!"]);
+    // Off unless the table says so: ten appends, ten files.
+    for i in 0..10 {
+        t.append(format!("{{\"id\":{i}}}\n").as_bytes());
+    }
+    assert_eq!(t.part_files().len(), 10);
+    t.td(
+        "alter",
+        &[
+            "set-property",
+            "delta.autoOptimize.autoCompact=true",
+            "tinydelta.autoCompact.minNumFiles=12",
+        ],
+    )
+    .ok();
+    t.append(b"{\"id\":10}\n");
+    assert_eq!(
+        t.describe()["files"].as_array().unwrap().len(),
+        11,
+        "compacted below the threshold"
+    );
+    let out = t.td_in("append", &[], b"{\"id\":11}\n").ok();
+    assert!(
+        out.stderr
+            .contains("auto compaction packed 12 files into 1 file as version"),
+        "{}",
+        out.stderr
+    );
+    // The append's own line names the append's version; the OPTIMIZE is the next one.
+    let v = version_in(&out.text());
+    let optimize = t.commit(v + 1);
+    assert_eq!(optimize[0]["commitInfo"]["operation"], "OPTIMIZE");
+    assert_eq!(optimize[0]["commitInfo"]["operationParameters"]["auto"], "true");
+    assert_eq!(t.describe()["files"].as_array().unwrap().len(), 1);
+    let want: String = (0..12).map(|i| format!("{{\"id\":{i}}}\n")).collect();
+    assert_eq!(String::from_utf8(t.read()).unwrap(), want);
+    // Values the properties do not take are refused before anything is committed.
+    let before = t.latest();
+    t.td("alter", &["set-property", "delta.autoOptimize.autoCompact=sometimes"])
+        .code(2)
+        .stderr_has(&["is not true, false, auto or legacy"]);
+    t.td("alter", &["set-property", "tinydelta.autoCompact.minNumFiles=1"])
+        .code(2);
+    t.td("alter", &["set-property", "noequals"])
+        .code(2)
+        .stderr_has(&["is not KEY=VALUE"]);
+    assert_eq!(t.latest(), before);
+    // Unset: back to off.
+    t.td("alter", &["unset-property", "delta.autoOptimize.autoCompact"])
+        .ok();
+    let actions = t.commit(t.latest());
+    assert_eq!(actions[0]["commitInfo"]["operation"], "UNSET TBLPROPERTIES");
+}

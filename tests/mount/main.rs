@@ -16,6 +16,7 @@ mod bounds;
 mod changes;
 mod cli_mount;
 mod commit_threads;
+mod compaction;
 mod incoming_limits;
 mod incoming_security;
 mod incoming_writers;

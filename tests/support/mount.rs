@@ -224,6 +224,12 @@ impl Fixture {
             log.display().to_string(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
+        // Auto compaction commits in the background when commits pause: tests of other
+        // features count versions and files exactly, so it is off unless a test asks for it
+        // (tests/mount/compaction.rs).
+        if !extra.contains(&"--auto-compact") {
+            args.extend(["--auto-compact".to_string(), "off".to_string()]);
+        }
         let out = Command::new(MOUNT_BIN)
             .args(&args)
             .env("RUST_LOG", "debug")

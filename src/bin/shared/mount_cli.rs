@@ -56,6 +56,11 @@ pub struct MountCli {
     /// (default 4 MiB = 4194304; the most recently used version is always kept).
     #[arg(long, value_name = "BYTES")]
     pub version_cache_bytes: Option<u64>,
+    /// Auto compaction after commits when the table's delta.autoOptimize.autoCompact property
+    /// does not say (default on): once the latest version holds 50 files under 128 MiB, they
+    /// are packed in the background as one OPTIMIZE commit, rows in the same order.
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    pub auto_compact: Option<String>,
     /// Never use FUSE passthrough (single-file versions and commit files are otherwise read by
     /// the kernel directly where it allows: Linux >= 6.9, CAP_SYS_ADMIN); for comparisons.
     #[arg(long)]

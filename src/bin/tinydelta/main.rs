@@ -279,6 +279,25 @@ enum AlterCmd {
         #[arg(long, value_name = "N")]
         expect_version: Option<u64>,
     },
+    /// Set table properties KEY=VALUE in metaData.configuration (SET TBLPROPERTIES), e.g.
+    /// delta.autoOptimize.autoCompact=true.
+    SetProperty {
+        /// KEY=VALUE, one or more.
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        properties: Vec<String>,
+        /// Commit only if the latest version is still N.
+        #[arg(long, value_name = "N")]
+        expect_version: Option<u64>,
+    },
+    /// Remove table properties (UNSET TBLPROPERTIES).
+    UnsetProperty {
+        /// KEY, one or more.
+        #[arg(required = true, value_name = "KEY")]
+        keys: Vec<String>,
+        /// Commit only if the latest version is still N.
+        #[arg(long, value_name = "N")]
+        expect_version: Option<u64>,
+    },
     /// Refused: Delta needs column mapping to drop a column. Hidden from help, completions and
     /// man pages (it only explains the refusal; docs/CLI.md "Usage").
     #[command(hide = true)]
@@ -543,6 +562,58 @@ fn stdout_closed() -> bool {
         && fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP)
 }
 
+/// `alter set-property` / `unset-property`: commit and say what happened.
+fn set_properties_cli(
+    out: &mut impl Write,
+    table: &std::path::Path,
+    changes: &[(String, Option<String>)],
+    expect_version: Option<u64>,
+) -> Result<(), Fail> {
+    let t = Table::open(table)?;
+    let opts = WriteOptions {
+        expect_version,
+        ..Default::default()
+    };
+    let shown: Vec<String> = changes
+        .iter()
+        .map(|(k, v)| match v {
+            Some(v) => format!("{}={}", tinydelta::quote::shortened(k), tinydelta::quote::shortened(v)),
+            None => tinydelta::quote::shortened(k),
+        })
+        .collect();
+    match tinydelta::alter::set_properties(&t, changes, &opts)? {
+        Some(v) if changes.iter().all(|(_, v)| v.is_none()) => {
+            writeln!(out, "unset {} on {} as version {v}", shown.join(" "), table.display())
+        }
+        Some(v) => writeln!(out, "set {} on {} as version {v}", shown.join(" "), table.display()),
+        None => writeln!(
+            out,
+            "{} already has {}; nothing committed",
+            table.display(),
+            shown.join(" ")
+        ),
+    }
+    .map_err(stdout_err)?;
+    Ok(())
+}
+
+/// Auto compaction after the CLI's own write (docs/FORMAT.md "Auto compaction"): on when the
+/// table's property says so. The write is done and reported: a compaction that fails is a
+/// warning, never the command's outcome.
+fn auto_compact_after_write(t: &Table, quiet: bool) {
+    let settings = tinydelta::optimize::AutoCompact::default();
+    match tinydelta::optimize::auto_compact(t, &settings) {
+        Ok(Some(r)) if !quiet => eprintln!(
+            "tinydelta: auto compaction packed {} into {} as version {}",
+            count(r.removed_files as u64, "file", "files"),
+            count(r.added_files as u64, "file", "files"),
+            r.version.unwrap_or_default()
+        ),
+        Ok(_) => {}
+        Err(e) => eprintln!("tinydelta: warning: auto compaction skipped: {e}"),
+    }
+}
+
 /// A schema for a success line: the CLI syntax, or for one longer than 4 KiB (huge names, many
 /// columns) its column count and where to see it.
 fn shown_schema(schema: &Schema) -> String {
@@ -629,6 +700,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 None => Mode::Append,
             };
             let (written, _) = write_rows(&t, mode, &file, opts, &bad, merge_schema, quiet)?;
+            let committed = matches!(written, Written::Version(_));
             let name = file.as_ref().map_or("<stdin>".into(), |p| p.display().to_string());
             let tag = txn.as_ref().map(|(a, v)| format!(" (txn {a}:{v})")).unwrap_or_default();
             if json {
@@ -644,6 +716,10 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                     }),
                 };
                 writeln!(out, "{doc}").map_err(stdout_err)?;
+                out.flush().map_err(stdout_err)?;
+                if committed {
+                    auto_compact_after_write(&t, quiet);
+                }
                 return Ok(());
             }
             match (written, &txn) {
@@ -681,6 +757,10 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 (_, None) => writeln!(out, "no rows in {name}; nothing committed to {}", table.display()),
             }
             .map_err(stdout_err)?;
+            out.flush().map_err(stdout_err)?;
+            if committed {
+                auto_compact_after_write(&t, quiet);
+            }
         }
         Cmd::Overwrite {
             table,
@@ -959,6 +1039,29 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 )
                 .map_err(stdout_err)?;
             }
+            AlterCmd::SetProperty {
+                properties,
+                expect_version,
+            } => {
+                let changes = properties
+                    .iter()
+                    .map(|p| {
+                        p.split_once('=')
+                            .map(|(k, v)| (k.trim().to_string(), Some(v.trim().to_string())))
+                            .ok_or_else(|| {
+                                Error::InvalidArgument(format!(
+                                    "{} is not KEY=VALUE, e.g. delta.autoOptimize.autoCompact=true",
+                                    tinydelta::quote::quoted(p)
+                                ))
+                            })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                set_properties_cli(&mut out, &table, &changes, expect_version)?;
+            }
+            AlterCmd::UnsetProperty { keys, expect_version } => {
+                let changes: Vec<(String, Option<String>)> = keys.into_iter().map(|k| (k, None)).collect();
+                set_properties_cli(&mut out, &table, &changes, expect_version)?;
+            }
             AlterCmd::DropColumn { name } => {
                 return Err(Error::InvalidArgument(format!(
                     "cannot drop column {}: tinydelta only adds nullable columns (dropping needs Delta column mapping)",
@@ -993,6 +1096,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                     &tinydelta::optimize::OptimizeOptions {
                         target_size: target,
                         write: opts,
+                        settled_before_ms: None,
                     },
                 )?
             };

@@ -1199,6 +1199,8 @@ impl TableView {
                 inc.mtime = Some(SystemTime::now());
                 inc.due_at(now + GHOST_TTL, Due::Name(seq));
                 inc.maybe_drop(seq);
+                drop(inc);
+                self.after_commit();
                 Ok(())
             }
             Err(crate::error::Error::NotDurable { table, version, reason }) => {
