@@ -7,7 +7,9 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use serde_json::value::RawValue;
-use sqlparser::ast::{BinaryOperator as B, Expr as Ast, InTarget, UnaryOperator as U, Value as AstValue};
+use sqlparser::ast::{
+    AccessExpr, BinaryOperator as B, Expr as Ast, FunctionArguments, InTarget, UnaryOperator as U, Value as AstValue,
+};
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::Token;
@@ -225,6 +227,29 @@ fn parse(what: &str, text: &str) -> Result<Ast> {
     Ok(e)
 }
 
+/// The names of a column reference: `a`, `a.b.c`, or a keyword used as a column name (`user`,
+/// which the parser reads as a function without arguments). `None` for anything else.
+fn path_of(e: &Ast) -> Option<Vec<String>> {
+    match e {
+        Ast::Identifier(id) => Some(vec![id.value.clone()]),
+        Ast::CompoundIdentifier(ids) => Some(ids.iter().map(|i| i.value.clone()).collect()),
+        Ast::Function(f) if matches!(f.args, FunctionArguments::None) && f.name.0.len() == 1 => {
+            Some(vec![f.name.0[0].as_ident()?.value.clone()])
+        }
+        Ast::CompoundFieldAccess { root, access_chain } => {
+            let mut out = path_of(root)?;
+            for a in access_chain {
+                match a {
+                    AccessExpr::Dot(inner) => out.extend(path_of(inner)?),
+                    AccessExpr::Subscript(_) => return None,
+                }
+            }
+            Some(out)
+        }
+        _ => None,
+    }
+}
+
 /// Days since 1970-01-01 of `YYYY-MM-DD`.
 fn date_days(s: &str) -> Option<i32> {
     let d = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
@@ -372,17 +397,17 @@ impl Compiler<'_> {
             }
             Ok(Kind::Str)
         };
+        if ka == Kind::Other || kb == Kind::Other {
+            let side = if ka == Kind::Other { a } else { b };
+            return Err(self.err(format!(
+                "{side} is a nested or binary value: it can only be tested with IS NULL / IS NOT NULL"
+            )));
+        }
         let (ka2, kb2) = match (&na, &nb) {
             (_, Node::Lit(Val::Str(_))) if ka != Kind::Str => (ka, coerce(&mut nb, ka, b)?),
             (Node::Lit(Val::Str(_)), _) if kb != Kind::Str => (coerce(&mut na, kb, a)?, kb),
             _ => (ka, kb),
         };
-        if ka2 == Kind::Other || kb2 == Kind::Other {
-            let side = if ka2 == Kind::Other { a } else { b };
-            return Err(self.err(format!(
-                "{side} is a nested or binary value: it can only be tested with IS NULL / IS NOT NULL"
-            )));
-        }
         if !comparable(ka2, kb2) {
             return Err(self.err(format!(
                 "cannot {op} {a} ({}) and {b} ({})",
@@ -403,8 +428,14 @@ impl Compiler<'_> {
 
     fn compile(&self, e: &Ast) -> Result<(Node, Kind)> {
         Ok(match e {
-            Ast::Identifier(id) => self.column(std::slice::from_ref(&id.value))?,
-            Ast::CompoundIdentifier(ids) => self.column(&ids.iter().map(|i| i.value.clone()).collect::<Vec<_>>())?,
+            Ast::Identifier(_) | Ast::CompoundIdentifier(_) | Ast::CompoundFieldAccess { .. } => match path_of(e) {
+                Some(parts) => self.column(&parts)?,
+                None => return Err(self.err(format!("unsupported: {e}"))),
+            },
+            // A keyword that names a column (`user`), parsed as a function without arguments.
+            Ast::Function(f) if matches!(f.args, FunctionArguments::None) && path_of(e).is_some() => {
+                self.column(&path_of(e).unwrap_or_default())?
+            }
             Ast::Value(v) => self.literal(&v.value)?,
             Ast::Nested(inner) => self.compile(inner)?,
             Ast::IsNull(x) | Ast::IsNotNull(x) => {
@@ -631,10 +662,10 @@ impl Assignment {
         let Ast::BinaryOp { left, op: B::Eq, right } = &ast else {
             return Err(c.err("is not COLUMN = EXPRESSION"));
         };
-        let Ast::Identifier(id) = &**left else {
+        let Some(name) = path_of(left).filter(|p| p.len() == 1) else {
             return Err(c.err(format!("{left} is not a top-level column (nested fields are set with their struct)")));
         };
-        let (Node::Col(col), kind) = c.column(std::slice::from_ref(&id.value))? else {
+        let (Node::Col(col), kind) = c.column(&name)? else {
             return Err(c.err("is not COLUMN = EXPRESSION"));
         };
         let (mut node, mut ek) = c.compile(right)?;

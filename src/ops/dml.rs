@@ -446,7 +446,9 @@ fn run_change(
         skipping,
         ..Default::default()
     };
-    if rewritten.is_empty() && plan.extra.is_empty() {
+    // With a txn, a change that matches nothing still records the txn (as an append of no rows
+    // does: docs/FORMAT.md "Idempotent appends").
+    if rewritten.is_empty() && plan.extra.is_empty() && opts.txn.is_none() {
         report.reason = Some("noMatch");
         return Ok(report);
     }

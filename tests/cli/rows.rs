@@ -13,7 +13,10 @@ use crate::delta_compat::{assert_agrees, fixture, python};
 use crate::support::{FLIGHTS, TempTable, cmd, lines};
 
 fn rows(b: &[u8]) -> Vec<Value> {
-    lines(b).iter().map(|l| serde_json::from_str(l).expect("a row")).collect()
+    lines(b)
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("a row"))
+        .collect()
 }
 
 /// The flights table of three appends (January, February, March: one month per data file).
@@ -32,7 +35,16 @@ fn key_rows(rows: &[Value]) -> Vec<Value> {
     let mut out: Vec<Value> = rows
         .iter()
         .map(|r| {
-            json!([r["year"], r["month"], r["day"], r["carrier"], r["flight"], r["dep_delay"], r["arr_delay"], r["tailnum"]])
+            json!([
+                r["year"],
+                r["month"],
+                r["day"],
+                r["carrier"],
+                r["flight"],
+                r["dep_delay"],
+                r["arr_delay"],
+                r["tailnum"]
+            ])
         })
         .collect();
     out.sort_by_key(|v| v.to_string());
@@ -58,7 +70,11 @@ fn deltalake_rows(dest: &std::path::Path, versions: u64) -> Vec<Vec<Value>> {
         .arg(versions.to_string())
         .output()
         .expect("run python");
-    assert!(out.status.success(), "deltalake: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "deltalake: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("deltalake rows as JSON")
 }
 
@@ -93,7 +109,10 @@ fn delete_update_merge_on_flights_agree_with_deltalake_at_every_version() {
     assert_eq!(out["operationMetrics"]["numRemovedFiles"], 1);
     assert_eq!(out["operationMetrics"]["numAddedFiles"], 1);
     assert_eq!(out["operationMetrics"]["numCopiedRows"], 1000 - deleted);
-    assert_eq!((out["filesTotal"].clone(), out["filesSkipped"].clone()), (json!(3), json!(2)));
+    assert_eq!(
+        (out["filesTotal"].clone(), out["filesSkipped"].clone()),
+        (json!(3), json!(2))
+    );
     let v4 = rows(&t.read());
     assert_eq!(v4, want, "the rows left, in their order");
 
@@ -176,7 +195,13 @@ fn delete_update_merge_on_flights_agree_with_deltalake_at_every_version() {
     let out = t
         .td_in(
             "merge",
-            &["--on", "year,month,day,carrier,flight", "--delete-when", "remove", "--json"],
+            &[
+                "--on",
+                "year,month,day,carrier,flight",
+                "--delete-when",
+                "remove",
+                "--json",
+            ],
             source.as_bytes(),
         )
         .ok()
@@ -242,20 +267,35 @@ fn read_where_skips_files_by_statistics_and_never_opens_them() {
         out.stderr
     );
     // IN, BETWEEN, OR and NOT are judged against the statistics too.
-    let e = t.td("read", &["--where", "month IN (1, 3) AND NOT month = 1", "--explain"]).ok();
+    let e = t
+        .td("read", &["--where", "month IN (1, 3) AND NOT month = 1", "--explain"])
+        .ok();
     assert!(e.stderr.contains("2 skipped by statistics, 1 read"), "{}", e.stderr);
-    let e = t.td("read", &["--where", "month BETWEEN 4 AND 12 OR year < 2013", "--explain"]).ok();
+    let e = t
+        .td(
+            "read",
+            &["--where", "month BETWEEN 4 AND 12 OR year < 2013", "--explain"],
+        )
+        .ok();
     assert!(e.stderr.contains("3 skipped by statistics, 0 read"), "{}", e.stderr);
     assert!(e.stdout.is_empty());
     // A timestamp compared as an instant.
     let e = t
-        .td("read", &["--where", "time_hour >= '2013-03-01T00:00:00-05:00'", "--explain"])
+        .td(
+            "read",
+            &["--where", "time_hour >= '2013-03-01T00:00:00-05:00'", "--explain"],
+        )
         .ok();
     assert!(e.stderr.contains("2 skipped by statistics, 1 read"), "{}", e.stderr);
     assert_eq!(rows(&e.stdout).len(), 500);
 
     // --columns and --limit.
-    let c = t.td("read", &["--where", "month = 3", "--columns", "flight,carrier", "--limit", "2"]).ok();
+    let c = t
+        .td(
+            "read",
+            &["--where", "month = 3", "--columns", "flight,carrier", "--limit", "2"],
+        )
+        .ok();
     let march: Vec<&Value> = all.iter().filter(|r| r["month"] == 3).collect();
     assert_eq!(
         rows(&c.stdout),
@@ -266,7 +306,10 @@ fn read_where_skips_files_by_statistics_and_never_opens_them() {
     );
     assert_eq!(
         c.text().lines().next().unwrap(),
-        format!("{{\"flight\":{},\"carrier\":{}}}", march[0]["flight"], march[0]["carrier"])
+        format!(
+            "{{\"flight\":{},\"carrier\":{}}}",
+            march[0]["flight"], march[0]["carrier"]
+        )
     );
 
     // A skipped file is not opened: with January's data file gone, a read of February still
@@ -287,20 +330,40 @@ fn mistakes_are_named_and_commit_nothing() {
     t.td("read", &["--where", "carier = 'UA'"])
         .code(2)
         .stderr_has(&["no column \"carier\"", "carrier"]);
-    t.td("delete", &["--where", "carrier = 3"]).code(2).stderr_has(&["carrier", "str"]);
-    t.td("delete", &["--where", "dep_delay +"]).code(2).stderr_has(&["--where"]);
-    t.td("delete", &["--where", "upper(carrier) = 'UA'"]).code(2).stderr_has(&["unsupported"]);
-    t.td("update", &["--set", "dest = 7", "--where", "true"]).code(2).stderr_has(&["\"dest\""]);
-    t.td("update", &["--set", "nope = 1", "--where", "true"]).code(2).stderr_has(&["\"nope\""]);
-    t.td("read", &["--columns", "year,nope"]).code(2).stderr_has(&["\"nope\""]);
+    t.td("delete", &["--where", "carrier = 3"])
+        .code(2)
+        .stderr_has(&["carrier", "str"]);
+    t.td("delete", &["--where", "dep_delay +"])
+        .code(2)
+        .stderr_has(&["--where"]);
+    t.td("delete", &["--where", "upper(carrier) = 'UA'"])
+        .code(2)
+        .stderr_has(&["unsupported"]);
+    t.td("update", &["--set", "dest = 7", "--where", "true"])
+        .code(2)
+        .stderr_has(&["\"dest\""]);
+    t.td("update", &["--set", "nope = 1", "--where", "true"])
+        .code(2)
+        .stderr_has(&["\"nope\""]);
+    t.td("read", &["--columns", "year,nope"])
+        .code(2)
+        .stderr_has(&["\"nope\""]);
     // A value that breaks NOT NULL is refused like an appended one, naming the column.
     t.td("update", &["--set", "year = NULL", "--where", "month = 3"])
         .code(5)
         .stderr_has(&["\"year\"", "line 1"]);
     // A division by zero names the file and line.
-    t.td("update", &["--set", "dep_delay = dep_delay / 0", "--where", "month = 3 AND dep_delay IS NOT NULL"])
-        .code(2)
-        .stderr_has(&["division by zero", "line"]);
+    t.td(
+        "update",
+        &[
+            "--set",
+            "dep_delay = dep_delay / 0",
+            "--where",
+            "month = 3 AND dep_delay IS NOT NULL",
+        ],
+    )
+    .code(2)
+    .stderr_has(&["division by zero", "line"]);
     assert_eq!(t.latest(), before, "nothing committed");
     let leftovers = t.part_files().len();
     assert_eq!(leftovers, 3, "no new data file left behind");
@@ -308,24 +371,62 @@ fn mistakes_are_named_and_commit_nothing() {
     // No match: exit 0, a clear line, committed false.
     let o = t.td("delete", &["--where", "month = 12"]).ok();
     assert!(o.text().contains("no row matches; nothing committed"), "{}", o.text());
-    let j = t.td("update", &["--set", "flight = 1", "--where", "month = 12", "--json"]).ok().json();
-    assert_eq!((j["committed"].clone(), j["reason"].clone()), (json!(false), json!("noMatch")));
+    let j = t
+        .td("update", &["--set", "flight = 1", "--where", "month = 12", "--json"])
+        .ok()
+        .json();
+    assert_eq!(
+        (j["committed"].clone(), j["reason"].clone()),
+        (json!(false), json!("noMatch"))
+    );
     assert_eq!(j["filesSkipped"], 3);
     assert_eq!(t.latest(), before);
 
     // --expect-version and --txn as append has them.
-    t.td("delete", &["--where", "month = 3", "--expect-version", "1"]).code(3);
-    t.td("delete", &["--where", "day = 1 AND month = 3", "--txn", "job:1"]).ok();
-    let again = t.td("delete", &["--where", "day = 2 AND month = 3", "--txn", "job:1", "--json"]).ok().json();
+    t.td("delete", &["--where", "month = 3", "--expect-version", "1"])
+        .code(3);
+    let first = t
+        .td(
+            "delete",
+            &["--where", "month = 3 AND dep_delay > 100", "--txn", "job:1", "--json"],
+        )
+        .ok()
+        .json();
+    assert!(
+        first["operationMetrics"]["numDeletedRows"].as_u64().unwrap() > 0,
+        "{first}"
+    );
+    let again = t
+        .td(
+            "delete",
+            &["--where", "month = 3 AND dep_delay < 0", "--txn", "job:1", "--json"],
+        )
+        .ok()
+        .json();
     assert_eq!(again["reason"], "txnAlreadyApplied");
     assert_eq!(t.latest(), before + 1);
+    // With a txn, no match still records the txn (as an append of no rows does).
+    let none = t
+        .td("delete", &["--where", "month = 12", "--txn", "job:2", "--json"])
+        .ok()
+        .json();
+    assert_eq!(
+        (none["committed"].clone(), none["version"].clone()),
+        (json!(true), json!(before + 2))
+    );
+    assert_eq!(t.describe()["txns"], json!({"job": 2}));
+    let before = before + 1;
 
     // Two source rows with one key that match a target row: refused, as Delta does.
     let all = rows(&t.read());
     let r = all[0].to_string();
-    t.td_in("merge", &["--on", "year,month,day,carrier,flight"], format!("{r}\n{r}\n").as_bytes())
-        .code(5)
-        .stderr_has(&["lines 1 and 2", "only once"]);
+    t.td_in(
+        "merge",
+        &["--on", "year,month,day,carrier,flight"],
+        format!("{r}\n{r}\n").as_bytes(),
+    )
+    .code(5)
+    .stderr_has(&["lines 1 and 2", "only once"]);
     assert_eq!(t.latest(), before + 1);
 }
 
@@ -339,7 +440,8 @@ fn racing_updates_lose_no_update() {
     t.append(b"{\"id\":3,\"n\":0}\n");
     let update = || {
         let mut c = cmd(&t.args("update", &["--set", "n = n + 1", "--where", "id = 1"]));
-        c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        c.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
         c.spawn().expect("spawn update")
     };
     let mut ok = 0u64;
@@ -364,7 +466,10 @@ fn racing_updates_lose_no_update() {
         .find(|r| r["id"] == 1)
         .map(|r| r["n"].as_u64().unwrap())
         .unwrap();
-    assert_eq!(n, ok, "{ok} updates committed, {conflicts} conflicted, the counter is {n}");
+    assert_eq!(
+        n, ok,
+        "{ok} updates committed, {conflicts} conflicted, the counter is {n}"
+    );
     assert!(ok >= 200, "at least one of each pair commits");
 
     for i in 0..30 {
