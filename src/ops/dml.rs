@@ -956,7 +956,7 @@ pub fn merge(table: &Table, source: &str, input: impl BufRead, opts: &MergeOptio
         }
     }
     // Data skipping: a file whose key range holds no source key is not read.
-    let pred = key_range(&snap.schema, &opts.on[0], &rows);
+    let pred = key_range(&snap.schema, &opts.on, &rows);
     let (adds, may, skipping) = plan(table, &snap, pred.as_ref())?;
     let mut change = Merge {
         on: &opts.on,
@@ -1018,32 +1018,47 @@ pub fn merge(table: &Table, source: &str, input: impl BufRead, opts: &MergeOptio
     run_change_then(table, read_version, &snap, adds, &may, skipping, &mut inserts, plan, &opts.change)
 }
 
-/// A `col >= min AND col <= max` predicate over the source's values of the key column `col`,
-/// for data skipping (`None` when a value cannot be written as a literal).
-fn key_range(schema: &Schema, col: &str, rows: &[SourceRow]) -> Option<Predicate> {
+/// A `k1 IN (...) AND k2 IN (...)` predicate over the source's distinct values of the key
+/// columns `on`, for data skipping; a column of another type, or with more than 1,000 distinct
+/// values, is left out (`None` when none is left).
+fn key_range(schema: &Schema, on: &[String], rows: &[SourceRow]) -> Option<Predicate> {
     use crate::format::schema::ColumnType as T;
-    let ty = &schema.columns.iter().find(|c| c.name == col)?.ty;
-    if !matches!(ty, T::Int | T::Str | T::Date | T::Timestamp | T::TimestampNtz | T::Decimal { .. }) {
-        return None;
-    }
-    let mut lits = Vec::new();
-    for r in rows {
-        let row = Row::parse(&r.canonical).ok()?;
-        let raw = row.get(col)?.get();
-        if raw == "null" {
+    let parsed: Vec<Row<'_>> = rows.iter().filter_map(|r| Row::parse(&r.canonical).ok()).collect();
+    let mut parts = Vec::new();
+    for col in on {
+        let Some(ty) = schema.columns.iter().find(|c| c.name == *col).map(|c| &c.ty) else {
+            continue;
+        };
+        if !matches!(ty, T::Int | T::Str | T::Date | T::Timestamp | T::TimestampNtz | T::Decimal { .. }) {
             continue;
         }
-        let lit = match ty {
-            T::Int | T::Decimal { .. } => raw.to_string(),
-            _ => format!("'{}'", serde_json::from_str::<String>(raw).ok()?.replace('\'', "''")),
-        };
-        lits.push(lit);
+        let mut lits = std::collections::BTreeSet::new();
+        for row in &parsed {
+            let raw = row.get(col).map_or("null", |v| v.get());
+            if raw == "null" {
+                continue;
+            }
+            let lit = match ty {
+                T::Int | T::Decimal { .. } => Some(raw.to_string()),
+                _ => serde_json::from_str::<String>(raw)
+                    .ok()
+                    .map(|s| format!("'{}'", s.replace('\'', "''"))),
+            };
+            match lit {
+                Some(l) => lits.insert(l),
+                None => break,
+            };
+        }
+        if lits.is_empty() || lits.len() > 1000 {
+            continue;
+        }
+        let name = format!("\"{}\"", col.replace('"', "\"\""));
+        parts.push(format!("{name} IN ({})", lits.into_iter().collect::<Vec<_>>().join(", ")));
     }
-    if lits.is_empty() || lits.len() > 1000 {
+    if parts.is_empty() {
         return None;
     }
-    let name = format!("\"{}\"", col.replace('"', "\"\""));
-    Predicate::parse(schema, &format!("{name} IN ({})", lits.join(", "))).ok()
+    Predicate::parse(schema, &parts.join(" AND ")).ok()
 }
 
 /// MERGE's rows: the target rewrite, then the unmatched source rows as one new file.

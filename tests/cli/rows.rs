@@ -214,6 +214,7 @@ fn delete_update_merge_on_flights_agree_with_deltalake_at_every_version() {
     assert_eq!(m["numTargetRowsInserted"], 2);
     assert_eq!(m["numTargetFilesRemoved"], 1);
     assert_eq!(m["numTargetFilesAdded"], 2);
+    assert_eq!(out["filesSkipped"], 2, "February and March hold none of the keys");
     let v6 = rows(&t.read());
     assert_eq!(v6, want, "merged rows in place, inserted ones at the end");
 
