@@ -95,6 +95,14 @@ pub mod alter {
     pub use crate::ops::alter::{add_column, check_property, set_properties};
 }
 
+/// Row-level changes: `read --where`, DELETE, UPDATE, MERGE (docs/FORMAT.md "Row-level changes").
+pub mod dml {
+    pub use crate::ops::dml::{
+        Assignment, ChangeOptions, ChangeReport, DEFAULT_MAX_SOURCE_BYTES, MergeOptions, Predicate, ReadOptions,
+        ReadReport, Skipping, delete, merge, parse_sets, read, update,
+    };
+}
+
 /// The change data feed (docs/MOUNT.md "Following a table: `changes.jsonl`").
 pub mod changes {
     pub use crate::ops::changes::print;

@@ -4,6 +4,7 @@
 pub mod alter;
 pub mod changes;
 pub mod check;
+pub mod dml;
 pub mod export;
 pub mod optimize;
 pub mod vacuum;

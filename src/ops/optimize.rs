@@ -293,23 +293,7 @@ pub fn optimize(table: &Table, opts: &OptimizeOptions) -> Result<OptimizeReport>
     // and the files it added (still live) join `appended`.
     let conflicts = |version: u64| {
         let commit = table.read_commit(version)?;
-        let mut appended = appended.borrow_mut();
-        let mut conflict = false;
-        for a in &commit.actions {
-            conflict |= a.metadata.is_some() || a.protocol.is_some();
-            if let Some(r) = &a.remove {
-                conflict |= read_files.contains(&r.path);
-                appended.retain(|x| x.path != r.path);
-            }
-            if let Some(add) = &a.add {
-                conflict |= read_files.contains(&add.path);
-                appended.retain(|x| x.path != add.path);
-                let mut add = add.clone();
-                add.data_change = false;
-                appended.push(add);
-            }
-        }
-        Ok(conflict)
+        Ok(crate::table::commit::conflicts_reading(&commit, &read_files, &mut appended.borrow_mut()))
     };
     let res = crate::table::commit::commit_loop_checked(table, read_version, opts.expect_version, &[], build, conflicts);
     let files: Vec<&str> = written.iter().map(String::as_str).collect();

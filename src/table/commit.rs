@@ -38,6 +38,35 @@ pub fn commit_loop_serializable(
     })
 }
 
+/// WriteSerializable's rule for an operation that read the files `read_files` (paths decoded)
+/// and keeps the order of rows (OPTIMIZE, DELETE, UPDATE, MERGE; docs/FORMAT.md "Concurrency"):
+/// whether `commit`, which won the version this operation wanted, conflicts with it (it removed
+/// or re-added a file read, or changed the metadata or protocol). The files it added that are
+/// still live are collected in `appended` (`dataChange: false`), for the operation to re-add
+/// after its own when it is rebased.
+pub fn conflicts_reading(
+    commit: &crate::log::files::Commit,
+    read_files: &std::collections::HashSet<String>,
+    appended: &mut Vec<crate::format::actions::Add>,
+) -> bool {
+    let mut conflict = false;
+    for a in &commit.actions {
+        conflict |= a.metadata.is_some() || a.protocol.is_some();
+        if let Some(r) = &a.remove {
+            conflict |= read_files.contains(&r.path);
+            appended.retain(|x| x.path != r.path);
+        }
+        if let Some(add) = &a.add {
+            conflict |= read_files.contains(&add.path);
+            appended.retain(|x| x.path != add.path);
+            let mut add = add.clone();
+            add.data_change = false;
+            appended.push(add);
+        }
+    }
+    conflict
+}
+
 /// Commit as `read_version + 1`, rebasing blind appends as docs/FORMAT.md "Concurrency" says.
 ///
 /// `build(version, previous_timestamp)` returns the actions to commit at `version` (called again

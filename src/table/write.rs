@@ -264,7 +264,7 @@ impl Table {
     }
 
     /// The `add` of a new data file `name` (relative to the root) with `stats`.
-    pub(super) fn new_add(name: String, schema: &Schema, stats: &rows::FileStats) -> Add {
+    pub(crate) fn new_add(name: String, schema: &Schema, stats: &rows::FileStats) -> Add {
         Add {
             path: name,
             partition_values: BTreeMap::new(),

@@ -27,12 +27,12 @@ fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     manifest_dir().join("tests/data/delta_compat").join(name)
 }
 
 /// The interpreter that has `deltalake`: `$TINYDELTA_PYTHON` or the repository's `.venv`.
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     let py = match std::env::var_os("TINYDELTA_PYTHON") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
         _ => manifest_dir().join(".venv/bin/python"),
@@ -145,7 +145,7 @@ fn same_stat(ours: &Value, theirs: &Value) -> bool {
 
 /// One table, every version: delta-rs against `describe --json` and `history --json`.
 /// Returns the number of versions compared.
-fn assert_agrees(table: &Path, expected_ops: &[(&str, Option<&str>)]) -> usize {
+pub(crate) fn assert_agrees(table: &Path, expected_ops: &[(&str, Option<&str>)]) -> usize {
     let t = table.to_str().unwrap();
     let dl = deltalake_view(table);
     let history = td_json(&["history", t, "--json"]);

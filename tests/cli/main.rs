@@ -19,5 +19,6 @@ mod crash;
 mod delta_compat;
 mod export;
 mod integrity;
+mod rows;
 mod table;
 mod types;

@@ -112,6 +112,67 @@ enum Cmd {
         /// date or date-time (2026-11-30 19:52), or a relative time (30m ago, 2h ago, 1d ago).
         #[arg(long, value_name = "TIME")]
         as_of: Option<String>,
+        /// Only the rows for which this SQL condition is true (e.g. "id = 3 AND region IN
+        /// ('EU','US')"); files whose statistics prove no row matches are not opened.
+        #[arg(long = "where", value_name = "PRED")]
+        where_: Option<String>,
+        /// Only these columns, in this order (comma-separated).
+        #[arg(long, value_name = "A,B", value_delimiter = ',')]
+        columns: Option<Vec<String>>,
+        /// At most N rows.
+        #[arg(long, value_name = "N")]
+        limit: Option<u64>,
+        /// Say on stderr how many files were skipped by their statistics and how many read.
+        #[arg(long)]
+        explain: bool,
+    },
+    /// Delete the rows for which a SQL condition is true (Delta DELETE, copy-on-write): one
+    /// commit that rewrites only the files holding such rows.
+    Delete {
+        /// Table folder.
+        table: PathBuf,
+        /// The condition, e.g. "id = 3" ("true" deletes every row).
+        #[arg(long = "where", value_name = "PRED")]
+        where_: String,
+        #[command(flatten)]
+        change: ChangeFlags,
+    },
+    /// Set columns of the rows for which a SQL condition is true (Delta UPDATE, copy-on-write).
+    Update {
+        /// Table folder.
+        table: PathBuf,
+        /// An assignment, e.g. 'amount = amount * 1.1' or "name = 'x' || name"; repeatable.
+        #[arg(long = "set", value_name = "COL = EXPR", required = true)]
+        set: Vec<String>,
+        /// The condition, e.g. "id = 3" ("true" updates every row).
+        #[arg(long = "where", value_name = "PRED")]
+        where_: String,
+        #[command(flatten)]
+        change: ChangeFlags,
+    },
+    /// Merge JSONL rows (from --file or stdin) by key (Delta MERGE): a row whose key matches a
+    /// table row replaces it, the others are inserted.
+    Merge {
+        /// Table folder.
+        table: PathBuf,
+        /// Source rows (default: stdin).
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// The key columns.
+        #[arg(long, value_name = "KEY[,KEY...]", value_delimiter = ',', required = true)]
+        on: Vec<String>,
+        /// A boolean column of the source only: a matched row whose source row has it true is
+        /// deleted (the column is not stored).
+        #[arg(long, value_name = "COL")]
+        delete_when: Option<String>,
+        /// Do not insert source rows that match no table row.
+        #[arg(long)]
+        ignore_unmatched: bool,
+        /// Most bytes of source rows held in memory (default 1GiB).
+        #[arg(long, value_name = "SIZE")]
+        max_source_bytes: Option<String>,
+        #[command(flatten)]
+        change: ChangeFlags,
     },
     /// Print the change feed (Delta Change Data Feed): for each version, the rows of the files
     /// it removed (`_change_type` delete), then of those it added (insert), each with
@@ -249,6 +310,21 @@ enum Cmd {
         /// (created if missing).
         dir: PathBuf,
     },
+}
+
+/// The commit flags of delete, update and merge.
+#[derive(clap::Args, Clone, Debug)]
+struct ChangeFlags {
+    /// Commit only if the latest version is still N.
+    #[arg(long, value_name = "N")]
+    expect_version: Option<u64>,
+    /// Idempotent change (Delta txn action): commit only if the table records a lower version
+    /// for APP_ID, else exit 0 saying it was already applied.
+    #[arg(long, value_name = "APP_ID:VERSION")]
+    txn: Option<String>,
+    /// Print the outcome as one JSON object (version, metrics, files skipped).
+    #[arg(long)]
+    json: bool,
 }
 
 /// What append and overwrite do with bad lines.
@@ -676,19 +752,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             bad,
             json,
         } => {
-            let txn = txn
-                .map(|txn| {
-                    txn.rsplit_once(':')
-                        .and_then(|(a, v)| Some((a.to_string(), v.parse::<i64>().ok()?)))
-                        .filter(|(a, v)| !a.is_empty() && *v >= 0)
-                        .ok_or_else(|| {
-                            Error::InvalidArgument(format!(
-                                "--txn {} is not APP_ID:VERSION (a non-empty id and a version from 0), e.g. etl:5",
-                                tinydelta::quote::quoted(&txn)
-                            ))
-                        })
-                })
-                .transpose()?;
+            let txn = parse_txn(txn)?;
             let t = Table::open(&table)?;
             let opts = WriteOptions {
                 expect_version,
@@ -796,7 +860,15 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 .map_err(stdout_err)?;
             }
         }
-        Cmd::Read { table, version, as_of } => {
+        Cmd::Read {
+            table,
+            version,
+            as_of,
+            where_,
+            columns,
+            limit,
+            explain,
+        } => {
             let t = Table::open(&table)?;
             let v = match (version, as_of) {
                 (Some(v), _) => v,
@@ -828,6 +900,29 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 (None, None) => t.latest_version()?,
             };
             let snap = t.snapshot(v)?;
+            if where_.is_some() || columns.is_some() || limit.is_some() || explain {
+                let opts = tinydelta::dml::ReadOptions {
+                    predicate: where_
+                        .map(|w| tinydelta::dml::Predicate::parse(&snap.schema, &w))
+                        .transpose()?,
+                    columns,
+                    limit,
+                };
+                let mut w = io::BufWriter::with_capacity(256 << 10, &mut out);
+                let r = tinydelta::dml::read(&t, &snap, &opts, &mut w)?;
+                w.flush().map_err(stdout_err)?;
+                if explain {
+                    eprintln!(
+                        "tinydelta: read version {v}: {} total, {} skipped by statistics, {} read; {} read, {} printed",
+                        count(r.skipping.files_total as u64, "file", "files"),
+                        r.skipping.files_skipped,
+                        r.skipping.files_read,
+                        count(r.rows_read, "row", "rows"),
+                        r.rows_out
+                    );
+                }
+                return Ok(());
+            }
             out.flush().map_err(stdout_err)?;
             // Copy straight to fd 1, not through Stdout's line buffering (8 KiB writes, split at
             // newlines).
@@ -999,6 +1094,64 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                     .map_err(stdout_err)?;
                 }
             }
+        }
+        Cmd::Delete { table, where_, change } => {
+            let t = Table::open(&table)?;
+            let opts = change_options(&change)?;
+            let r = {
+                let _p = Progress::spinner(&format!("delete from {}", table.display()), quiet);
+                tinydelta::dml::delete(&t, &where_, &opts)?
+            };
+            change_outcome(&mut out, &t, &table, &r, change.json, "from")?;
+        }
+        Cmd::Update {
+            table,
+            set,
+            where_,
+            change,
+        } => {
+            let t = Table::open(&table)?;
+            let opts = change_options(&change)?;
+            let r = {
+                let _p = Progress::spinner(&format!("update {}", table.display()), quiet);
+                tinydelta::dml::update(&t, &where_, &set, &opts)?
+            };
+            change_outcome(&mut out, &t, &table, &r, change.json, "in")?;
+        }
+        Cmd::Merge {
+            table,
+            file,
+            on,
+            delete_when,
+            ignore_unmatched,
+            max_source_bytes,
+            change,
+        } => {
+            let t = Table::open(&table)?;
+            let max_source_bytes = match max_source_bytes {
+                Some(s) => tinydelta::optimize::parse_size(&s).ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "--max-source-bytes {} is not a size like 1GiB or 65536",
+                        tinydelta::quote::quoted(&s)
+                    ))
+                })?,
+                None => tinydelta::dml::DEFAULT_MAX_SOURCE_BYTES,
+            };
+            let opts = tinydelta::dml::MergeOptions {
+                on,
+                delete_when,
+                ignore_unmatched,
+                max_source_bytes,
+                change: change_options(&change)?,
+            };
+            let mut input = tinydelta::diagnose::Input::open(file.as_deref(), false)?;
+            let name = input.name().to_string();
+            let input = input.reader()?;
+            let r = {
+                let _p = Progress::spinner(&format!("merge into {}", table.display()), quiet);
+                tinydelta::dml::merge(&t, &name, input, &opts)?
+            };
+            change_outcome(&mut out, &t, &table, &r, change.json, "into")?;
         }
         Cmd::Restore {
             table,
@@ -1385,6 +1538,105 @@ fn write_man_pages(dir: &std::path::Path) -> Result<usize> {
 
 /// Rows of the live files without stats (other Delta writers may omit them), counted by reading
 /// them: (rows, files).
+/// The options of delete, update and merge from their flags.
+fn change_options(f: &ChangeFlags) -> Result<tinydelta::dml::ChangeOptions> {
+    Ok(tinydelta::dml::ChangeOptions {
+        write: WriteOptions {
+            expect_version: f.expect_version,
+            ..Default::default()
+        },
+        txn: parse_txn(f.txn.clone())?,
+    })
+}
+
+/// `--txn APP_ID:VERSION`.
+fn parse_txn(txn: Option<String>) -> Result<Option<(String, i64)>> {
+    txn.map(|txn| {
+        txn.rsplit_once(':')
+            .and_then(|(a, v)| Some((a.to_string(), v.parse::<i64>().ok()?)))
+            .filter(|(a, v)| !a.is_empty() && *v >= 0)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "--txn {} is not APP_ID:VERSION (a non-empty id and a version from 0), e.g. etl:5",
+                    tinydelta::quote::quoted(&txn)
+                ))
+            })
+    })
+    .transpose()
+}
+
+/// Print what a delete, update or merge did (docs/CLI.md "Row-level changes").
+fn change_outcome(
+    out: &mut impl Write,
+    t: &Table,
+    table: &std::path::Path,
+    r: &tinydelta::dml::ChangeReport,
+    json: bool,
+    what: &str,
+) -> Result<(), Fail> {
+    let sk = r.skipping;
+    if json {
+        let mut doc = match r.version {
+            Some(v) => {
+                let mut d = outcome(t, table, v)?;
+                if let Some(o) = d.as_object_mut() {
+                    for k in ["rows", "files", "bytes", "removedFiles"] {
+                        o.remove(k);
+                    }
+                }
+                d
+            }
+            None => json!({
+                "table": table.display().to_string(), "committed": false, "version": null,
+                "operation": r.operation, "reason": r.reason,
+            }),
+        };
+        if let Some(rec) = r.txn_recorded {
+            doc["txnRecordedVersion"] = json!(rec);
+        }
+        if r.reason != Some("txnAlreadyApplied") {
+            doc["operationMetrics"] = json!(r.metrics);
+            doc["filesTotal"] = json!(sk.files_total);
+            doc["filesSkipped"] = json!(sk.files_skipped);
+            doc["filesRead"] = json!(sk.files_read);
+        }
+        writeln!(out, "{doc}").map_err(stdout_err)?;
+        return Ok(());
+    }
+    let m = |k: &str| r.metrics.get(k).copied().unwrap_or(0);
+    let line = match (r.version, r.reason) {
+        (None, Some("txnAlreadyApplied")) => format!(
+            "the txn was already applied to {} (it records version {}); nothing committed",
+            table.display(),
+            r.txn_recorded.unwrap_or_default()
+        ),
+        (None, _) => format!("no row matches; nothing committed to {}", table.display()),
+        (Some(v), _) => {
+            let rows = match r.operation {
+                "DELETE" => format!("deleted {}", count(m("numDeletedRows"), "row", "rows")),
+                "UPDATE" => format!("updated {}", count(m("numUpdatedRows"), "row", "rows")),
+                _ => format!(
+                    "merged {}: {} updated, {} deleted, {} inserted",
+                    count(m("numSourceRows"), "source row", "source rows"),
+                    m("numTargetRowsUpdated"),
+                    m("numTargetRowsDeleted"),
+                    m("numTargetRowsInserted")
+                ),
+            };
+            format!(
+                "{rows} {what} {} as version {v}: rewrote {} of {} ({} skipped by statistics), {} copied",
+                table.display(),
+                m("numRemovedFiles"),
+                count(sk.files_total as u64, "file", "files"),
+                sk.files_skipped,
+                count(m("numCopiedRows").max(m("numTargetRowsCopied")), "row", "rows")
+            )
+        }
+    };
+    writeln!(out, "{line}").map_err(stdout_err)?;
+    Ok(())
+}
+
 fn counted_rows(t: &Table, s: &tinydelta::Snapshot) -> Result<(u64, u64)> {
     let mut rows = 0u64;
     let mut files = 0u64;

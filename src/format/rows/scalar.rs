@@ -282,7 +282,7 @@ pub(super) const YEAR_10000_US: i64 = 253_402_300_800_000_000;
 /// An RFC 3339 timestamp's instant, µs since the epoch, when it is in the years 0001-9999 in
 /// UTC (Delta's timestamp range, PROTOCOL "Primitive Types"). A leap second (`:60`) is taken
 /// as chrono reads it (docs/CLI.md "Input rules"). Errors: the reason, to follow the raw value.
-pub(super) fn timestamp_us(s: &str) -> std::result::Result<i64, &'static str> {
+pub(crate) fn timestamp_us(s: &str) -> std::result::Result<i64, &'static str> {
     use chrono::Datelike;
     let t = chrono::DateTime::parse_from_rfc3339(s).map_err(|_| "is not an RFC 3339 timestamp")?;
     // A leap second at 9999-12-31T23:59:60Z is an instant in the year 10000.
