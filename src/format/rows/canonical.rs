@@ -5,7 +5,7 @@
 use super::*;
 
 /// A JSON object key, borrowed from the line when it has no escapes.
-pub(super) struct Key<'a>(pub(super) Cow<'a, str>);
+pub(crate) struct Key<'a>(pub(crate) Cow<'a, str>);
 
 impl<'de> Deserialize<'de> for Key<'de> {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
@@ -28,7 +28,7 @@ impl<'de> Deserialize<'de> for Key<'de> {
 
 /// One row's fields in input order, values as raw JSON text. Duplicates are kept so the caller
 /// can name them.
-pub(super) struct Fields<'a>(pub(super) Vec<(Key<'a>, &'a RawValue)>);
+pub(crate) struct Fields<'a>(pub(crate) Vec<(Key<'a>, &'a RawValue)>);
 
 impl<'de> Deserialize<'de> for Fields<'de> {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
