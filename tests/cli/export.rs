@@ -36,7 +36,7 @@ fn manifest_dir() -> PathBuf {
 }
 
 /// The interpreter that has `deltalake`: `$TINYDELTA_PYTHON` or the repository's `.venv`.
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     let py = match std::env::var_os("TINYDELTA_PYTHON") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
         _ => manifest_dir().join(".venv/bin/python"),
@@ -53,7 +53,7 @@ fn python() -> PathBuf {
 
 /// The interpreter with DuckDB's delta extension (`duckdb-extension-delta`, which pins its own
 /// duckdb version, so it has a venv of its own): `$TINYDELTA_DELTA_PYTHON` or `.venv-delta`.
-fn delta_python() -> PathBuf {
+pub(crate) fn delta_python() -> PathBuf {
     let py = match std::env::var_os("TINYDELTA_DELTA_PYTHON") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
         _ => manifest_dir().join(".venv-delta/bin/python"),
@@ -73,7 +73,7 @@ fn py(args: &[&str], input: &[u8]) -> Vec<u8> {
     py_with(&python(), args, input)
 }
 
-fn py_with(interpreter: &Path, args: &[&str], input: &[u8]) -> Vec<u8> {
+pub(crate) fn py_with(interpreter: &Path, args: &[&str], input: &[u8]) -> Vec<u8> {
     let mut c = Command::new(interpreter);
     c.args(args)
         .stdin(Stdio::piped())
@@ -96,7 +96,7 @@ fn py_with(interpreter: &Path, args: &[&str], input: &[u8]) -> Vec<u8> {
     out.stdout
 }
 
-fn export(src: &TempTable, dest: &Path, flags: &[&str]) -> Out {
+pub(crate) fn export(src: &TempTable, dest: &Path, flags: &[&str]) -> Out {
     let mut a = vec!["export".to_string(), src.p(), dest.display().to_string()];
     a.extend(flags.iter().map(|f| f.to_string()));
     td(&a)
@@ -133,7 +133,7 @@ fn source_times(src: &TempTable) -> BTreeMap<u64, i64> {
 }
 
 /// The lines of DEST's commit `v`, parsed.
-fn dest_commit(dest: &Path, v: u64) -> Vec<Value> {
+pub(crate) fn dest_commit(dest: &Path, v: u64) -> Vec<Value> {
     let p = dest.join(format!("_delta_log/{v:020}.json"));
     std::fs::read_to_string(&p)
         .unwrap_or_else(|e| panic!("read {}: {e}", p.display()))

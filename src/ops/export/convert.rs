@@ -1,9 +1,10 @@
 //! One data file of canonical JSONL rows -> one snappy-compressed Parquet file, streamed in
 //! batches of [`BATCH_ROWS`] rows, with the Delta per-file statistics of what was written
-//! (Delta PROTOCOL "Per-file Statistics"). The type mapping is docs/EXPORT.md "One version": int ->
-//! Int64 (Delta `long`), float -> Float64 (`double`), str -> Utf8 (`string`), bool -> Boolean
-//! (`boolean`), date -> Date32 (`date`), timestamp -> Timestamp(µs, "UTC") (`timestamp`, Parquet
-//! INT64 TIMESTAMP(MICROS, isAdjustedToUTC = true)).
+//! (Delta PROTOCOL "Per-file Statistics", computed by the rows layer's statistics code). The type
+//! mapping is the table of docs/EXPORT.md "Table": the flat types are filled by a serde visitor
+//! of the line; decimals, binary, json, arrays, maps and structs are checked and counted by
+//! `rows::check_value` and appended from their raw JSON text (decimals parsed as decimal text,
+//! never through a float).
 //!
 //! Every row is checked against the schema as it is read (the source is read from disk, so
 //! nothing is assumed): a line that is not an object of the schema's columns with values of
