@@ -218,3 +218,52 @@ fn every_type_but_json_round_trips_byte_for_byte_through_export() {
         );
     }
 }
+
+/// `--all-versions` of a table that gains a `timestamp_ntz` column by `alter add-column`: DEST's
+/// protocol is upgraded in the same version (reader 3 / writer 7 with `timestampNtz`, keeping
+/// `appendOnly` and `invariants`, which writer 2 implied) and not written again after; deltalake
+/// reads every version with the source's rows.
+#[test]
+fn an_added_timestamp_ntz_column_upgrades_dests_protocol_in_that_version() {
+    let src = TempTable::new(&["id:int!"]);
+    src.append(b"{\"id\":1}\n");
+    src.td("alter", &["add-column", "n:timestamp_ntz"]).ok();
+    src.append(b"{\"id\":2,\"n\":\"2024-05-06T07:08:09.000001\"}\n");
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("dest");
+    export(&src, &dest, &["--all-versions"]).ok();
+    let protocol = |v: u64| {
+        dest_commit(&dest, v)
+            .into_iter()
+            .find_map(|a| a.get("protocol").cloned())
+    };
+    let p0 = protocol(0).expect("version 0 has a protocol");
+    assert_eq!(
+        (p0["minReaderVersion"].as_i64(), p0["minWriterVersion"].as_i64()),
+        (Some(1), Some(2))
+    );
+    assert_eq!(protocol(1), None);
+    let p2 = protocol(2).expect("the alter's version upgrades the protocol");
+    assert_eq!(p2["readerFeatures"], serde_json::json!(["timestampNtz"]));
+    assert_eq!(
+        p2["writerFeatures"],
+        serde_json::json!(["appendOnly", "invariants", "timestampNtz"])
+    );
+    assert_eq!(protocol(3), None);
+    let script = r#"
+import sys, json
+from deltalake import DeltaTable
+for v in range(4):
+    t = DeltaTable(sys.argv[1], version=v).to_pyarrow_table().sort_by('id')
+    rows = [{k: (x.isoformat(timespec='microseconds') if hasattr(x, 'isoformat') else x) for k, x in r.items()} for r in t.to_pylist()]
+    print(json.dumps([str(t.schema.field('n').type) if 'n' in t.schema.names else None, rows]))
+"#;
+    let out = String::from_utf8(py_with(&python(), &["-c", script, dest.to_str().unwrap()], b"")).unwrap();
+    let got: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(got[3][0], "timestamp[us]");
+    assert_eq!(
+        got[3][1],
+        serde_json::json!([{"id": 1, "n": null}, {"id": 2, "n": "2024-05-06T07:08:09.000001"}])
+    );
+    assert_eq!(got[1][1], serde_json::json!([{"id": 1}]));
+}
