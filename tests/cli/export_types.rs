@@ -257,6 +257,9 @@ for v in range(4):
     t = DeltaTable(sys.argv[1], version=v).to_pyarrow_table().sort_by('id')
     rows = [{k: (x.isoformat(timespec='microseconds') if hasattr(x, 'isoformat') else x) for k, x in r.items()} for r in t.to_pylist()]
     print(json.dumps([str(t.schema.field('n').type) if 'n' in t.schema.names else None, rows]))
+sys.stdout.flush()
+import os
+os._exit(0)
 "#;
     let out = String::from_utf8(py_with(&python(), &["-c", script, dest.to_str().unwrap()], b"")).unwrap();
     let got: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();

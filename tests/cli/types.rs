@@ -494,3 +494,60 @@ fn infer_refuses_a_sample_without_line_ends_and_export_of_an_earlier_version_wor
         "{\"a\":1,\"s\":null}\n"
     );
 }
+
+/// Break-it finding: a Parquet timestamp adjusted to UTC (an instant) added to a
+/// `timestamp_ntz` column, at the top or inside a struct, was read as the UTC wall-clock time;
+/// it is refused, naming the file, row and column. The reverse, a timestamp without UTC
+/// adjustment in a `timestamp` column, is read as UTC, as Delta readers read older writers'
+/// files (docs/FORMAT.md "Parquet data files").
+#[test]
+fn a_parquet_instant_in_a_timestamp_ntz_column_is_refused_not_reinterpreted() {
+    let py = crate::support::mount::python(&["deltalake", "pyarrow"]);
+    let script = r#"
+import sys, json, os, datetime, pyarrow as pa, pyarrow.parquet as pq
+from deltalake import write_deltalake
+path, kind, field = sys.argv[1:4]
+ntz = kind == "ntz"
+t_table = pa.timestamp("us") if ntz else pa.timestamp("us", tz="UTC")
+t_file = pa.timestamp("us", tz="UTC") if ntz else pa.timestamp("us")
+schema = pa.schema([("id", pa.int64()), ("at", t_table), ("s", pa.struct([("at", t_table)]))])
+first = datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=None if ntz else datetime.timezone.utc)
+write_deltalake(path, pa.Table.from_pylist([{"id": 1, "at": first, "s": {"at": None}}], schema=schema))
+fs = pa.schema([("id", pa.int64()), ("at", t_file if field == "at" else t_table),
+                ("s", pa.struct([("at", t_file if field == "s" else t_table)]))])
+v = datetime.datetime(2024, 6, 7, 8, 9, 10, 11)
+val = lambda t: v.replace(tzinfo=datetime.timezone.utc) if t.tz else v
+row = {"id": 2, "at": val(fs.field("at").type), "s": {"at": val(fs.field("s").type.field("at").type)}}
+pq.write_table(pa.Table.from_pylist([row], schema=fs), path + "/other.parquet")
+add = {"add": {"path": "other.parquet", "partitionValues": {}, "size": os.path.getsize(path + "/other.parquet"),
+               "modificationTime": 1, "dataChange": True}}
+open(path + "/_delta_log/00000000000000000001.json", "w").write(json.dumps(add) + "\n")
+sys.stdout.flush()
+os._exit(0)
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let make = |name: &str, kind: &str, field: &str| {
+        let table = dir.path().join(name);
+        let out = Command::new(&py)
+            .args(["-c", script, table.to_str().unwrap(), kind, field])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "python: {}", String::from_utf8_lossy(&out.stderr));
+        table.display().to_string()
+    };
+    let top = make("top", "ntz", "at");
+    td(&["read", &top]).code(1).stderr_has(&[
+        "top/other.parquet: row 1, column \"at\": Parquet type Timestamp(µs, \"UTC\") holds instants",
+        "the column is timestamp_ntz",
+    ]);
+    let nested = make("nested", "ntz", "s");
+    td(&["read", &nested])
+        .code(1)
+        .stderr_has(&["nested/other.parquet: row 1, column \"s\": .at: Parquet type Timestamp(µs, \"UTC\")"]);
+    let utc = make("utc", "utc", "at");
+    assert_eq!(
+        td(&["read", &utc]).ok().text(),
+        "{\"id\":1,\"at\":\"2024-01-02T03:04:05.000000Z\",\"s\":{\"at\":null}}\n\
+         {\"id\":2,\"at\":\"2024-06-07T08:09:10.000011Z\",\"s\":{\"at\":\"2024-06-07T08:09:10.000011Z\"}}\n"
+    );
+}
