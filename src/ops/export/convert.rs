@@ -424,13 +424,9 @@ impl Builder {
     }
 }
 
-/// An RFC 3339 timestamp as µs since the epoch; a `timestamp` written as another writer's
-/// `timestamp_ntz` (no offset) is taken as UTC.
+/// An RFC 3339 timestamp (an offset required) as µs since the epoch.
 fn timestamp_us(s: &str) -> Option<i64> {
-    match chrono::DateTime::parse_from_rfc3339(s) {
-        Ok(t) => Some(t.timestamp_micros()),
-        Err(_) => crate::format::rows::timestamp_ntz_us(s),
-    }
+    chrono::DateTime::parse_from_rfc3339(s).ok().map(|t| t.timestamp_micros())
 }
 
 struct Col {
@@ -878,6 +874,41 @@ mod tests {
             ("{\"id\":1}", "no newline"),
             ("[1]\n", "not a JSON object"),
             ("{\"id\":1,}\n", "line 1"),
+        ] {
+            let e = convert(&s, rows).expect_err(what).to_string();
+            assert!(e.contains("src.jsonl") && e.contains(what), "{what}: {e}");
+        }
+    }
+
+    #[test]
+    fn nested_rows_are_checked_and_counted() {
+        let s = [
+            "id:int!",
+            "d:decimal(38,38)",
+            "s:struct<a:int,t:array<str!>>",
+            "m:map<str,decimal(3,1)!>",
+            "j:json",
+            "n:timestamp_ntz",
+        ];
+        let w = convert(
+            &s,
+            "{\"id\":1,\"d\":-0.00000000000000000000000000000000000001,\"s\":{\"a\":5,\"t\":[\"x\"]},\"m\":{\"k\":1.5},\"j\":[1,{\"a\":null}],\"n\":\"2024-01-01T00:00:00.5\"}\n\
+             {\"id\":2,\"d\":null,\"s\":null,\"m\":null,\"j\":null,\"n\":null}\n",
+        )
+        .unwrap();
+        let st: serde_json::Value = serde_json::from_str(&w.stats).unwrap();
+        assert_eq!(st["nullCount"]["s"], serde_json::json!({"a": 1, "t": 1}));
+        assert_eq!(st["minValues"]["s"], serde_json::json!({"a": 5}));
+        assert_eq!(st["minValues"]["n"], "2024-01-01T00:00:00.500000");
+        assert!(w.stats.contains("\"d\":-0.00000000000000000000000000000000000001"), "{}", w.stats);
+        assert!(st["minValues"].get("j").is_none() && st["minValues"].get("m").is_none());
+        for (rows, what) in [
+            ("{\"id\":1,\"s\":{\"t\":[null]}}\n", "line 1: column \"s.t[0]\": null value where the type says NOT NULL"),
+            ("{\"id\":1,\"s\":{\"zz\":1}}\n", "line 1: column \"s.zz\": unknown field"),
+            ("{\"id\":1,\"m\":{\"k\":1.25}}\n", "line 1: column \"m.k\": 1.25 has more than 1 digits after the point"),
+            ("{\"id\":1,\"d\":1}\n", "more than 0 digits before the point"),
+            ("{\"id\":1,\"n\":\"2024-01-01T00:00:00Z\"}\n", "line 1: column \"n\""),
+            ("{\"id\":1,\"s\":[1]}\n", "line 1: column \"s\": expected struct"),
         ] {
             let e = convert(&s, rows).expect_err(what).to_string();
             assert!(e.contains("src.jsonl") && e.contains(what), "{what}: {e}");
