@@ -309,3 +309,33 @@ fn a_nested_export_is_streamed_in_bounded_memory() {
     let described = td(&["describe", dest.to_str().unwrap(), "--json"]).ok().json();
     assert_eq!(described["numRecords"].as_u64(), Some(i));
 }
+
+/// A DEST exported by an earlier tinydelta, which wrote a `timestamp_ntz` column as `timestamp`
+/// (UTC instants), is not continued under the new schema: the rerun is refused and DEST is left
+/// as it was (docs/EXPORT.md "Continuing and refusing").
+#[test]
+fn a_dest_with_timestamp_ntz_written_as_timestamp_is_not_continued() {
+    let src = TempTable::new(&["id:int!", "n:timestamp_ntz"]);
+    src.append(b"{\"id\":1,\"n\":\"2024-01-01T00:00:00.000000\"}\n");
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("dest");
+    export(&src, &dest, &[]).ok();
+    // DEST as the earlier export wrote it.
+    let log = dest.join("_delta_log/00000000000000000000.json");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let old = text
+        .replace("\\\"timestamp_ntz\\\"", "\\\"timestamp\\\"")
+        .replace(
+            "{\"minReaderVersion\":3,\"minWriterVersion\":7,\"readerFeatures\":[\"timestampNtz\"],\"writerFeatures\":[\"timestampNtz\"]}",
+            "{\"minReaderVersion\":1,\"minWriterVersion\":2}",
+        );
+    assert_ne!(old, text);
+    std::fs::write(&log, &old).unwrap();
+    src.append(b"{\"id\":2,\"n\":null}\n");
+    export(&src, &dest, &[]).code(1).stderr_has(&[
+        "its schema differs from an export of version 1",
+        "export into a new DEST",
+    ]);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), old);
+    assert!(!dest.join("_delta_log/00000000000000000001.json").exists());
+}

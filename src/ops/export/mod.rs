@@ -859,6 +859,21 @@ impl Dest {
                 ),
             ));
         }
+        // The same files under another schema: an export by an earlier tinydelta, which wrote
+        // `timestamp_ntz` columns as `timestamp` (UTC instants), continued now would mix the two.
+        if let Some(m) = &self.metadata
+            && m.schema_string != convert::dest_schema(&snap.schema).to_schema_string()
+        {
+            return Err(refused(
+                &self.path,
+                format!(
+                    "its schema differs from an export of version {} of {} (an export by an earlier tinydelta, \
+                     which wrote timestamp_ntz columns as timestamp, or another writer changed it); export into a new DEST",
+                    snap.version,
+                    snap.root.display()
+                ),
+            ));
+        }
         Ok(())
     }
 
