@@ -70,10 +70,10 @@ fi
 echo "/dev/fuse ok"
 
 # --- 3. Python venv for the Delta interop test ---------------------------------------------
-step "Python venv (.venv): deltalake duckdb pyarrow"
+step "Python venv (.venv): deltalake duckdb pyarrow polars"
 venv_ok() {
     [[ -x .venv/bin/python ]] &&
-        .venv/bin/python -c 'import deltalake, duckdb, pyarrow' >/dev/null 2>&1
+        .venv/bin/python -c 'import deltalake, duckdb, pyarrow, polars' >/dev/null 2>&1
 }
 if venv_ok; then
     echo "already set up"
@@ -83,12 +83,12 @@ else
         python3 -m venv .venv || die "python3 -m venv .venv failed"
     fi
     .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-        'deltalake>=1.0' 'duckdb>=1.0' 'pyarrow>=15' </dev/null ||
-        die "pip install deltalake duckdb pyarrow into .venv failed"
-    venv_ok || die ".venv/bin/python still cannot import deltalake, duckdb and pyarrow"
+        'deltalake>=1.0' 'duckdb>=1.0' 'pyarrow>=15' polars </dev/null ||
+        die "pip install deltalake duckdb pyarrow polars into .venv failed"
+    venv_ok || die ".venv/bin/python still cannot import deltalake, duckdb, pyarrow and polars"
 fi
-.venv/bin/python -c 'import deltalake, duckdb, pyarrow, sys
-print(f"python {sys.version.split()[0]}, deltalake {deltalake.__version__}, duckdb {duckdb.__version__}, pyarrow {pyarrow.__version__}")'
+.venv/bin/python -c 'import deltalake, duckdb, pyarrow, polars, sys
+print(f"python {sys.version.split()[0]}, deltalake {deltalake.__version__}, duckdb {duckdb.__version__}, pyarrow {pyarrow.__version__}, polars {polars.__version__}")'
 export TINYDELTA_PYTHON="$repo/.venv/bin/python"
 
 step "Python venv (.venv-delta): duckdb-extension-delta (DuckDB's delta_scan)"

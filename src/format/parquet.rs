@@ -428,6 +428,15 @@ fn value_json(a: &dyn Array, r: usize, ty: &ColumnType, out: &mut Vec<u8>) -> st
                 .date_naive();
             date_json(d, out)
         }
+        // An instant has no wall-clock time until a zone is chosen, and none is recorded: refused
+        // rather than read as UTC's (docs/FORMAT.md "Parquet data files"). The reverse, a
+        // wall-clock time in a `timestamp` column, is read as UTC, as Delta readers read older
+        // writers' files (delta-rs before UTC annotations, Spark's INT96).
+        (DataType::Timestamp(_, Some(tz)), ColumnType::TimestampNtz) => Err(format!(
+            "Parquet type {} holds instants (adjusted to UTC, zone {tz:?}), but the column is timestamp_ntz (a \
+             wall-clock time without zone); refused rather than reinterpreted",
+            a.data_type()
+        )),
         (DataType::Timestamp(unit, _), ColumnType::Timestamp | ColumnType::TimestampNtz) => {
             let us = match unit {
                 TimeUnit::Second => a.as_primitive::<TimestampSecondType>().value(r).checked_mul(1_000_000),

@@ -7,8 +7,8 @@
 //! filter, e.g. `cargo test --release --test cli concurrency::` (the filter matches anywhere in
 //! a test's path; `--list` shows what it selects).
 //!
-//! Needs Python with deltalake, pyarrow and duckdb for `delta_compat` and `export`
-//! (`scripts/test.sh` makes `.venv`).
+//! Needs Python with deltalake, pyarrow, duckdb and polars for `delta_compat`, `export` and
+//! `export_types` (`scripts/test.sh` makes `.venv`).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -18,6 +18,7 @@ mod concurrency;
 mod crash;
 mod delta_compat;
 mod export;
+mod export_types;
 mod integrity;
 mod rows;
 mod table;

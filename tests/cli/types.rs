@@ -311,15 +311,28 @@ fn countries_go_in_by_inference_and_read_back_equal() {
         .stderr_has(&["countries.jsonl: line "]);
 }
 
+/// Export writes every type tinydelta creates (tests/cli/export_types.rs); a map whose keys are
+/// not strings (another writer's `map<int,str>`, read with its keys as text) is refused before
+/// DEST is touched, naming the column and its type (docs/EXPORT.md "Table").
 #[test]
-fn export_refuses_the_types_it_does_not_write_yet_and_creates_nothing() {
-    let t = TempTable::new(&["id:int", "tags:array<str>"]);
-    t.append(b"{\"id\":1,\"tags\":[\"a\"]}\n");
+fn export_refuses_a_map_with_int_keys_and_creates_nothing() {
+    let t = TempTable::new(&["id:int", "m:map<str,str>"]);
+    let mut v0 = t.commit(0);
+    for a in &mut v0 {
+        if let Some(m) = a.get_mut("metaData") {
+            let s = m["schemaString"]
+                .as_str()
+                .unwrap()
+                .replace("\"keyType\":\"string\"", "\"keyType\":\"integer\"");
+            m["schemaString"] = s.into();
+        }
+    }
+    t.write_commit(0, &v0);
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("out");
     td(&["export", &t.p(), dest.to_str().unwrap()])
         .code(1)
-        .stderr_has(&["column \"tags\" has type array<str>, which export does not write yet"]);
+        .stderr_has(&["column \"m\" has type map<int,str>, which export does not write (a map's keys must be str"]);
     assert!(!dest.exists(), "a refused export left {}", dest.display());
 }
 
@@ -466,16 +479,77 @@ fn infer_refuses_a_sample_without_line_ends_and_export_of_an_earlier_version_wor
     td(&["create", &t.p(), "--infer", "/dev/zero", "--dry-run"])
         .code(5)
         .stderr_has(&["/dev/zero: line 1", "longer than the maximum"]);
-    // export --version N judges the columns of version N, not of later ones.
+    // export --version N exports the columns of version N, not of later ones.
     let s = TempTable::new(&["a:int"]);
     s.append(b"{\"a\":1}\n");
     s.td("alter", &["add-column", "s:struct<x:int>"]).ok();
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("out");
     td(&["export", &s.p(), dest.to_str().unwrap(), "--version", "1"]).ok();
-    td(&["export", &s.p(), dir.path().join("out2").to_str().unwrap()])
+    assert_eq!(td(&["read", dest.to_str().unwrap()]).ok().text(), "{\"a\":1}\n");
+    let out2 = dir.path().join("out2");
+    td(&["export", &s.p(), out2.to_str().unwrap()]).ok();
+    assert_eq!(
+        td(&["read", out2.to_str().unwrap()]).ok().text(),
+        "{\"a\":1,\"s\":null}\n"
+    );
+}
+
+/// Break-it finding: a Parquet timestamp adjusted to UTC (an instant) added to a
+/// `timestamp_ntz` column, at the top or inside a struct, was read as the UTC wall-clock time;
+/// it is refused, naming the file, row and column. The reverse, a timestamp without UTC
+/// adjustment in a `timestamp` column, is read as UTC, as Delta readers read older writers'
+/// files (docs/FORMAT.md "Parquet data files").
+#[test]
+fn a_parquet_instant_in_a_timestamp_ntz_column_is_refused_not_reinterpreted() {
+    let py = crate::support::mount::python(&["deltalake", "pyarrow"]);
+    let script = r#"
+import sys, json, os, datetime, pyarrow as pa, pyarrow.parquet as pq
+from deltalake import write_deltalake
+path, kind, field = sys.argv[1:4]
+ntz = kind == "ntz"
+t_table = pa.timestamp("us") if ntz else pa.timestamp("us", tz="UTC")
+t_file = pa.timestamp("us", tz="UTC") if ntz else pa.timestamp("us")
+schema = pa.schema([("id", pa.int64()), ("at", t_table), ("s", pa.struct([("at", t_table)]))])
+first = datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=None if ntz else datetime.timezone.utc)
+write_deltalake(path, pa.Table.from_pylist([{"id": 1, "at": first, "s": {"at": None}}], schema=schema))
+fs = pa.schema([("id", pa.int64()), ("at", t_file if field == "at" else t_table),
+                ("s", pa.struct([("at", t_file if field == "s" else t_table)]))])
+v = datetime.datetime(2024, 6, 7, 8, 9, 10, 11)
+val = lambda t: v.replace(tzinfo=datetime.timezone.utc) if t.tz else v
+row = {"id": 2, "at": val(fs.field("at").type), "s": {"at": val(fs.field("s").type.field("at").type)}}
+pq.write_table(pa.Table.from_pylist([row], schema=fs), path + "/other.parquet")
+add = {"add": {"path": "other.parquet", "partitionValues": {}, "size": os.path.getsize(path + "/other.parquet"),
+               "modificationTime": 1, "dataChange": True}}
+open(path + "/_delta_log/00000000000000000001.json", "w").write(json.dumps(add) + "\n")
+sys.stdout.flush()
+os._exit(0)
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let make = |name: &str, kind: &str, field: &str| {
+        let table = dir.path().join(name);
+        let out = Command::new(&py)
+            .args(["-c", script, table.to_str().unwrap(), kind, field])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "python: {}", String::from_utf8_lossy(&out.stderr));
+        table.display().to_string()
+    };
+    let top = make("top", "ntz", "at");
+    td(&["read", &top]).code(1).stderr_has(&[
+        "top/other.parquet: row 1, column \"at\": Parquet type Timestamp(µs, \"UTC\") holds instants",
+        "the column is timestamp_ntz",
+    ]);
+    let nested = make("nested", "ntz", "s");
+    td(&["read", &nested])
         .code(1)
-        .stderr_has(&["column \"s\" has type struct<x:int>"]);
+        .stderr_has(&["nested/other.parquet: row 1, column \"s\": .at: Parquet type Timestamp(µs, \"UTC\")"]);
+    let utc = make("utc", "utc", "at");
+    assert_eq!(
+        td(&["read", &utc]).ok().text(),
+        "{\"id\":1,\"at\":\"2024-01-02T03:04:05.000000Z\",\"s\":{\"at\":null}}\n\
+         {\"id\":2,\"at\":\"2024-06-07T08:09:10.000011Z\",\"s\":{\"at\":\"2024-06-07T08:09:10.000011Z\"}}\n"
+    );
 }
 
 /// The latest schema in the CLI syntax, from `describe --json`.

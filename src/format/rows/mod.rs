@@ -32,7 +32,7 @@ pub use self::line::*;
 use self::scan::*;
 use self::scalar::*;
 use self::typed::*;
-pub(crate) use self::typed::{decimal, decimal_text, timestamp_ntz_us};
+pub(crate) use self::typed::{check_value, decimal, decimal_text, decode_str, timestamp_ntz_us};
 pub(crate) use self::scalar::timestamp_us;
 pub(crate) use self::canonical::Fields;
 pub use self::infer::{Inferred, infer_columns, infer_schema};

@@ -19,7 +19,7 @@ pub struct FileStats {
 }
 
 #[derive(Debug, Clone, Default)]
-pub(super) struct ColumnStats {
+pub(crate) struct ColumnStats {
     pub(super) null_count: u64,
     pub(super) min: Option<StatValue>,
     pub(super) max: Option<StatValue>,
@@ -32,7 +32,7 @@ pub(super) struct ColumnStats {
 
 impl ColumnStats {
     /// Empty statistics shaped for a column of type `ty`.
-    pub(super) fn for_type(ty: &ColumnType) -> ColumnStats {
+    pub(crate) fn for_type(ty: &ColumnType) -> ColumnStats {
         ColumnStats {
             fields: match ty {
                 ColumnType::Struct(cols) => cols.iter().map(|c| ColumnStats::for_type(&c.ty)).collect(),
@@ -48,7 +48,7 @@ impl ColumnStats {
     }
 
     /// Count `n` null values: a null struct makes every leaf field below it null.
-    pub(super) fn count_nulls(&mut self, n: u64) {
+    pub(crate) fn count_nulls(&mut self, n: u64) {
         if self.fields.is_empty() {
             self.null_count += n;
         } else {
@@ -58,7 +58,7 @@ impl ColumnStats {
 }
 
 #[derive(Debug, Clone, PartialEq, PartialOrd)]
-pub(super) enum StatValue {
+pub(crate) enum StatValue {
     Int(i64),
     Float(f64),
     /// Strings and dates compare as strings.
@@ -152,11 +152,22 @@ impl FileStats {
         s.push_str("}}");
         s
     }
+
+    /// [`FileStats::to_stats_json`] of `num_records` rows whose columns (of `schema`, in its
+    /// order) have the statistics `columns`.
+    pub(crate) fn stats_json(schema: &Schema, num_records: u64, columns: Vec<ColumnStats>) -> String {
+        FileStats {
+            num_records,
+            bytes: 0,
+            columns,
+        }
+        .to_stats_json(schema)
+    }
 }
 
 
 #[inline]
-pub(super) fn update_stat(st: &mut ColumnStats, v: StatValue) {
+pub(crate) fn update_stat(st: &mut ColumnStats, v: StatValue) {
     match (&mut st.min, &mut st.max, &v) {
         (Some(StatValue::Int(lo)), Some(StatValue::Int(hi)), StatValue::Int(n)) => {
             *lo = (*lo).min(*n);
@@ -183,7 +194,7 @@ pub(super) fn update_stat(st: &mut ColumnStats, v: StatValue) {
 ///
 /// `s` is a string value's UTF-8 bytes (checked by the caller; compared as bytes, which orders
 /// UTF-8 as its characters), converted to a `String` only when a bound moves.
-pub(super) fn update_str_stat(st: &mut ColumnStats, s: &[u8]) {
+pub(crate) fn update_str_stat(st: &mut ColumnStats, s: &[u8]) {
     // At most STRING_STAT_PREFIX bytes is at most that many characters: no need to count them.
     let cut = match s.len() <= STRING_STAT_PREFIX {
         true => None,

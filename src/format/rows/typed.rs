@@ -30,7 +30,7 @@ fn shown(raw: &str) -> Cow<'_, str> {
 
 /// A string value's text: borrowed from `raw` (a JSON string literal) when it has no escapes.
 /// Errors: the reason (an invalid escape, a lone surrogate).
-pub(super) fn decode_str(raw: &str) -> std::result::Result<Cow<'_, str>, String> {
+pub(crate) fn decode_str(raw: &str) -> std::result::Result<Cow<'_, str>, String> {
     if !raw.contains('\\') {
         return Ok(Cow::Borrowed(&raw[1..raw.len() - 1]));
     }
@@ -329,6 +329,24 @@ fn write_array(
     }
     out.push(b']');
     Ok(())
+}
+
+/// [`emit_typed`] for a reader outside the rows layer (export, docs/EXPORT.md "Table"): check the
+/// value `raw` of the column `name`, write its canonical form to `out` and count it in `st`.
+/// Errors: a sentence naming the column, or the path of the offending value inside it.
+pub(crate) fn check_value(
+    name: &str,
+    ty: &ColumnType,
+    nullable: bool,
+    raw: &str,
+    out: &mut Vec<u8>,
+    st: Option<&mut ColumnStats>,
+) -> std::result::Result<(), String> {
+    let mut path = name.to_string();
+    emit_typed(ty, nullable, raw, &mut path, out, st).map_err(|r| match r {
+        Rejection::Column(p, why) => format!("column {}: {why}", crate::util::quote::json_quoted(&p)),
+        Rejection::At(pos, why) => format!("column {}: {why} (byte {pos})", crate::util::quote::json_quoted(name)),
+    })
 }
 
 /// Check the value `raw` of a column or field of type `ty` (any type; `nullable` says whether

@@ -1,9 +1,10 @@
 //! One data file of canonical JSONL rows -> one snappy-compressed Parquet file, streamed in
 //! batches of [`BATCH_ROWS`] rows, with the Delta per-file statistics of what was written
-//! (Delta PROTOCOL "Per-file Statistics"). The type mapping is docs/EXPORT.md "One version": int ->
-//! Int64 (Delta `long`), float -> Float64 (`double`), str -> Utf8 (`string`), bool -> Boolean
-//! (`boolean`), date -> Date32 (`date`), timestamp -> Timestamp(µs, "UTC") (`timestamp`, Parquet
-//! INT64 TIMESTAMP(MICROS, isAdjustedToUTC = true)).
+//! (Delta PROTOCOL "Per-file Statistics", computed by the rows layer's statistics code). The type
+//! mapping is the table of docs/EXPORT.md "Table": the flat types are filled by a serde visitor
+//! of the line; decimals, binary, json, arrays, maps and structs are checked and counted by
+//! `rows::check_value` and appended from their raw JSON text (decimals parsed as decimal text,
+//! never through a float).
 //!
 //! Every row is checked against the schema as it is read (the source is read from disk, so
 //! nothing is assumed): a line that is not an object of the schema's columns with values of
@@ -16,18 +17,22 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    BooleanBuilder, Date32Builder, Float64Builder, Int64Builder, StringBuilder, TimestampMicrosecondBuilder,
+    BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float64Builder, Int64Builder, StringBuilder,
+    TimestampMicrosecondBuilder,
 };
-use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, SchemaRef, TimeUnit};
+use arrow_array::{ArrayRef, ListArray, MapArray, RecordBatch, StructArray};
+use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
+use arrow_schema::{ArrowError, DataType, Field, FieldRef, Fields, SchemaRef, TimeUnit};
 use chrono::Datelike;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
+use serde_json::value::RawValue;
 
 use crate::error::{Error, IoContext, Result};
-use crate::format::schema::{ColumnType, Schema};
+use crate::format::rows::{ColumnStats, StatValue, update_stat, update_str_stat};
+use crate::format::schema::{Column, ColumnType, Element, MapType, Schema};
 use crate::util::quote::quoted;
 
 /// Rows per Arrow record batch handed to the Parquet writer (memory: one batch of builders).
@@ -37,64 +42,100 @@ pub const BATCH_ROWS: usize = 8192;
 /// bytes (or at 1,048,576 rows, the writer's default), so memory stays bounded per file.
 const ROW_GROUP_BYTES: usize = 64 << 20;
 
-/// Longest string prefix kept in `minValues` (as tinydelta's own statistics; docs/FORMAT.md
-/// "Decisions where the spec is silent").
-const STRING_STAT_PREFIX: usize = 32;
-
 /// Days from 0001-01-01 (day 1 of the common era) to 1970-01-01.
 const UNIX_EPOCH_DAYS_FROM_CE: i32 = 719_163;
 
-/// The Arrow schema of an exported file: one field per column, in schema order, NOT NULL
-/// columns non-nullable.
-/// Whether export writes columns of type `ty` (docs/EXPORT.md "Table").
+/// Whether export writes columns of type `ty` (docs/EXPORT.md "Table"): every type but a map
+/// whose keys are not strings (another writer's `map<int,str>`, whose keys tinydelta reads as
+/// text).
 pub fn writes_type(ty: &ColumnType) -> bool {
-    matches!(
-        ty,
-        ColumnType::Int
-            | ColumnType::Float
-            | ColumnType::Str
-            | ColumnType::Bool
-            | ColumnType::Date
-            | ColumnType::Timestamp
-            | ColumnType::TimestampNtz
-    )
+    match ty {
+        ColumnType::Array(e) => writes_type(&e.ty),
+        ColumnType::Map(m) => m.key == ColumnType::Str && writes_type(&m.value.ty),
+        ColumnType::Struct(cols) => cols.iter().all(|c| writes_type(&c.ty)),
+        _ => true,
+    }
 }
 
-/// The schema DEST's log records for a source `schema`: a `timestamp_ntz` column is exported as
-/// a `timestamp`, its wall-clock time taken as UTC (docs/EXPORT.md "Table").
+/// The schema DEST's log records for a source `schema`: a `json` column (Delta `variant` in
+/// tinydelta's log) is a `string` holding its canonical JSON, at any depth (docs/EXPORT.md
+/// "Table").
 pub fn dest_schema(schema: &Schema) -> Schema {
     let mut s = schema.clone();
     for c in &mut s.columns {
-        if c.ty == ColumnType::TimestampNtz {
-            c.ty = ColumnType::Timestamp;
-        }
+        c.ty = dest_type(&c.ty);
     }
     s
 }
 
-/// The Arrow schema of an exported file. Only for schemas whose every type [`writes_type`].
+fn dest_type(ty: &ColumnType) -> ColumnType {
+    match ty {
+        ColumnType::Json => ColumnType::Str,
+        ColumnType::Array(e) => ColumnType::Array(Box::new(Element {
+            ty: dest_type(&e.ty),
+            nullable: e.nullable,
+        })),
+        ColumnType::Map(m) => ColumnType::Map(Box::new(MapType {
+            key: m.key.clone(),
+            value: Element {
+                ty: dest_type(&m.value.ty),
+                nullable: m.value.nullable,
+            },
+        })),
+        ColumnType::Struct(cols) => ColumnType::Struct(
+            cols.iter()
+                .map(|c| Column {
+                    ty: dest_type(&c.ty),
+                    ..c.clone()
+                })
+                .collect(),
+        ),
+        t => t.clone(),
+    }
+}
+
+/// The Arrow type of a column or nested field of type `ty` (docs/EXPORT.md "Table"): Parquet's
+/// list (`element`) and map (`key_value`, `key`, `value`) names, as Delta writers use them.
+fn arrow_type(ty: &ColumnType) -> DataType {
+    match ty {
+        ColumnType::Int => DataType::Int64,
+        ColumnType::Float => DataType::Float64,
+        ColumnType::Str | ColumnType::Json => DataType::Utf8,
+        ColumnType::Bool => DataType::Boolean,
+        ColumnType::Date => DataType::Date32,
+        ColumnType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        ColumnType::TimestampNtz => DataType::Timestamp(TimeUnit::Microsecond, None),
+        // Scale <= precision <= 38 (schema.rs): fits an i8.
+        ColumnType::Decimal { precision, scale } => DataType::Decimal128(*precision, *scale as i8),
+        ColumnType::Binary => DataType::Binary,
+        ColumnType::Array(e) => DataType::List(list_field(e)),
+        ColumnType::Map(m) => DataType::Map(map_entries(m), false),
+        ColumnType::Struct(cols) => DataType::Struct(struct_fields(cols)),
+    }
+}
+
+fn list_field(e: &Element) -> FieldRef {
+    Arc::new(Field::new("element", arrow_type(&e.ty), e.nullable))
+}
+
+fn map_entries(m: &MapType) -> FieldRef {
+    let kv = Fields::from(vec![
+        Field::new("key", DataType::Utf8, false),
+        Field::new("value", arrow_type(&m.value.ty), m.value.nullable),
+    ]);
+    Arc::new(Field::new("key_value", DataType::Struct(kv), false))
+}
+
+fn struct_fields(cols: &[Column]) -> Fields {
+    cols.iter()
+        .map(|c| Field::new(&c.name, arrow_type(&c.ty), c.nullable))
+        .collect()
+}
+
+/// The Arrow schema of an exported file: one field per column, in schema order, NOT NULL
+/// columns non-nullable. Only for schemas whose every type [`writes_type`].
 pub fn arrow_schema(schema: &Schema) -> SchemaRef {
-    let fields: Vec<Field> = schema
-        .columns
-        .iter()
-        .map(|c| {
-            let ty = match &c.ty {
-                ColumnType::Int => DataType::Int64,
-                ColumnType::Float => DataType::Float64,
-                ColumnType::Str => DataType::Utf8,
-                ColumnType::Bool => DataType::Boolean,
-                ColumnType::Date => DataType::Date32,
-                ColumnType::Timestamp | ColumnType::TimestampNtz => {
-                    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
-                }
-                // Refused before (write_parquet, export): Null holds no value, so nothing is
-                // ever written as it.
-                _ => DataType::Null,
-            };
-            Field::new(&c.name, ty, c.nullable)
-        })
-        .collect();
-    Arc::new(arrow_schema::Schema::new(fields))
+    Arc::new(arrow_schema::Schema::new(struct_fields(&schema.columns)))
 }
 
 /// What [`write_parquet`] wrote.
@@ -110,90 +151,315 @@ pub struct Written {
     pub stats: String,
 }
 
+/// The Arrow builder of a column or nested field. The flat types are filled by the row's
+/// serde visitor ([`Value`]); the others from their raw JSON text ([`Builder::append_raw`]),
+/// after [`crate::format::rows::check_value`] checked it.
 enum Builder {
     Int(Int64Builder),
     Float(Float64Builder),
     Str(StringBuilder),
     Bool(BooleanBuilder),
     Date(Date32Builder),
+    /// `timestamp`: µs since the epoch, adjusted to UTC.
     Ts(TimestampMicrosecondBuilder),
+    /// `timestamp_ntz`: µs of the wall-clock time, no time zone.
+    Ntz(TimestampMicrosecondBuilder),
+    Decimal(Decimal128Builder, u8, u8),
+    Binary(BinaryBuilder),
+    /// `json`: its canonical text.
+    Json(StringBuilder),
+    List(Box<ListBuilder>),
+    Struct(Box<StructBuilder>),
+    Map(Box<MapBuilder>),
 }
 
-/// Min and max of a column so far (Delta keeps none for booleans).
-#[derive(Default)]
-enum Bounds {
-    #[default]
-    None,
-    Int(i64, i64),
-    Float(f64, f64),
-    /// `min` is a prefix of at most [`STRING_STAT_PREFIX`] characters; `max` is unknown once a
-    /// longer string was seen (a prefix is a lower bound, never an upper one).
-    Str {
-        min: String,
-        max: Option<String>,
-    },
-    Date(i32, i32),
-    Ts(i64, i64),
+struct ListBuilder {
+    field: FieldRef,
+    offsets: Vec<i32>,
+    nulls: NullBufferBuilder,
+    element: Element,
+    items: Builder,
 }
 
-struct Col {
-    name: String,
-    nullable: bool,
-    b: Builder,
-    nulls: u64,
-    bounds: Bounds,
-    /// Any string longer than the stat prefix seen (no `maxValues` then).
-    long_string: bool,
-    /// The last timestamp text parsed and its µs: rows often repeat one.
-    ts_cache: Option<(String, i64)>,
+struct StructBuilder {
+    fields: Fields,
+    cols: Vec<Column>,
+    nulls: NullBufferBuilder,
+    children: Vec<Builder>,
 }
 
-impl Col {
-    fn new(name: &str, ty: &ColumnType, nullable: bool) -> Col {
-        let b = match ty {
-            ColumnType::Int => Builder::Int(Int64Builder::with_capacity(BATCH_ROWS)),
-            ColumnType::Float => Builder::Float(Float64Builder::with_capacity(BATCH_ROWS)),
-            ColumnType::Str => Builder::Str(StringBuilder::with_capacity(BATCH_ROWS, BATCH_ROWS * 16)),
-            ColumnType::Bool => Builder::Bool(BooleanBuilder::with_capacity(BATCH_ROWS)),
-            ColumnType::Date => Builder::Date(Date32Builder::with_capacity(BATCH_ROWS)),
-            ColumnType::Timestamp | ColumnType::TimestampNtz => {
-                Builder::Ts(TimestampMicrosecondBuilder::with_capacity(BATCH_ROWS).with_timezone("UTC"))
+struct MapBuilder {
+    entries: FieldRef,
+    offsets: Vec<i32>,
+    nulls: NullBufferBuilder,
+    value: Element,
+    keys: StringBuilder,
+    values: Builder,
+}
+
+/// `n` as an Arrow offset: a batch holds fewer than 2^31 elements of one list or map column.
+fn offset(n: usize) -> std::result::Result<i32, String> {
+    i32::try_from(n).map_err(|_| format!("more than {} elements in one batch of {BATCH_ROWS} rows", i32::MAX))
+}
+
+impl Builder {
+    fn new(ty: &ColumnType, cap: usize) -> Builder {
+        match ty {
+            ColumnType::Int => Builder::Int(Int64Builder::with_capacity(cap)),
+            ColumnType::Float => Builder::Float(Float64Builder::with_capacity(cap)),
+            ColumnType::Str => Builder::Str(StringBuilder::with_capacity(cap, cap * 16)),
+            ColumnType::Bool => Builder::Bool(BooleanBuilder::with_capacity(cap)),
+            ColumnType::Date => Builder::Date(Date32Builder::with_capacity(cap)),
+            ColumnType::Timestamp => {
+                Builder::Ts(TimestampMicrosecondBuilder::with_capacity(cap).with_timezone("UTC"))
             }
-            // Refused before Col::new (write_parquet): never reached.
-            _ => Builder::Str(StringBuilder::new()),
-        };
-        Col {
-            name: name.to_string(),
-            nullable,
-            b,
-            nulls: 0,
-            bounds: Bounds::None,
-            long_string: false,
-            ts_cache: None,
+            ColumnType::TimestampNtz => Builder::Ntz(TimestampMicrosecondBuilder::with_capacity(cap)),
+            ColumnType::Decimal { precision, scale } => {
+                let b = Decimal128Builder::with_capacity(cap);
+                // Valid for 1 <= precision <= 38, scale <= precision (schema.rs checks both).
+                let b = b.with_precision_and_scale(*precision, *scale as i8).unwrap_or_else(|_| Decimal128Builder::new());
+                Builder::Decimal(b, *precision, *scale)
+            }
+            ColumnType::Binary => Builder::Binary(BinaryBuilder::with_capacity(cap, cap * 16)),
+            ColumnType::Json => Builder::Json(StringBuilder::with_capacity(cap, cap * 16)),
+            ColumnType::Array(e) => Builder::List(Box::new(ListBuilder {
+                field: list_field(e),
+                offsets: vec![0],
+                nulls: NullBufferBuilder::new(cap),
+                element: (**e).clone(),
+                items: Builder::new(&e.ty, 0),
+            })),
+            ColumnType::Struct(cols) => Builder::Struct(Box::new(StructBuilder {
+                fields: struct_fields(cols),
+                cols: cols.clone(),
+                nulls: NullBufferBuilder::new(cap),
+                children: cols.iter().map(|c| Builder::new(&c.ty, cap)).collect(),
+            })),
+            ColumnType::Map(m) => Builder::Map(Box::new(MapBuilder {
+                entries: map_entries(m),
+                offsets: vec![0],
+                nulls: NullBufferBuilder::new(cap),
+                value: m.value.clone(),
+                keys: StringBuilder::new(),
+                values: Builder::new(&m.value.ty, 0),
+            })),
         }
     }
 
     fn len(&self) -> usize {
         use arrow_array::builder::ArrayBuilder;
-        match &self.b {
+        match self {
             Builder::Int(b) => b.len(),
             Builder::Float(b) => b.len(),
-            Builder::Str(b) => b.len(),
+            Builder::Str(b) | Builder::Json(b) => b.len(),
             Builder::Bool(b) => b.len(),
             Builder::Date(b) => b.len(),
-            Builder::Ts(b) => b.len(),
+            Builder::Ts(b) | Builder::Ntz(b) => b.len(),
+            Builder::Decimal(b, ..) => b.len(),
+            Builder::Binary(b) => b.len(),
+            Builder::List(l) => l.nulls.len(),
+            Builder::Struct(s) => s.nulls.len(),
+            Builder::Map(m) => m.nulls.len(),
         }
     }
 
+    /// Whether the row's serde visitor fills this builder (else [`Builder::append_raw`]).
+    fn is_flat(&self) -> bool {
+        matches!(
+            self,
+            Builder::Int(_) | Builder::Float(_) | Builder::Str(_) | Builder::Bool(_) | Builder::Date(_) | Builder::Ts(_) | Builder::Ntz(_)
+        )
+    }
+
     fn kind(&self) -> &'static str {
-        match self.b {
+        match self {
             Builder::Int(_) => "int",
             Builder::Float(_) => "float",
             Builder::Str(_) => "str",
             Builder::Bool(_) => "bool",
             Builder::Date(_) => "date",
             Builder::Ts(_) => "timestamp",
+            Builder::Ntz(_) => "timestamp_ntz",
+            Builder::Decimal(..) => "decimal",
+            Builder::Binary(_) => "binary",
+            Builder::Json(_) => "json",
+            Builder::List(_) => "array",
+            Builder::Struct(_) => "struct",
+            Builder::Map(_) => "map",
         }
+    }
+
+    /// A null; a null struct has a null in every field below it (Arrow masks them).
+    fn append_null(&mut self) {
+        match self {
+            Builder::Int(b) => b.append_null(),
+            Builder::Float(b) => b.append_null(),
+            Builder::Str(b) | Builder::Json(b) => b.append_null(),
+            Builder::Bool(b) => b.append_null(),
+            Builder::Date(b) => b.append_null(),
+            Builder::Ts(b) | Builder::Ntz(b) => b.append_null(),
+            Builder::Decimal(b, ..) => b.append_null(),
+            Builder::Binary(b) => b.append_null(),
+            Builder::List(l) => {
+                let last = l.offsets.last().copied().unwrap_or(0);
+                l.offsets.push(last);
+                l.nulls.append_null();
+            }
+            Builder::Struct(s) => {
+                s.children.iter_mut().for_each(Builder::append_null);
+                s.nulls.append_null();
+            }
+            Builder::Map(m) => {
+                let last = m.offsets.last().copied().unwrap_or(0);
+                m.offsets.push(last);
+                m.nulls.append_null();
+            }
+        }
+    }
+
+    /// Append the value `raw` (raw JSON text, checked against the type by
+    /// [`crate::format::rows::check_value`] before). Errors: the reason, should the text
+    /// still not be a value of the builder's type.
+    fn append_raw(&mut self, raw: &str) -> std::result::Result<(), String> {
+        if raw == "null" {
+            self.append_null();
+            return Ok(());
+        }
+        let bad = |what: &str| format!("{} is not {what}", crate::util::quote::json_quoted(raw));
+        let text = || crate::format::rows::decode_str(raw);
+        match self {
+            Builder::Int(b) => b.append_value(raw.parse().map_err(|_| bad("an int"))?),
+            Builder::Float(b) => b.append_value(raw.parse().map_err(|_| bad("a float"))?),
+            Builder::Bool(b) => b.append_value(match raw {
+                "true" => true,
+                "false" => false,
+                _ => return Err(bad("a boolean")),
+            }),
+            Builder::Str(b) => b.append_value(text()?),
+            Builder::Date(b) => b.append_value(parse_date(&text()?).ok_or_else(|| bad("a date"))?),
+            Builder::Ts(b) => b.append_value(timestamp_us(&text()?).ok_or_else(|| bad("an RFC 3339 timestamp"))?),
+            Builder::Ntz(b) => b.append_value(
+                crate::format::rows::timestamp_ntz_us(&text()?).ok_or_else(|| bad("a timestamp without offset"))?,
+            ),
+            Builder::Decimal(b, p, s) => b.append_value(crate::format::rows::decimal(raw, *p, *s)?.0),
+            Builder::Binary(b) => {
+                use base64::Engine;
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(text()?.as_bytes())
+                    .map_err(|_| bad("base64"))?;
+                b.append_value(bytes);
+            }
+            Builder::Json(b) => {
+                let mut canonical = Vec::with_capacity(raw.len());
+                crate::format::rows::check_value("", &ColumnType::Json, true, raw, &mut canonical, None)?;
+                b.append_value(String::from_utf8_lossy(&canonical));
+            }
+            Builder::List(l) => {
+                let items: Vec<&RawValue> = serde_json::from_str(raw).map_err(|_| bad("an array"))?;
+                for item in items {
+                    if item.get() == "null" && !l.element.nullable {
+                        return Err("a null element where the type says NOT NULL (!)".into());
+                    }
+                    l.items.append_raw(item.get())?;
+                }
+                l.offsets.push(offset(l.items.len())?);
+                l.nulls.append_non_null();
+            }
+            Builder::Struct(s) => {
+                let fields: crate::format::rows::Fields = serde_json::from_str(raw).map_err(|_| bad("an object"))?;
+                for (c, child) in s.cols.iter().zip(&mut s.children) {
+                    let v = fields.0.iter().find(|(k, _)| k.0 == c.name).map_or("null", |(_, v)| v.get());
+                    if v == "null" && !c.nullable {
+                        return Err(format!("field {}: null where the type says NOT NULL", quoted(&c.name)));
+                    }
+                    child.append_raw(v)?;
+                }
+                s.nulls.append_non_null();
+            }
+            Builder::Map(m) => {
+                let fields: crate::format::rows::Fields = serde_json::from_str(raw).map_err(|_| bad("an object"))?;
+                for (k, v) in &fields.0 {
+                    if v.get() == "null" && !m.value.nullable {
+                        return Err("a null value where the type says NOT NULL (!)".into());
+                    }
+                    m.keys.append_value(&k.0);
+                    m.values.append_raw(v.get())?;
+                }
+                m.offsets.push(offset(arrow_array::builder::ArrayBuilder::len(&m.keys))?);
+                m.nulls.append_non_null();
+            }
+        }
+        Ok(())
+    }
+
+    /// The array of the values appended since the last call; the builder starts empty again.
+    fn finish(&mut self) -> std::result::Result<ArrayRef, ArrowError> {
+        Ok(match self {
+            Builder::Int(b) => Arc::new(b.finish()),
+            Builder::Float(b) => Arc::new(b.finish()),
+            Builder::Str(b) | Builder::Json(b) => Arc::new(b.finish()),
+            Builder::Bool(b) => Arc::new(b.finish()),
+            Builder::Date(b) => Arc::new(b.finish()),
+            Builder::Ts(b) | Builder::Ntz(b) => Arc::new(b.finish()),
+            Builder::Decimal(b, ..) => Arc::new(b.finish()),
+            Builder::Binary(b) => Arc::new(b.finish()),
+            Builder::List(l) => {
+                let offsets = OffsetBuffer::new(ScalarBuffer::from(std::mem::replace(&mut l.offsets, vec![0])));
+                Arc::new(ListArray::try_new(l.field.clone(), offsets, l.items.finish()?, l.nulls.finish())?)
+            }
+            Builder::Struct(s) => {
+                let len = s.nulls.len();
+                let children = s.children.iter_mut().map(Builder::finish).collect::<std::result::Result<Vec<_>, _>>()?;
+                Arc::new(StructArray::try_new_with_length(s.fields.clone(), children, s.nulls.finish(), len)?)
+            }
+            Builder::Map(m) => {
+                let offsets = OffsetBuffer::new(ScalarBuffer::from(std::mem::replace(&mut m.offsets, vec![0])));
+                let DataType::Struct(kv) = m.entries.data_type() else {
+                    return Err(ArrowError::SchemaError("map entries are not a struct".into()));
+                };
+                let entries = StructArray::try_new(kv.clone(), vec![Arc::new(m.keys.finish()), m.values.finish()?], None)?;
+                Arc::new(MapArray::try_new(m.entries.clone(), offsets, entries, m.nulls.finish(), false)?)
+            }
+        })
+    }
+}
+
+/// An RFC 3339 timestamp (an offset required) as µs since the epoch.
+fn timestamp_us(s: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(s).ok().map(|t| t.timestamp_micros())
+}
+
+struct Col {
+    name: String,
+    ty: ColumnType,
+    nullable: bool,
+    b: Builder,
+    st: ColumnStats,
+    /// The last timestamp text parsed and its µs: rows often repeat one.
+    ts_cache: Option<(String, i64)>,
+    /// The canonical text of the value being checked (non-flat columns).
+    scratch: Vec<u8>,
+}
+
+impl Col {
+    fn new(name: &str, ty: &ColumnType, nullable: bool) -> Col {
+        Col {
+            name: name.to_string(),
+            ty: ty.clone(),
+            nullable,
+            b: Builder::new(ty, BATCH_ROWS),
+            st: ColumnStats::for_type(ty),
+            ts_cache: None,
+            scratch: Vec::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.b.len()
+    }
+
+    fn kind(&self) -> &'static str {
+        self.b.kind()
     }
 
     fn null(&mut self) -> std::result::Result<(), String> {
@@ -203,16 +469,19 @@ impl Col {
                 quoted(&self.name)
             ));
         }
-        self.nulls += 1;
-        match &mut self.b {
-            Builder::Int(b) => b.append_null(),
-            Builder::Float(b) => b.append_null(),
-            Builder::Str(b) => b.append_null(),
-            Builder::Bool(b) => b.append_null(),
-            Builder::Date(b) => b.append_null(),
-            Builder::Ts(b) => b.append_null(),
-        }
+        self.st.count_nulls(1);
+        self.b.append_null();
         Ok(())
+    }
+
+    /// A value of a column the visitor does not fill: checked, counted in the statistics and
+    /// appended from its raw text.
+    fn raw(&mut self, raw: &str) -> std::result::Result<(), String> {
+        self.scratch.clear();
+        crate::format::rows::check_value(&self.name, &self.ty, self.nullable, raw, &mut self.scratch, Some(&mut self.st))?;
+        self.b
+            .append_raw(raw)
+            .map_err(|why| format!("column {}: {why}", quoted(&self.name)))
     }
 
     fn mismatch(&self, found: &str) -> String {
@@ -223,10 +492,7 @@ impl Col {
         match &mut self.b {
             Builder::Int(b) => {
                 b.append_value(v);
-                self.bounds = match self.bounds {
-                    Bounds::Int(lo, hi) => Bounds::Int(lo.min(v), hi.max(v)),
-                    _ => Bounds::Int(v, v),
-                };
+                update_stat(&mut self.st, StatValue::Int(v));
                 Ok(())
             }
             Builder::Float(_) => self.float(v as f64),
@@ -245,11 +511,7 @@ impl Col {
             return Err(format!("column {}: {v} is not a finite number", quoted(&self.name)));
         }
         b.append_value(v);
-        let v = if v == 0.0 { 0.0 } else { v };
-        self.bounds = match self.bounds {
-            Bounds::Float(lo, hi) => Bounds::Float(lo.min(v), hi.max(v)),
-            _ => Bounds::Float(v, v),
-        };
+        update_stat(&mut self.st, StatValue::Float(if v == 0.0 { 0.0 } else { v }));
         Ok(())
     }
 
@@ -267,100 +529,46 @@ impl Col {
         match &mut self.b {
             Builder::Str(b) => {
                 b.append_value(s);
-                let (prefix, long) = match s.char_indices().nth(STRING_STAT_PREFIX) {
-                    Some((cut, _)) => (&s[..cut], true),
-                    None => (s, false),
-                };
-                self.long_string |= long;
-                match &mut self.bounds {
-                    Bounds::Str { min, max } => {
-                        if prefix < min.as_str() {
-                            *min = prefix.to_string();
-                        }
-                        if !long && max.as_deref().is_none_or(|m| s > m) {
-                            *max = Some(s.to_string());
-                        }
-                    }
-                    other => {
-                        *other = Bounds::Str {
-                            min: prefix.to_string(),
-                            max: (!long).then(|| s.to_string()),
-                        }
-                    }
-                }
+                update_str_stat(&mut self.st, s.as_bytes());
                 Ok(())
             }
             Builder::Date(b) => {
                 let days =
                     parse_date(s).ok_or_else(|| format!("column {}: {} is not a date (YYYY-MM-DD)", quoted(&self.name), quoted(s)))?;
                 b.append_value(days);
-                self.bounds = match self.bounds {
-                    Bounds::Date(lo, hi) => Bounds::Date(lo.min(days), hi.max(days)),
-                    _ => Bounds::Date(days, days),
-                };
+                // Dates compare as their text (four-digit years).
+                update_str_stat(&mut self.st, s.as_bytes());
                 Ok(())
             }
-            Builder::Ts(b) => {
+            Builder::Ts(_) | Builder::Ntz(_) => {
+                let ntz = matches!(self.b, Builder::Ntz(_));
                 let us = match &self.ts_cache {
                     Some((last, us)) if last == s => *us,
                     _ => {
-                        // A `timestamp_ntz` value has no offset: its wall-clock time is taken as UTC.
-                        let us = match chrono::DateTime::parse_from_rfc3339(s) {
-                            Ok(t) => t.timestamp_micros(),
-                            Err(_) => crate::format::rows::timestamp_ntz_us(s).ok_or_else(|| {
-                                format!("column {}: {} is not an RFC 3339 timestamp", quoted(&self.name), quoted(s))
-                            })?,
+                        let us = if ntz {
+                            crate::format::rows::timestamp_ntz_us(s)
+                        } else {
+                            timestamp_us(s)
                         };
+                        let us = us.ok_or_else(|| {
+                            format!(
+                                "column {}: {} is not {}",
+                                quoted(&self.name),
+                                quoted(s),
+                                if ntz { "a timestamp without offset (YYYY-MM-DDTHH:MM:SS[.f])" } else { "an RFC 3339 timestamp" }
+                            )
+                        })?;
                         self.ts_cache = Some((s.to_string(), us));
                         us
                     }
                 };
-                b.append_value(us);
-                self.bounds = match self.bounds {
-                    Bounds::Ts(lo, hi) => Bounds::Ts(lo.min(us), hi.max(us)),
-                    _ => Bounds::Ts(us, us),
-                };
+                if let Builder::Ts(b) | Builder::Ntz(b) = &mut self.b {
+                    b.append_value(us);
+                }
+                update_stat(&mut self.st, if ntz { StatValue::LocalInstant(us) } else { StatValue::Instant(us) });
                 Ok(())
             }
             _ => Err(self.mismatch("string")),
-        }
-    }
-
-    fn finish(&mut self) -> ArrayRef {
-        match &mut self.b {
-            Builder::Int(b) => Arc::new(b.finish()),
-            Builder::Float(b) => Arc::new(b.finish()),
-            Builder::Str(b) => Arc::new(b.finish()),
-            Builder::Bool(b) => Arc::new(b.finish()),
-            Builder::Date(b) => Arc::new(b.finish()),
-            Builder::Ts(b) => Arc::new(b.finish()),
-        }
-    }
-
-    /// (min, max) as Delta statistics JSON, each when it can be stated.
-    fn stat_values(&self) -> (Option<serde_json::Value>, Option<serde_json::Value>) {
-        use serde_json::Value;
-        let date = |d: i32| {
-            chrono::NaiveDate::from_num_days_from_ce_opt(d.checked_add(UNIX_EPOCH_DAYS_FROM_CE)?)
-                .filter(|t| (0..=9999).contains(&t.year()))
-                .map(|t| Value::from(t.format("%Y-%m-%d").to_string()))
-        };
-        let ts = |us: i64| {
-            chrono::DateTime::from_timestamp_micros(us)
-                .filter(|t| (0..=9999).contains(&t.year()))
-                .map(|t| Value::from(t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()))
-        };
-        let float = |f: f64| serde_json::Number::from_f64(f).map(Value::Number);
-        match &self.bounds {
-            Bounds::None => (None, None),
-            Bounds::Int(lo, hi) => (Some((*lo).into()), Some((*hi).into())),
-            Bounds::Float(lo, hi) => (float(*lo), float(*hi)),
-            Bounds::Str { min, max } => (
-                Some(min.clone().into()),
-                max.clone().filter(|_| !self.long_string).map(Value::from),
-            ),
-            Bounds::Date(lo, hi) => (date(*lo), date(*hi)),
-            Bounds::Ts(lo, hi) => (ts(*lo), ts(*hi)),
         }
     }
 }
@@ -404,7 +612,12 @@ impl<'de> Visitor<'de> for Row<'_> {
             if col.len() > row {
                 return Err(de::Error::custom(format!("column {}: duplicate key", quoted(&col.name))));
             }
-            map.next_value_seed(Value(col))?;
+            if col.b.is_flat() {
+                map.next_value_seed(Value(col))?;
+            } else {
+                let raw: &RawValue = map.next_value()?;
+                col.raw(raw.get()).map_err(de::Error::custom)?;
+            }
             hint = ci + 1;
         }
         Ok(())
@@ -575,7 +788,7 @@ pub fn write_parquet(input: impl BufRead, src: &Path, schema: &Schema, out: &Fil
         rows,
         size,
         bytes_in,
-        stats: stats_json(rows, &cols),
+        stats: stats_json(schema, rows, &mut cols),
     })
 }
 
@@ -585,7 +798,11 @@ fn write_batch(
     cols: &mut [Col],
     path: &Path,
 ) -> Result<()> {
-    let arrays: Vec<ArrayRef> = cols.iter_mut().map(Col::finish).collect();
+    let arrays = cols
+        .iter_mut()
+        .map(|c| c.b.finish())
+        .collect::<std::result::Result<Vec<ArrayRef>, _>>()
+        .map_err(|e| parquet_err(path, e))?;
     let batch = RecordBatch::try_new(arrow.clone(), arrays).map_err(|e| parquet_err(path, e))?;
     writer.write(&batch).map_err(|e| parquet_err(path, e))?;
     if writer.in_progress_size() > ROW_GROUP_BYTES {
@@ -594,27 +811,9 @@ fn write_batch(
     Ok(())
 }
 
-fn stats_json(rows: u64, cols: &[Col]) -> String {
-    let mut min = serde_json::Map::new();
-    let mut max = serde_json::Map::new();
-    let mut nulls = serde_json::Map::new();
-    for c in cols {
-        nulls.insert(c.name.clone(), c.nulls.into());
-        let (lo, hi) = c.stat_values();
-        if let Some(v) = lo {
-            min.insert(c.name.clone(), v);
-        }
-        if let Some(v) = hi {
-            max.insert(c.name.clone(), v);
-        }
-    }
-    serde_json::json!({
-        "numRecords": rows,
-        "minValues": min,
-        "maxValues": max,
-        "nullCount": nulls,
-    })
-    .to_string()
+fn stats_json(schema: &Schema, rows: u64, cols: &mut [Col]) -> String {
+    let columns = cols.iter_mut().map(|c| std::mem::take(&mut c.st)).collect();
+    crate::format::rows::FileStats::stats_json(schema, rows, columns)
 }
 
 #[cfg(test)]
@@ -675,6 +874,41 @@ mod tests {
             ("{\"id\":1}", "no newline"),
             ("[1]\n", "not a JSON object"),
             ("{\"id\":1,}\n", "line 1"),
+        ] {
+            let e = convert(&s, rows).expect_err(what).to_string();
+            assert!(e.contains("src.jsonl") && e.contains(what), "{what}: {e}");
+        }
+    }
+
+    #[test]
+    fn nested_rows_are_checked_and_counted() {
+        let s = [
+            "id:int!",
+            "d:decimal(38,38)",
+            "s:struct<a:int,t:array<str!>>",
+            "m:map<str,decimal(3,1)!>",
+            "j:json",
+            "n:timestamp_ntz",
+        ];
+        let w = convert(
+            &s,
+            "{\"id\":1,\"d\":-0.00000000000000000000000000000000000001,\"s\":{\"a\":5,\"t\":[\"x\"]},\"m\":{\"k\":1.5},\"j\":[1,{\"a\":null}],\"n\":\"2024-01-01T00:00:00.5\"}\n\
+             {\"id\":2,\"d\":null,\"s\":null,\"m\":null,\"j\":null,\"n\":null}\n",
+        )
+        .unwrap();
+        let st: serde_json::Value = serde_json::from_str(&w.stats).unwrap();
+        assert_eq!(st["nullCount"]["s"], serde_json::json!({"a": 1, "t": 1}));
+        assert_eq!(st["minValues"]["s"], serde_json::json!({"a": 5}));
+        assert_eq!(st["minValues"]["n"], "2024-01-01T00:00:00.500000");
+        assert!(w.stats.contains("\"d\":-0.00000000000000000000000000000000000001"), "{}", w.stats);
+        assert!(st["minValues"].get("j").is_none() && st["minValues"].get("m").is_none());
+        for (rows, what) in [
+            ("{\"id\":1,\"s\":{\"t\":[null]}}\n", "line 1: column \"s.t[0]\": null value where the type says NOT NULL"),
+            ("{\"id\":1,\"s\":{\"zz\":1}}\n", "line 1: column \"s.zz\": unknown field"),
+            ("{\"id\":1,\"m\":{\"k\":1.25}}\n", "line 1: column \"m.k\": 1.25 has more than 1 digits after the point"),
+            ("{\"id\":1,\"d\":1}\n", "more than 0 digits before the point"),
+            ("{\"id\":1,\"n\":\"2024-01-01T00:00:00Z\"}\n", "line 1: column \"n\""),
+            ("{\"id\":1,\"s\":[1]}\n", "line 1: column \"s\": expected struct"),
         ] {
             let e = convert(&s, rows).expect_err(what).to_string();
             assert!(e.contains("src.jsonl") && e.contains(what), "{what}: {e}");

@@ -127,6 +127,8 @@ struct Dest {
     /// DEST's `metaData.id`.
     table_id: String,
     metadata: Option<Metadata>,
+    /// DEST's protocol.
+    protocol: Option<Protocol>,
     /// The newest version and its commit time.
     latest: Option<(u64, i64)>,
     marker: Option<Marker>,
@@ -211,7 +213,7 @@ fn export_into(
         return Err(refused(
             dest,
             format!(
-                "column {:?} has type {}, which export does not write yet (it writes int, float, str, bool, date, timestamp and timestamp_ntz columns; docs/EXPORT.md \"Table\")",
+                "column {:?} has type {}, which export does not write (a map's keys must be str; docs/EXPORT.md \"Table\")",
                 c.name, c.ty
             ),
         ));
@@ -332,12 +334,12 @@ fn export_all(
         let ts = snap.timestamp;
         let mut body = Vec::new();
         let mut files = FileTotals::default();
+        if let Some(p) = d.protocol_for(&snap.schema) {
+            body.push(Action::protocol(p));
+        }
         for a in &commit.actions {
             if let Some(m) = &a.metadata {
                 body.push(Action::metadata(d.metadata_for(m, &snap.schema)));
-            }
-            if a.protocol.is_some() {
-                body.push(Action::protocol(dest_protocol()));
             }
             if let Some(add) = &a.add {
                 let out = d.file_for(source, v, add, &snap, report)?;
@@ -400,7 +402,7 @@ fn export_start(source: &Table, d: &mut Dest, from: u64, report: &mut Report) ->
     let snap = source.snapshot(from)?;
     let ts = snap.timestamp;
     let mut body = vec![
-        Action::protocol(dest_protocol()),
+        Action::protocol(dest_protocol(&snap.schema, d.protocol.as_ref())),
         Action::metadata(d.metadata_for(&snap.metadata, &snap.schema)),
     ];
     let mut files = FileTotals::default();
@@ -451,8 +453,8 @@ fn export_snapshot(
     }
     let ts = publish::next_timestamp(d.latest.map(|(_, t)| t));
     let mut body = Vec::new();
-    if d.latest.is_none() {
-        body.push(Action::protocol(dest_protocol()));
+    if let Some(p) = d.protocol_for(&snap.schema) {
+        body.push(Action::protocol(p));
     }
     if d.metadata.as_ref().is_none_or(|m| {
         m.schema_string != convert::dest_schema(&snap.schema).to_schema_string() || m.configuration != snap.metadata.configuration
@@ -521,14 +523,12 @@ impl Marker {
     }
 }
 
-/// The protocol DEST declares: reader 1, writer 2 (what delta-rs writes for such a table).
-fn dest_protocol() -> Protocol {
-    Protocol {
-        min_reader_version: 1,
-        min_writer_version: 2,
-        reader_features: None,
-        writer_features: None,
-    }
+/// The protocol DEST declares for a source `schema`, given the one it has (`current`): reader 1
+/// / writer 2 (what delta-rs writes for such a table), reader 3 / writer 7 with the
+/// `timestampNtz` feature once a column is `timestamp_ntz` (docs/EXPORT.md "Table"); a
+/// protocol is never downgraded.
+fn dest_protocol(schema: &crate::format::schema::Schema, current: Option<&Protocol>) -> Protocol {
+    crate::log::snapshot::protocol_with(&convert::dest_schema(schema).features(), current)
 }
 
 /// The DEST path of a source data file: `.jsonl` replaced by `.parquet`, a `.parquet` name kept
@@ -718,6 +718,7 @@ impl Dest {
             root,
             table_id: uuid::Uuid::new_v4().to_string(),
             metadata: None,
+            protocol: None,
             latest: None,
             marker: None,
             live: BTreeMap::new(),
@@ -776,7 +777,17 @@ impl Dest {
     }
 
     /// Replay one DEST action.
+    /// The protocol DEST needs for a version of schema `schema`, when it is not the one DEST
+    /// has.
+    fn protocol_for(&self, schema: &crate::format::schema::Schema) -> Option<Protocol> {
+        let p = dest_protocol(schema, self.protocol.as_ref());
+        (self.protocol.as_ref() != Some(&p)).then_some(p)
+    }
+
     fn apply(&mut self, a: Action) {
+        if let Some(p) = a.protocol {
+            self.protocol = Some(p);
+        }
         if let Some(m) = a.metadata {
             self.metadata = Some(m);
         }
@@ -845,6 +856,21 @@ impl Dest {
                     } else {
                         "not in that version"
                     }
+                ),
+            ));
+        }
+        // The same files under another schema: an export by an earlier tinydelta, which wrote
+        // `timestamp_ntz` columns as `timestamp` (UTC instants), continued now would mix the two.
+        if let Some(m) = &self.metadata
+            && m.schema_string != convert::dest_schema(&snap.schema).to_schema_string()
+        {
+            return Err(refused(
+                &self.path,
+                format!(
+                    "its schema differs from an export of version {} of {} (an export by an earlier tinydelta, \
+                     which wrote timestamp_ntz columns as timestamp, or another writer changed it); export into a new DEST",
+                    snap.version,
+                    snap.root.display()
                 ),
             ));
         }
@@ -1028,7 +1054,8 @@ impl Dest {
 
     fn checkpoint_state(&self) -> checkpoint::State<'_> {
         checkpoint::State {
-            protocol: dest_protocol(),
+            // Every DEST version 0 (and a first version after vacuumed ones) has a protocol.
+            protocol: self.protocol.clone().unwrap_or_else(|| crate::log::snapshot::protocol_with(&[], None)),
             metadata: self.metadata.as_ref(),
             live: &self.live,
             tombstones: &self.tombstones,
