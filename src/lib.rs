@@ -92,7 +92,8 @@ pub mod optimize {
 
 /// `alter add-column` (docs/FORMAT.md "Schema evolution").
 pub mod alter {
-    pub use crate::ops::alter::{add_column, check_property, set_properties};
+    pub use crate::ops::alter::{add_column, set_properties};
+    pub use crate::ops::properties::check_property;
 }
 
 /// Row-level changes: `read --where`, DELETE, UPDATE, MERGE (docs/FORMAT.md "Row-level changes").

@@ -84,7 +84,7 @@ pub fn set_properties(table: &Table, changes: &[(String, Option<String>)], opts:
         }
         match v {
             Some(v) => {
-                check_property(k, v)?;
+                crate::ops::properties::check_property(k, v)?;
                 metadata.configuration.insert(k.clone(), v.clone());
             }
             None => {
@@ -116,27 +116,4 @@ pub fn set_properties(table: &Table, changes: &[(String, Option<String>)], opts:
         ]
     });
     table.finish(res, &[], &snap).map(Some)
-}
-
-/// Refuse a value that a property tinydelta reads would not take (docs/FORMAT.md "Table
-/// properties"); other properties are stored as given.
-pub fn check_property(key: &str, value: &str) -> Result<()> {
-    let ok = match key {
-        crate::ops::vacuum::RETENTION_PROPERTY => crate::ops::vacuum::parse_interval(value).is_some(),
-        crate::ops::optimize::AUTO_COMPACT_PROPERTY => crate::ops::optimize::parse_auto_compact(value).is_some(),
-        crate::ops::optimize::AUTO_COMPACT_MIN_FILES_PROPERTY => value.trim().parse::<usize>().is_ok_and(|n| n >= 2),
-        _ => true,
-    };
-    if ok {
-        return Ok(());
-    }
-    let wants = match key {
-        crate::ops::vacuum::RETENTION_PROPERTY => "an interval like \"interval 7 days\"",
-        crate::ops::optimize::AUTO_COMPACT_PROPERTY => "true, false, auto or legacy",
-        _ => "a whole number of files from 2",
-    };
-    Err(Error::InvalidArgument(format!(
-        "table property {key} = {} is not {wants}",
-        quoted(value)
-    )))
 }

@@ -7,4 +7,5 @@ pub mod check;
 pub mod dml;
 pub mod export;
 pub mod optimize;
+pub mod properties;
 pub mod vacuum;

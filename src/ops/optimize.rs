@@ -308,27 +308,9 @@ pub fn optimize(table: &Table, opts: &OptimizeOptions) -> Result<OptimizeReport>
     })
 }
 
-/// The table property that turns auto compaction on or off (Delta's name; docs/FORMAT.md
-/// "Auto compaction"): `true`, `auto` or `legacy` on, `false` off.
-pub const AUTO_COMPACT_PROPERTY: &str = "delta.autoOptimize.autoCompact";
-
-/// The table property with the number of small files that starts an auto compaction
-/// (tinydelta's; Databricks keeps the same setting, `minNumFiles`, in the session).
-pub const AUTO_COMPACT_MIN_FILES_PROPERTY: &str = "tinydelta.autoCompact.minNumFiles";
-
-/// Small files in the latest version that start an auto compaction (Databricks' default
-/// `minNumFiles`).
-pub const DEFAULT_AUTO_COMPACT_MIN_FILES: usize = 50;
-
-/// [`AUTO_COMPACT_PROPERTY`]'s value as on (`true`) or off; `None` when it is not one of
-/// `true`, `false`, `auto`, `legacy` (any case).
-pub fn parse_auto_compact(value: &str) -> Option<bool> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "true" | "auto" | "legacy" => Some(true),
-        "false" => Some(false),
-        _ => None,
-    }
-}
+pub use crate::ops::properties::{
+    AUTO_COMPACT_MIN_FILES_PROPERTY, AUTO_COMPACT_PROPERTY, DEFAULT_AUTO_COMPACT_MIN_FILES, parse_auto_compact,
+};
 
 /// When auto compaction runs: the writer's default (the mount: on; the CLI: off) and its
 /// threshold, each overridden by the table's properties.
@@ -372,14 +354,14 @@ pub fn auto_compact(table: &Table, settings: &AutoCompact) -> Result<Option<Opti
     let on = match conf.get(AUTO_COMPACT_PROPERTY) {
         None => settings.default_on,
         Some(v) => {
-            crate::ops::alter::check_property(AUTO_COMPACT_PROPERTY, v)?;
+            crate::ops::properties::check_property(AUTO_COMPACT_PROPERTY, v)?;
             parse_auto_compact(v).unwrap_or(false)
         }
     };
     let min_files = match conf.get(AUTO_COMPACT_MIN_FILES_PROPERTY) {
         None => settings.min_files,
         Some(v) => {
-            crate::ops::alter::check_property(AUTO_COMPACT_MIN_FILES_PROPERTY, v)?;
+            crate::ops::properties::check_property(AUTO_COMPACT_MIN_FILES_PROPERTY, v)?;
             v.trim().parse().unwrap_or(settings.min_files)
         }
     };
