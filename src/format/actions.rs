@@ -44,7 +44,10 @@ pub struct Metadata {
     pub id: String,
     /// Data file format.
     pub format: Format,
-    /// Spark StructType JSON.
+    /// Spark StructType JSON; empty when the action has none (Databricks DLT writes a first
+    /// `metaData` without it: that version has no schema, docs/FORMAT.md "Tables of other Delta
+    /// writers").
+    #[serde(default)]
     pub schema_string: String,
     /// Always `[]`.
     #[serde(default)]

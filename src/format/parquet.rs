@@ -138,6 +138,7 @@ pub fn write_jsonl(
     out: &mut impl Write,
 ) -> Result<u64> {
     let builder = open_reader(file, path)?.with_batch_size(BATCH_ROWS);
+    refuse_variants(builder.schema(), schema, path)?;
     let declared = builder.metadata().file_metadata().num_rows();
     let reader = builder
         .build()
@@ -226,6 +227,33 @@ pub fn write_jsonl(
         ));
     }
     Ok(rows)
+}
+
+/// Refuse a file that holds a Delta `variant` column (PROTOCOL "Variant Data Type"; tinydelta's
+/// `json` type): tinydelta reads its own `json` columns from JSONL data files and does not
+/// decode Parquet variants. Errors: [`Error::Unsupported`] naming the file and the column.
+fn refuse_variants(file: &arrow_schema::Schema, schema: &Schema, path: &Path) -> Result<()> {
+    fn has_json(ty: &ColumnType) -> bool {
+        match ty {
+            ColumnType::Json => true,
+            ColumnType::Array(e) => has_json(&e.ty),
+            ColumnType::Map(m) => has_json(&m.key) || has_json(&m.value.ty),
+            ColumnType::Struct(cols) => cols.iter().any(|c| has_json(&c.ty)),
+            _ => false,
+        }
+    }
+    for c in &schema.columns {
+        if has_json(&c.ty) && file.fields().iter().any(|f| f.name().eq_ignore_ascii_case(&c.name)) {
+            return Err(Error::Unsupported {
+                path: path.to_path_buf(),
+                what: format!(
+                    "column {} holds Parquet variant values (Delta type variant), which tinydelta does not decode",
+                    quoted(&c.name)
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The Arrow column of each schema column in `batch` (exact name, else the same name

@@ -533,10 +533,14 @@ impl Replay {
             reason: "no protocol action at or before this version".into(),
         })?;
         check_readable(root, &protocol, Some(&metadata))?;
-        let schema = Schema::from_schema_string(&metadata.schema_string).map_err(|reason| Error::Corrupt {
-            path: log_path(),
-            reason,
-        })?;
+        // Databricks DLT writes a first metaData without schemaString: no rows to read yet.
+        if metadata.schema_string.is_empty() {
+            return Err(Error::NoSchema {
+                table: root.to_path_buf(),
+                version,
+            });
+        }
+        let schema = Schema::from_schema_string(&metadata.schema_string).map_err(|reason| Schema::refused(log_path(), reason))?;
         let mut files = Vec::with_capacity(self.files.len() - self.holes);
         files.extend(self.files.iter().flatten().cloned());
         Ok(Snapshot {

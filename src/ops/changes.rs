@@ -368,10 +368,14 @@ impl ChangeFeed {
 }
 
 fn parse_schema(table: &Table, v: u64, schema_string: &str) -> Result<crate::format::schema::Schema> {
-    crate::format::schema::Schema::from_schema_string(schema_string).map_err(|reason| Error::Corrupt {
-        path: table.commit_path(v),
-        reason,
-    })
+    if schema_string.is_empty() {
+        return Err(Error::NoSchema {
+            table: table.root().to_path_buf(),
+            version: v,
+        });
+    }
+    crate::format::schema::Schema::from_schema_string(schema_string)
+        .map_err(|reason| crate::format::schema::Schema::refused(table.commit_path(v), reason))
 }
 
 /// Count the rows (newlines) of a data file whose `add.stats` records none.

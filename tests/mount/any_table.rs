@@ -1,0 +1,198 @@
+//! Delta tables of other writers with the features tinydelta reads or refuses (docs/FORMAT.md
+//! "Tables of other Delta writers"): refusals that name the feature ("unsupported"), in the CLI
+//! and in the daemon's log; a log of a checkpoint alone; a version without schema; Spark INT96
+//! timestamps; deletion vectors; column mapping. Tables are built by the tests (deltalake,
+//! pyarrow, hand-written commits) or copied from `tests/data/delta-tables/` (small public tables
+//! of delta-rs's test data, tests/data/README.md) into a temporary folder.
+
+use std::fs;
+use std::path::Path;
+
+use crate::support::mount::*;
+
+/// A fixture around an empty folder `t` (made by the test).
+fn fixture() -> Fixture {
+    require_fuse();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let table = dir.path().join("t");
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    Fixture { dir, table, mnt }
+}
+
+/// A fixture whose table is a copy of `tests/data/delta-tables/<name>`.
+fn copied(name: &str) -> Fixture {
+    let f = fixture();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/delta-tables")
+        .join(name);
+    copy_dir(&src, &f.table);
+    f
+}
+
+fn copy_dir(src: &Path, dest: &Path) {
+    fs::create_dir_all(dest).unwrap();
+    for e in fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let to = dest.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to);
+        } else {
+            fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+/// Run `script` with the deltalake Python (`sys.argv[1]` = `table`); its stdout.
+fn py(script: &str, table: &Path) -> Vec<u8> {
+    let py = python(&["deltalake", "pyarrow"]);
+    let script = format!("{script}\nimport os as _os, sys as _sys\n_sys.stdout.flush()\n_os._exit(0)\n");
+    let out = std::process::Command::new(&py)
+        .arg("-c")
+        .arg(&script)
+        .arg(table)
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "python failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// `tinydelta ARGS`: (exit code, stdout, stderr).
+fn td_any(args: &[&str]) -> (i32, Vec<u8>, String) {
+    let out = run(TD_BIN, args);
+    (
+        out.status.code().unwrap_or(-1),
+        out.stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The mount's default log filter (src/bin/tinydelta-mount.rs), so the test sees what a user's
+/// `--log-file` holds without RUST_LOG.
+const DEFAULT_LOG: (&str, &str) = ("RUST_LOG", "warn,tinydelta=info,fuser::session=error");
+
+/// A reader feature tinydelta does not implement is refused with "unsupported" and its name,
+/// never "corrupt"; the mount lists the refused version's folder, answers EIO for its files,
+/// and logs the CLI's sentence once for that version at the default level.
+#[test]
+fn a_refused_version_is_listed_and_logged_once_with_the_cli_sentence() {
+    let f = fixture();
+    py(
+        r#"
+import sys, pyarrow as pa
+from deltalake import write_deltalake
+write_deltalake(sys.argv[1], pa.table({"x": pa.array([1, 2], pa.int64())}))
+"#,
+        &f.table,
+    );
+    fs::write(
+        f.table.join("_delta_log/00000000000000000001.json"),
+        "{\"commitInfo\":{\"timestamp\":4000000000000,\"operation\":\"SET TBLPROPERTIES\"}}\n\
+         {\"protocol\":{\"minReaderVersion\":3,\"minWriterVersion\":7,\"readerFeatures\":[\"catalogManaged\"],\"writerFeatures\":[\"catalogManaged\"]}}\n",
+    )
+    .unwrap();
+    let t = f.t();
+    let (code, out, err) = td_any(&["read", &t]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty());
+    let sentence = err
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("tinydelta: ")
+        .unwrap()
+        .to_string();
+    assert!(
+        sentence.contains("unsupported") && sentence.contains("\"catalogManaged\"") && !sentence.contains("corrupt"),
+        "{sentence}"
+    );
+    let m = f.mount_with_env(&[], &[DEFAULT_LOG]);
+    let mut names: Vec<String> = fs::read_dir(f.m("v/1"))
+        .expect("ls v/1 of a refused version")
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["commit.json", "data.jsonl", "parts", "schema.json"]);
+    for _ in 0..3 {
+        assert_eq!(
+            fs::read(f.m("v/1/data.jsonl")).unwrap_err().raw_os_error(),
+            Some(libc::EIO)
+        );
+    }
+    assert_eq!(fs::read(f.m("v/0/data.jsonl")).unwrap(), b"{\"x\":1}\n{\"x\":2}\n");
+    let log = m.log_text();
+    let want = format!("v/1: {sentence}");
+    assert_eq!(log.matches(&want).count(), 1, "once, at warn level:\n{log}");
+    assert!(log.lines().any(|l| l.contains("WARN") && l.contains(&want)), "{log}");
+}
+
+/// A Databricks DLT table whose version 0 `metaData` has no `schemaString` (copied from
+/// delta-rs's test data): version 0 is "not readable: no schema", version 1 reads, and the mount
+/// serves version 1.
+#[test]
+fn a_version_without_schema_is_not_readable_and_later_ones_are() {
+    let f = copied("delta-live-table");
+    let t = f.t();
+    let (code, _, err) = td_any(&["read", &t, "--version", "0"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("version 0 is not readable: no schema") && !err.contains("corrupt"),
+        "{err}"
+    );
+    let (code, out, err) = td_any(&["read", &t, "--version", "1"]);
+    assert_eq!((code, out.len()), (0, 0), "{err}");
+    let _m = f.mount();
+    assert_eq!(fs::read(f.m("latest/data.jsonl")).unwrap(), b"");
+    assert!(
+        fs::read_to_string(f.m("v/1/schema.json"))
+            .unwrap()
+            .contains("sherpa_user_id")
+    );
+    assert_eq!(
+        fs::read(f.m("v/0/data.jsonl")).unwrap_err().raw_os_error(),
+        Some(libc::EIO)
+    );
+}
+
+/// A log that holds a checkpoint alone (every commit cleaned up: PROTOCOL "Checkpoints") is a
+/// table at the checkpoint's version, in the CLI and the mount, never "table not found".
+#[test]
+fn a_log_of_a_checkpoint_alone_reads_at_its_version() {
+    let f = fixture();
+    py(
+        r#"
+import sys, pyarrow as pa
+from deltalake import write_deltalake, DeltaTable
+for i in range(3):
+    write_deltalake(sys.argv[1], pa.table({"x": pa.array([i], pa.int64())}), mode="append")
+DeltaTable(sys.argv[1]).create_checkpoint()
+"#,
+        &f.table,
+    );
+    let log = f.table.join("_delta_log");
+    for v in 0..3 {
+        fs::remove_file(log.join(format!("{v:020}.json"))).unwrap();
+    }
+    let _ = fs::remove_file(log.join("_last_checkpoint"));
+    let t = f.t();
+    let (code, out, err) = td_any(&["read", &t]);
+    assert_eq!(code, 0, "{err}");
+    let mut rows: Vec<&[u8]> = lines(&out);
+    rows.sort();
+    assert_eq!(rows, [&b"{\"x\":0}"[..], b"{\"x\":1}", b"{\"x\":2}"]);
+    let (code, out, err) = td_any(&["describe", &t]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        String::from_utf8_lossy(&out).contains("version: 2"),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+    let _m = f.mount();
+    assert_eq!(fs::read_link(f.m("latest")).unwrap().to_string_lossy(), "v/2");
+    assert_eq!(lines(&fs::read(f.m("latest/data.jsonl")).unwrap()).len(), 3);
+}
