@@ -10,19 +10,9 @@ use std::path::Path;
 
 use crate::support::mount::*;
 
-/// A fixture around an empty folder `t` (made by the test).
-fn fixture() -> Fixture {
-    require_fuse();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let table = dir.path().join("t");
-    let mnt = dir.path().join("mnt");
-    fs::create_dir(&mnt).unwrap();
-    Fixture { dir, table, mnt }
-}
-
 /// A fixture whose table is a copy of `tests/data/delta-tables/<name>`.
 fn copied(name: &str) -> Fixture {
-    let f = fixture();
+    let f = empty_fixture();
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/delta-tables")
         .join(name);
@@ -43,35 +33,6 @@ fn copy_dir(src: &Path, dest: &Path) {
     }
 }
 
-/// Run `script` with the deltalake Python (`sys.argv[1]` = `table`); its stdout.
-fn py(script: &str, table: &Path) -> Vec<u8> {
-    let py = python(&["deltalake", "pyarrow"]);
-    let script = format!("{script}\nimport os as _os, sys as _sys\n_sys.stdout.flush()\n_os._exit(0)\n");
-    let out = std::process::Command::new(&py)
-        .arg("-c")
-        .arg(&script)
-        .arg(table)
-        .output()
-        .expect("run python");
-    assert!(
-        out.status.success(),
-        "python failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-/// `tinydelta ARGS`: (exit code, stdout, stderr).
-fn td_any(args: &[&str]) -> (i32, Vec<u8>, String) {
-    let out = run(TD_BIN, args);
-    (
-        out.status.code().unwrap_or(-1),
-        out.stdout,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// The mount's default log filter (src/bin/tinydelta-mount.rs), so the test sees what a user's
 /// `--log-file` holds without RUST_LOG.
 const DEFAULT_LOG: (&str, &str) = ("RUST_LOG", "warn,tinydelta=info,fuser::session=error");
@@ -81,7 +42,7 @@ const DEFAULT_LOG: (&str, &str) = ("RUST_LOG", "warn,tinydelta=info,fuser::sessi
 /// and logs the CLI's sentence once for that version at the default level.
 #[test]
 fn a_refused_version_is_listed_and_logged_once_with_the_cli_sentence() {
-    let f = fixture();
+    let f = empty_fixture();
     py(
         r#"
 import sys, pyarrow as pa
@@ -163,7 +124,7 @@ fn a_version_without_schema_is_not_readable_and_later_ones_are() {
 /// table at the checkpoint's version, in the CLI and the mount, never "table not found".
 #[test]
 fn a_log_of_a_checkpoint_alone_reads_at_its_version() {
-    let f = fixture();
+    let f = empty_fixture();
     py(
         r#"
 import sys, pyarrow as pa

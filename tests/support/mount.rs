@@ -374,3 +374,45 @@ impl Drop for Mount {
         }
     }
 }
+
+/// A fixture around an empty folder `t` (the table is made by the test).
+pub fn empty_fixture() -> Fixture {
+    require_fuse();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let table = dir.path().join("t");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    Fixture { dir, table, mnt }
+}
+
+/// Run `script` with the deltalake Python (`sys.argv[1]` = `table`); its stdout. The script
+/// ends with `os._exit(0)` once its output is flushed: deltalake's runtime threads can abort the
+/// interpreter's teardown ("terminate called without an active exception") on a loaded machine,
+/// after all the work is done.
+pub fn py(script: &str, table: &Path) -> Vec<u8> {
+    let py = python(&["deltalake", "pyarrow"]);
+    let script = format!("{script}\nimport os as _os, sys as _sys\n_sys.stdout.flush()\n_os._exit(0)\n");
+    let out = std::process::Command::new(&py)
+        .arg("-c")
+        .arg(&script)
+        .arg(table)
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "python failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// `tinydelta ARGS`: (exit code, stdout, stderr).
+pub fn td_any(args: &[&str]) -> (i32, Vec<u8>, String) {
+    let out = run(TD_BIN, args);
+    (
+        out.status.code().unwrap_or(-1),
+        out.stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
