@@ -46,10 +46,63 @@ fn corrupt(path: &Path, reason: impl Into<String>) -> Error {
 
 fn open_reader(file: File, path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>> {
     let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+    let again = file.try_clone().map_err(|e| Error::io("open", path, e))?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
         .map_err(|e| corrupt(path, format!("data file is not readable Parquet: {e}")))?;
     check_footer(builder.metadata(), len).map_err(|why| corrupt(path, format!("damaged Parquet footer: {why}")))?;
-    Ok(builder)
+    // INT96 timestamps (Spark) are decoded to microseconds, not the parquet crate's default
+    // nanoseconds, which wrap after 2262 (docs/FORMAT.md "Parquet data files").
+    let Some(hinted) = int96_as_micros(builder.schema(), builder.parquet_schema()) else {
+        return Ok(builder);
+    };
+    let options = parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_schema(std::sync::Arc::new(hinted));
+    let meta = parquet::arrow::arrow_reader::ArrowReaderMetadata::try_new(builder.metadata().clone(), options)
+        .map_err(|e| corrupt(path, format!("data file is not readable Parquet: {e}")))?;
+    Ok(ParquetRecordBatchReaderBuilder::new_with_metadata(again, meta))
+}
+
+/// The Arrow schema of a file with every INT96 column (a leaf whose Parquet physical type is
+/// INT96: Spark's timestamps) as `Timestamp(Microsecond)` instead of nanoseconds; `None` when
+/// the file has no INT96 column (or its leaves do not line up with the Arrow fields).
+fn int96_as_micros(
+    arrow: &arrow_schema::Schema,
+    parquet: &parquet::schema::types::SchemaDescriptor,
+) -> Option<arrow_schema::Schema> {
+    use arrow_schema::{Field, Fields};
+    use std::sync::Arc;
+    let int96: Vec<bool> = parquet
+        .columns()
+        .iter()
+        .map(|c| c.physical_type() == parquet::basic::Type::INT96)
+        .collect();
+    if !int96.contains(&true) {
+        return None;
+    }
+    fn field(f: &Field, leaves: &mut std::slice::Iter<'_, bool>) -> Option<Field> {
+        let ty = match f.data_type() {
+            DataType::Struct(children) => DataType::Struct(fields(children, leaves)?),
+            DataType::List(c) => DataType::List(Arc::new(field(c, leaves)?)),
+            DataType::LargeList(c) => DataType::LargeList(Arc::new(field(c, leaves)?)),
+            DataType::FixedSizeList(c, n) => DataType::FixedSizeList(Arc::new(field(c, leaves)?), *n),
+            DataType::Map(c, sorted) => DataType::Map(Arc::new(field(c, leaves)?), *sorted),
+            other => {
+                let is_int96 = *leaves.next()?;
+                match other {
+                    DataType::Timestamp(TimeUnit::Nanosecond, tz) if is_int96 => {
+                        DataType::Timestamp(TimeUnit::Microsecond, tz.clone())
+                    }
+                    t => t.clone(),
+                }
+            }
+        };
+        Some(f.clone().with_data_type(ty))
+    }
+    fn fields(fs: &Fields, leaves: &mut std::slice::Iter<'_, bool>) -> Option<Fields> {
+        fs.iter().map(|f| field(f, leaves)).collect::<Option<Vec<Field>>>().map(Fields::from)
+    }
+    let mut leaves = int96.iter();
+    let out = fields(arrow.fields(), &mut leaves)?;
+    leaves.next().is_none().then(|| arrow_schema::Schema::new_with_metadata(out, arrow.metadata().clone()))
 }
 
 /// The footer's numbers that the decoder trusts, checked against the file before any decoding
@@ -461,7 +514,8 @@ fn value_json(a: &dyn Array, r: usize, ty: &ColumnType, out: &mut Vec<u8>) -> st
                 TimeUnit::Second => a.as_primitive::<TimestampSecondType>().value(r).checked_mul(1_000_000),
                 TimeUnit::Millisecond => a.as_primitive::<TimestampMillisecondType>().value(r).checked_mul(1000),
                 TimeUnit::Microsecond => Some(a.as_primitive::<TimestampMicrosecondType>().value(r)),
-                // Nanoseconds (Spark's INT96) are truncated towards the past to microseconds.
+                // Nanoseconds are truncated towards the past to microseconds (Spark's INT96
+                // columns are decoded to microseconds already: `int96_as_micros`).
                 TimeUnit::Nanosecond => Some(a.as_primitive::<TimestampNanosecondType>().value(r).div_euclid(1000)),
             }
             .ok_or_else(|| "timestamp out of range".to_string())?;

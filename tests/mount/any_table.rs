@@ -157,3 +157,74 @@ DeltaTable(sys.argv[1]).create_checkpoint()
     assert_eq!(fs::read_link(f.m("latest")).unwrap().to_string_lossy(), "v/2");
     assert_eq!(lines(&fs::read(f.m("latest/data.jsonl")).unwrap()).len(), 3);
 }
+
+/// A Parquet data file and a one-commit log around it, written by pyarrow (for encodings
+/// deltalake does not write): `sys.argv[1]` is the table, the script defines `table` (a pyarrow
+/// table), `schema` (the Delta schemaString's fields) and optionally `kw` (write options).
+const PARQUET_TABLE: &str = r#"
+import json, os, sys, pyarrow.parquet as pq
+def finish(table, fields, kw={}, config={}, protocol=None):
+    root = sys.argv[1]
+    os.makedirs(os.path.join(root, "_delta_log"), exist_ok=True)
+    name = "part-0.parquet"
+    pq.write_table(table, os.path.join(root, name), **kw)
+    size = os.path.getsize(os.path.join(root, name))
+    proto = protocol or {"minReaderVersion": 1, "minWriterVersion": 2}
+    meta = {"id": "t", "format": {"provider": "parquet", "options": {}},
+            "schemaString": json.dumps({"type": "struct", "fields": fields}),
+            "partitionColumns": [], "configuration": config, "createdTime": 1}
+    add = {"path": name, "partitionValues": {}, "size": size, "modificationTime": 1, "dataChange": True,
+           "stats": json.dumps({"numRecords": table.num_rows})}
+    with open(os.path.join(root, "_delta_log", "00000000000000000000.json"), "w") as f:
+        for a in [{"commitInfo": {"timestamp": 1, "operation": "WRITE"}}, {"protocol": proto},
+                  {"metaData": meta}, {"add": add}]:
+            f.write(json.dumps(a) + "\n")
+"#;
+
+/// Spark's INT96 timestamps are decoded to microseconds without wrapping: 9999-12-31 reads as
+/// 9999-12-31 (it read as 1816-03-29 with exit 0), in the CLI and the mount, as DuckDB's
+/// delta_scan reads it; a value past year 9999 is refused naming the file and the column, never
+/// changed.
+#[test]
+fn int96_timestamps_read_as_written_and_out_of_range_ones_are_refused() {
+    let f = copied("table_with_edge_timestamps");
+    let t = f.t();
+    let out = f.td(&["read", &t]);
+    let mut rows = lines(&out);
+    rows.sort();
+    let want = [
+        &br#"{"BIG_DATE":"9999-12-30T00:00:00.000000Z","NORMAL_DATE":"2022-02-01T00:00:00.000000Z","SOME_VALUE":2}"#[..],
+        br#"{"BIG_DATE":"9999-12-31T00:00:00.000000Z","NORMAL_DATE":"2022-01-01T00:00:00.000000Z","SOME_VALUE":1}"#,
+    ];
+    assert_eq!(rows, want);
+    // DuckDB's delta extension reads the same instants.
+    let duck = delta_scan(
+        &f.table,
+        "SELECT strftime(BIG_DATE AT TIME ZONE 'UTC', '%Y-%m-%d') FROM t ORDER BY 1",
+    );
+    assert_eq!(duck, "9999-12-30\n9999-12-31\n");
+    let _m = f.mount();
+    let mut mounted = fs::read(f.m("latest/data.jsonl")).unwrap();
+    mounted.sort();
+    let mut cli = out.clone();
+    cli.sort();
+    assert_eq!(mounted, cli);
+    drop(_m);
+
+    let g = empty_fixture();
+    py(
+        &format!(
+            "{PARQUET_TABLE}\nimport pyarrow as pa\nfinish(pa.table({{\"ts\": pa.array([0, 300000000000000000], pa.timestamp(\"us\"))}}), \
+             [{{\"name\": \"ts\", \"type\": \"timestamp\", \"nullable\": True, \"metadata\": {{}}}}], \
+             {{\"use_deprecated_int96_timestamps\": True}})"
+        ),
+        &g.table,
+    );
+    let (code, out, err) = td_any(&["read", &g.t()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty());
+    assert!(
+        err.contains("part-0.parquet") && err.contains("row 2, column \"ts\"") && err.contains("outside the years"),
+        "{err}"
+    );
+}

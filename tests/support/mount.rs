@@ -416,3 +416,44 @@ pub fn td_any(args: &[&str]) -> (i32, Vec<u8>, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// The Python of `.venv-delta` (DuckDB with its delta extension, from the pip package
+/// `duckdb-extension-delta`): `$TINYDELTA_DELTA_PYTHON`, else the repo's `.venv-delta/bin/python`.
+pub fn delta_python() -> String {
+    std::env::var("TINYDELTA_DELTA_PYTHON").unwrap_or_else(|_| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(".venv-delta/bin/python")
+            .display()
+            .to_string()
+    })
+}
+
+/// Run `query` in DuckDB over view `t` = `delta_scan(table)` (the newest version): each row's
+/// values joined by tabs, one line per row.
+pub fn delta_scan(table: &Path, query: &str) -> String {
+    let script = r#"
+import duckdb, os, sys, duckdb_extension_delta
+base = os.path.join(os.path.dirname(duckdb_extension_delta.__file__), "extensions")
+ext = [os.path.join(base, v, "delta.duckdb_extension") for v in sorted(os.listdir(base))][-1]
+con = duckdb.connect()
+con.execute("SET TimeZone = 'UTC'")
+con.execute("LOAD '" + ext.replace("'", "''") + "'")
+con.execute("CREATE VIEW t AS SELECT * FROM delta_scan('" + sys.argv[1].replace("'", "''") + "')")
+for row in con.execute(sys.argv[2]).fetchall():
+    print("\t".join("NULL" if v is None else str(v) for v in row))
+"#;
+    let out = Command::new(delta_python())
+        .arg("-c")
+        .arg(script)
+        .arg(table)
+        .arg(query)
+        .output()
+        .expect("run the DuckDB python (TINYDELTA_DELTA_PYTHON)");
+    assert!(
+        out.status.success(),
+        "DuckDB delta_scan failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
