@@ -83,6 +83,10 @@ pub struct Add {
     /// `numRecords` parsed from `stats`, once (log replay and the completeness checks both ask).
     #[serde(skip)]
     pub parsed_rows: std::sync::OnceLock<Option<u64>>,
+    /// The rows of the data file this file's version leaves out (PROTOCOL "Deletion Vectors");
+    /// other writers' only: tinydelta writes none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_vector: Option<Box<crate::format::dv::DeletionVector>>,
 }
 
 fn yes() -> bool {
@@ -125,6 +129,10 @@ pub struct Remove {
     /// Bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
+    /// The deletion vector of the logical file it removes (PROTOCOL "Deletion Vectors": a file
+    /// is the pair of its path and its DV's `uniqueId`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_vector: Option<Box<crate::format::dv::DeletionVector>>,
 }
 
 /// `txn`: the newest version of an application's idempotent writes (Delta PROTOCOL "Transaction

@@ -178,7 +178,9 @@ pub fn contained<T>(path: &Path, decode: impl FnOnce() -> Result<T>) -> Result<T
 /// column present (a column the file lacks is `null`, as Delta readers read a column missing
 /// from an older file), partition columns filled from `partition` (the `add`'s
 /// `partitionValues`, typed by the schema). Values as docs/FORMAT.md, "Parquet data files".
-/// Returns the number of rows.
+/// The rows at the indexes of `deleted` (from 0, the file's deletion vector: PROTOCOL "Deletion
+/// Vectors") are left out; each index must be a row of the file. Returns the number of rows
+/// written.
 ///
 /// Errors: [`Error::Corrupt`] naming `path` when the file is not readable Parquet (cut,
 /// garbage), a column's Parquet type does not fit its Delta type, a value has no JSON form
@@ -188,6 +190,7 @@ pub fn write_jsonl(
     path: &Path,
     schema: &Schema,
     partition: &BTreeMap<String, Option<String>>,
+    deleted: Option<&roaring::RoaringTreemap>,
     out: &mut impl Write,
 ) -> Result<u64> {
     let builder = open_reader(file, path)?.with_batch_size(BATCH_ROWS);
@@ -235,6 +238,9 @@ pub fn write_jsonl(
             .map(|c| c.and_then(|a| a.as_any_dictionary_opt()).map(|d| d.normalized_keys()))
             .collect();
         for r in 0..batch.num_rows() {
+            if deleted.is_some_and(|d| d.contains(rows + r as u64)) {
+                continue;
+            }
             line.clear();
             for (ci, c) in schema.columns.iter().enumerate() {
                 line.extend_from_slice(&prefixes[ci]);
@@ -279,7 +285,16 @@ pub fn write_jsonl(
             format!("data file's footer records {declared} rows, but {rows} were read"),
         ));
     }
-    Ok(rows)
+    let Some(d) = deleted else { return Ok(rows) };
+    if let Some(max) = d.max()
+        && max >= rows
+    {
+        return Err(corrupt(
+            path,
+            format!("its deletion vector deletes row index {max}, but the file holds {rows} rows"),
+        ));
+    }
+    Ok(rows - d.len())
 }
 
 /// Refuse a file that holds a Delta `variant` column (PROTOCOL "Variant Data Type"; tinydelta's

@@ -760,7 +760,7 @@ impl Versions {
         // read of a version naming it), never at mount time.
         let mut files = Vec::with_capacity(snap.files.len());
         for f in &snap.files {
-            if crate::format::parquet::is_parquet_name(&f.path) {
+            if f.converted() {
                 let c = self
                     .table
                     .converted(f, &snap.schema)
@@ -779,7 +779,7 @@ impl Versions {
             parquet: snap
                 .files
                 .iter()
-                .filter(|f| crate::format::parquet::is_parquet_name(&f.path))
+                .filter(|f| f.converted())
                 .map(|f| (f.path.clone(), f.size))
                 .collect(),
             stamp: stamp.unwrap_or(CommitStamp::UNKNOWN),

@@ -6,6 +6,7 @@
 
 pub mod commit;
 mod datafile;
+pub mod dv;
 pub mod history;
 pub mod parquet_cache;
 pub mod request;
