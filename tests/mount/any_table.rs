@@ -228,3 +228,145 @@ fn int96_timestamps_read_as_written_and_out_of_range_ones_are_refused() {
         "{err}"
     );
 }
+
+/// Z85 (ZeroMQ RFC 32) of `bytes` (a multiple of 4 long), as Delta writes inline DVs and UUIDs.
+fn z85(bytes: &[u8]) -> String {
+    const A: &[u8; 85] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+    let mut out = String::new();
+    for c in bytes.chunks(4) {
+        let mut v = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+        let mut five = [0u8; 5];
+        for d in five.iter_mut().rev() {
+            *d = A[(v % 85) as usize];
+            v /= 85;
+        }
+        out.push_str(std::str::from_utf8(&five).unwrap());
+    }
+    out
+}
+
+/// A serialized deletion vector of `rows` (PROTOCOL "Deletion Vector Format": the magic number,
+/// then the portable 64-bit RoaringBitmap).
+fn dv_bytes(rows: &[u64]) -> Vec<u8> {
+    let map: roaring::RoaringTreemap = rows.iter().copied().collect();
+    let mut b = 1_681_511_377u32.to_le_bytes().to_vec();
+    map.serialize_into(&mut b).unwrap();
+    b
+}
+
+/// The `add` of `path` in commit `v`'s JSON, as a JSON value.
+fn add_of(table: &Path, v: u64, path_part: &str) -> serde_json::Value {
+    let text = fs::read_to_string(table.join(format!("_delta_log/{v:020}.json"))).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find_map(|a| {
+            a.get("add")
+                .filter(|x| x["path"].as_str().unwrap().contains(path_part))
+                .cloned()
+        })
+        .unwrap_or_else(|| panic!("no add in version {v}"))
+}
+
+/// Deletion vectors written the way Spark writes them (a `u` file at an offset, framed with
+/// size and CRC-32; an inline `i` one): their rows are left out by `read`, `describe`, `check
+/// --deep`, the mount's `data.jsonl` and `parts/`, as DuckDB's delta_scan reads the table; a
+/// damaged DV file is named, never read past; writes are refused.
+#[test]
+fn deletion_vectors_leave_their_rows_out_everywhere() {
+    let f = empty_fixture();
+    py(
+        r#"
+import sys, pyarrow as pa
+from deltalake import write_deltalake
+write_deltalake(sys.argv[1], pa.table({"id": pa.array(list(range(10)), pa.int64())}))
+write_deltalake(sys.argv[1], pa.table({"id": pa.array(list(range(10, 20)), pa.int64())}), mode="append")
+"#,
+        &f.table,
+    );
+    let (a0, a1) = (add_of(&f.table, 0, "parquet"), add_of(&f.table, 1, "parquet"));
+    // A DV file holding one DV at offset 1 (after the version byte), as Spark writes it.
+    let data = dv_bytes(&[0, 9]);
+    let uuid = [0x11u8; 16];
+    let mut file = vec![1u8];
+    file.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    file.extend_from_slice(&data);
+    file.extend_from_slice(&crc32fast::hash(&data).to_be_bytes());
+    let dv_name = "deletion_vector_11111111-1111-1111-1111-111111111111.bin";
+    fs::write(f.table.join(dv_name), &file).unwrap();
+    let inline = dv_bytes(&[3, 4]);
+    let with_dv = |add: &serde_json::Value, dv: serde_json::Value| {
+        let mut a = add.clone();
+        a["deletionVector"] = dv;
+        a
+    };
+    let remove = |add: &serde_json::Value| {
+        serde_json::json!({"remove": {"path": add["path"], "deletionTimestamp": 3, "dataChange": true,
+            "extendedFileMetadata": true, "partitionValues": {}, "size": add["size"]}})
+    };
+    let commit = [
+        serde_json::json!({"commitInfo": {"timestamp": 4000000000000i64, "operation": "DELETE"}}),
+        serde_json::json!({"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+            "readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"]}}),
+        remove(&a0),
+        serde_json::json!({"add": with_dv(&a0, serde_json::json!({"storageType": "u", "pathOrInlineDv": z85(&uuid),
+            "offset": 1, "sizeInBytes": data.len(), "cardinality": 2}))}),
+        remove(&a1),
+        serde_json::json!({"add": with_dv(&a1, serde_json::json!({"storageType": "i", "pathOrInlineDv": z85(&inline),
+            "sizeInBytes": inline.len(), "cardinality": 2}))}),
+    ];
+    let text: String = commit.iter().map(|a| format!("{a}\n")).collect();
+    fs::write(f.table.join("_delta_log/00000000000000000002.json"), text).unwrap();
+
+    let t = f.t();
+    let ids = |out: &[u8]| {
+        let mut v: Vec<i64> = lines(out)
+            .iter()
+            .map(|l| {
+                serde_json::from_slice::<serde_json::Value>(l).unwrap()["id"]
+                    .as_i64()
+                    .unwrap()
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let want: Vec<i64> = (1..9).chain(10..13).chain(15..20).collect();
+    assert_eq!(ids(&f.td(&["read", &t])), want);
+    assert_eq!(ids(&f.td(&["read", &t, "--version", "1"])), (0..20).collect::<Vec<_>>());
+    let described = String::from_utf8(f.td(&["describe", &t])).unwrap();
+    assert!(described.contains("rows:    16"), "{described}");
+    f.td(&["check", "--deep", &t]);
+    // DuckDB's delta extension reads the same rows.
+    assert_eq!(
+        delta_scan(&f.table, "SELECT count(*), sum(id) FROM t"),
+        format!("16\t{}\n", want.iter().sum::<i64>())
+    );
+    let m = f.mount();
+    assert_eq!(ids(&fs::read(f.m("latest/data.jsonl")).unwrap()), want);
+    let mut parts = Vec::new();
+    for e in fs::read_dir(f.m("latest/parts")).unwrap() {
+        parts.extend(fs::read(e.unwrap().path()).unwrap());
+    }
+    assert_eq!(ids(&parts), want);
+    drop(m);
+    // Writes are refused (tinydelta writes no deletion vectors).
+    let (code, _, err) = td_any(&["restore", &t, "--version", "0"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("unsupported"), "{err}");
+
+    // A damaged DV file: named, with what is wrong, exit 1, nothing printed.
+    let _ = fs::remove_dir_all(f.table.join("_tinydelta"));
+    let mut bad = file.clone();
+    bad[8] ^= 0x40;
+    fs::write(f.table.join(dv_name), &bad).unwrap();
+    let (code, out, err) = td_any(&["read", &t]);
+    assert_eq!((code, out.len()), (1, 0), "{err}");
+    assert!(err.contains(dv_name) && err.contains("CRC-32"), "{err}");
+    fs::write(f.table.join(dv_name), &file[..file.len() - 2]).unwrap();
+    let (code, _, err) = td_any(&["read", &t]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(dv_name) && err.contains("past the end of the file"),
+        "{err}"
+    );
+}
