@@ -419,12 +419,15 @@ write_deltalake(sys.argv[1], pa.table({"n": pa.array([datetime.datetime(2024, 1,
     };
     fs::write(
         f.table.join("_delta_log/00000000000000000001.json"),
-        commit("[\"timestampNtz\",\"deletionVectors\"]"),
+        commit("[\"timestampNtz\",\"catalogManaged\"]"),
     )
     .unwrap();
     let (code, out, err) = td_any(&["read", &t]);
     assert_eq!(code, 1, "{err}");
-    assert!(out.is_empty() && err.contains("deletionVectors"), "{err}");
+    assert!(
+        out.is_empty() && err.contains("\"catalogManaged\", unsupported"),
+        "{err}"
+    );
     assert_eq!(lines(&f.td(&["read", &t, "--version", "0"])).len(), 1);
     let _m = f.mount();
     assert_eq!(
