@@ -12,7 +12,9 @@ is searched for tables: any folder holding `_delta_log/`, at ROOT/<name> or one 
     'YYYY-MM-DDTHH:MM:SS.ffffffZ' (UTC), without a zone as 'YYYY-MM-DDTHH:MM:SS.ffffff',
     decimals as text with exactly `scale` fraction digits, binary as padded standard base64,
     lists as lists, structs as objects, maps as objects with string keys;
-  * tinydelta reads `tinydelta read TABLE --version V` (JSONL on stdout; a non-zero exit status
+  * tinydelta reads `tinydelta read COPY --version V`, COPY a private copy of the table in a
+    temporary folder (tinydelta caches converted Parquet rows in the table folder when it can
+    write there, as root can anywhere: the tables under ROOT are never written) (JSONL on stdout; a non-zero exit status
     means it refused, and the first line of stderr is the reason).
 
 The rows are compared as multisets (order does not matter). Numbers are normalised before the
@@ -27,7 +29,13 @@ One line per (table, version):
   DIFFER    different rows: counts, and one example row from each side with the columns that
             differ
   REFUSED   tinydelta exited non-zero (or timed out); its reason
-  DL-ERROR  delta-rs cannot load or read this version; not counted
+  DL-ERROR  neither delta-rs nor DuckDB can load or read this version; not counted
+
+When delta-rs cannot read a version (deletion vectors, column mapping, v2 checkpoints...), the
+version is read with DuckDB's delta extension instead (`delta_scan(path, version := V)`, run by
+the interpreter given with --duckdb-python, default the project's .venv-delta, which has the
+pip package duckdb-extension-delta): DuckDB copies the rows to a temporary Parquet file, read
+back with pyarrow like delta-rs's table. Such lines say "(duckdb)" after the status.
 
 then a summary: counts, and the refusal reasons grouped by message with numbers, paths and the
 table's name stripped. Run it with a Python that has deltalake and pyarrow (the project's .venv).
@@ -59,6 +67,21 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 DEFAULT_ROOT = "/work/shared/delta-tables"
 DEFAULT_TINYDELTA = os.path.join(REPO, "target", "release", "tinydelta")
+DEFAULT_DUCKDB_PYTHON = os.path.join(REPO, ".venv-delta", "bin", "python")
+if not os.path.exists(DEFAULT_DUCKDB_PYTHON):
+    DEFAULT_DUCKDB_PYTHON = "/work/main/.venv-delta/bin/python"
+
+DUCKDB_SCRIPT = r"""
+import duckdb, os, sys, duckdb_extension_delta
+path, version, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+base = os.path.join(os.path.dirname(duckdb_extension_delta.__file__), "extensions")
+ext = [os.path.join(base, v, "delta.duckdb_extension") for v in sorted(os.listdir(base))][-1]
+con = duckdb.connect()
+con.execute("SET TimeZone = 'UTC'")
+con.execute("LOAD '" + ext.replace("'", "''") + "'")
+q = "delta_scan('" + path.replace("'", "''") + "', version := " + str(version) + ")"
+con.execute("COPY (SELECT * FROM " + q + ") TO '" + out.replace("'", "''") + "' (FORMAT parquet)")
+"""
 
 EPOCH = datetime.datetime(1970, 1, 1)
 UNIT_PER_US = {"s": None, "ms": None, "us": 1, "ns": 1000}
@@ -204,7 +227,26 @@ def canonical(v, t):
 
 def read_deltalake(path, version):
     """(schema, rows as canonical dicts) of one version, as delta-rs reads it."""
-    table = DeltaTable(path, version=version).to_pyarrow_table()
+    return canonical_rows(DeltaTable(path, version=version).to_pyarrow_table())
+
+
+def read_duckdb(python, path, version):
+    """(schema, rows as canonical dicts) of one version, as DuckDB's delta_scan reads it."""
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "rows.parquet")
+        p = subprocess.run([python, "-c", DUCKDB_SCRIPT, path, str(version), out],
+                           capture_output=True, timeout=600)
+        if p.returncode != 0:
+            err = [l for l in p.stderr.decode("utf-8", "replace").splitlines() if l.strip()]
+            raise RuntimeError(err[-1] if err else f"exit status {p.returncode}")
+        return canonical_rows(pq.read_table(out))
+
+
+def canonical_rows(table):
     schema = table.schema
     target = pa.schema([pa.field(f.name, storage_type(f.type), f.nullable) for f in schema])
     if target != schema:
@@ -218,6 +260,32 @@ def read_deltalake(path, version):
 # ---------------------------------------------------------------------------------------------
 # tinydelta side
 # ---------------------------------------------------------------------------------------------
+
+
+COPIES = {}
+
+
+def td_path(path):
+    """The private copy of the table at `path` that tinydelta reads: tinydelta keeps converted
+    Parquet rows in the table folder (`_tinydelta/jsonl/`) when it can write there, as root can
+    anywhere, and the tables under ROOT must not be written."""
+    if path not in COPIES:
+        import shutil
+        import tempfile
+
+        tmp = tempfile.mkdtemp(prefix="shared-tables-")
+        dest = os.path.join(tmp, os.path.basename(path))
+        shutil.copytree(path, dest, symlinks=True)
+        COPIES[path] = dest
+    return COPIES[path]
+
+
+def drop_copy(path):
+    import shutil
+
+    dest = COPIES.pop(path, None)
+    if dest:
+        shutil.rmtree(os.path.dirname(dest), ignore_errors=True)
 
 
 def run_tinydelta(binary, path, version, timeout):
@@ -426,14 +494,29 @@ def binary_stamp(binary):
         return f"cannot run: {e}"
 
 
-def check_version(path, version, binary, timeout):
-    """(status, detail lines) for one version."""
+def check_version(path, version, binary, timeout, duckdb_python):
+    """(status, detail lines, reader) for one version."""
+    reader = "delta-rs"
     try:
         schema, dl_rows = read_deltalake(path, version)
     except Exception as e:  # noqa: BLE001 - delta-rs refusing is a result, not a failure
         msg = str(e).strip().splitlines()
-        return "DL-ERROR", [f"{type(e).__name__}: {msg[0] if msg else ''}"[:300]]
-    outcome, td = run_tinydelta(binary, path, version, timeout)
+        first = f"{type(e).__name__}: {msg[0] if msg else ''}"[:300]
+        if not duckdb_python:
+            return "DL-ERROR", [first]
+        try:
+            schema, dl_rows = read_duckdb(duckdb_python, path, version)
+            reader = "duckdb"
+        except Exception as e2:  # noqa: BLE001
+            return "DL-ERROR", [first, f"duckdb: {str(e2)[:300]}"]
+    status, detail = compare_version(path, version, binary, timeout, schema, dl_rows)
+    return status + (" (duckdb)" if reader == "duckdb" else ""), detail
+
+
+def compare_version(path, version, binary, timeout, schema, dl_rows):
+    outcome, td = run_tinydelta(binary, td_path(path), version, timeout)
+    if outcome == "refused":
+        td = td.replace(td_path(path), path)
     if outcome == "refused":
         return "REFUSED", [td]
     spell = Spelling()
@@ -460,6 +543,9 @@ def main():
                     help="time limit per tinydelta call (default: 60)")
     ap.add_argument("--table", action="append", default=[], metavar="NAME",
                     help="only tables whose path relative to ROOT is NAME (repeatable)")
+    ap.add_argument("--duckdb-python", default=DEFAULT_DUCKDB_PYTHON, metavar="PATH",
+                    help="Python with duckdb and duckdb-extension-delta, used when delta-rs cannot "
+                         f"read a version; empty to skip (default: {DEFAULT_DUCKDB_PYTHON})")
     ap.add_argument("--output", "-o", metavar="FILE", help="also write the report to FILE")
     args = ap.parse_args()
 
@@ -484,6 +570,7 @@ def main():
     reasons = collections.Counter()
     reason_example = {}
     differ = []
+    per_table = collections.OrderedDict()
     for path in tables:
         rel = os.path.relpath(path, root)
         latest = latest_version(path)
@@ -491,27 +578,39 @@ def main():
             emit(f"{rel}: no versions found")
             continue
         for v in range(latest + 1):
-            status, detail = check_version(path, v, args.tinydelta, args.timeout)
+            status, detail = check_version(path, v, args.tinydelta, args.timeout, args.duckdb_python)
+            base = status.split()[0]
             counts[status] += 1
+            per_table.setdefault(rel, collections.Counter())[base] += 1
+            if base == "REFUSED":
+                per_table[rel]["why: " + detail[0][:160]] += 1
             emit(f"{status:8} {rel}@{v}" + (f"  {detail[0]}" if detail else ""))
             for d in detail[1:]:
                 emit(f"         {d}")
-            if status == "REFUSED":
+            if base == "REFUSED":
                 g = reason_group(detail[0], path, root)
                 reasons[g] += 1
                 reason_example.setdefault(g, detail[0])
-            elif status == "DIFFER":
+            elif base == "DIFFER":
                 differ.append(f"{rel}@{v}")
+        drop_copy(path)
 
     emit()
     emit("## Summary (DL-ERROR versions are not counted)")
-    compared = counts["MATCH"] + counts["DIFFER"] + counts["REFUSED"]
+    compared = sum(n for s, n in counts.items() if s != "DL-ERROR")
     emit(f"versions compared: {compared}")
     for s in ("MATCH", "DIFFER", "REFUSED"):
-        emit(f"  {s:8} {counts[s]}")
+        emit(f"  {s:8} {counts[s] + counts[s + ' (duckdb)']}"
+             f" ({counts[s + ' (duckdb)']} of them read by DuckDB)")
     emit(f"  {'DL-ERROR':8} {counts['DL-ERROR']} (skipped)")
     if differ:
         emit("differing: " + ", ".join(differ))
+    emit()
+    emit("## Per table: versions matched / refused / differing / unreadable by delta-rs and DuckDB")
+    for rel, c in per_table.items():
+        whys = sorted(k[5:] for k in c if k.startswith("why: "))
+        emit(f"{rel}: {c['MATCH']} matched, {c['REFUSED']} refused, {c['DIFFER']} differing, "
+             f"{c['DL-ERROR']} unreadable" + (f"; refused: {whys[0]}" if whys else ""))
     emit()
     emit("## Refusal reasons")
     for g, n in reasons.most_common():

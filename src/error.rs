@@ -130,7 +130,7 @@ pub enum Error {
     },
 
     /// The table's `protocol` action asks for reader or writer features tinydelta lacks.
-    #[error("table {} needs Delta reader version {reader} / writer version {writer}; tinydelta reads up to reader version 3 and writes writer version 2", table.display())]
+    #[error("table {} needs Delta reader version {reader} / writer version {writer}, unsupported: tinydelta reads up to reader version 3 and writes writer version 2", table.display())]
     UnsupportedProtocol {
         /// Table root.
         table: PathBuf,
@@ -142,12 +142,33 @@ pub enum Error {
 
     /// The table needs a Delta reader feature tinydelta does not implement (PROTOCOL "Table
     /// Features": deletion vectors, column mapping, ...), named in `feature`.
-    #[error("table {} uses the Delta reader feature {}, which tinydelta does not implement; read it with a Delta engine (delta-rs, Spark)", table.display(), crate::util::quote::quoted(feature))]
+    #[error("table {} uses the Delta reader feature {}, unsupported: tinydelta does not implement it; read it with a Delta engine (delta-rs, Spark)", table.display(), crate::util::quote::quoted(feature))]
     UnsupportedFeature {
         /// Table root.
         table: PathBuf,
         /// The feature's name (`deletionVectors`, `columnMapping`, ...).
         feature: String,
+    },
+
+    /// A file of the table uses something tinydelta does not implement (a Delta type, a Parquet
+    /// encoding of a column, a form of a feature): named in `what`. Not damage (docs/FORMAT.md
+    /// "Tables of other Delta writers").
+    #[error("{}: unsupported: {what}; read it with a Delta engine (delta-rs, Spark)", path.display())]
+    Unsupported {
+        /// The file (a commit, a data file, a deletion vector file).
+        path: PathBuf,
+        /// What tinydelta does not implement, as a phrase naming it.
+        what: String,
+    },
+
+    /// A version whose `metaData` has no `schemaString` (Databricks DLT writes one at version 0
+    /// and the schema later): it has no rows to read; later versions with a schema are read.
+    #[error("table {}: version {version} is not readable: no schema (its metaData action has no schemaString)", table.display())]
+    NoSchema {
+        /// Table root.
+        table: PathBuf,
+        /// The version.
+        version: u64,
     },
 
     /// A write to a table whose data files are not tinydelta's JSONL (`metaData.format.provider`
@@ -291,6 +312,8 @@ impl Error {
             | Error::MisnamedParquet { .. }
             | Error::UnsupportedProtocol { .. }
             | Error::UnsupportedFeature { .. }
+            | Error::Unsupported { .. }
+            | Error::NoSchema { .. }
             | Error::ReadOnlyTable { .. }
             | Error::LinkUnsupported { .. }
             | Error::NotDurable { .. }
@@ -314,6 +337,15 @@ impl Error {
         matches!(
             self,
             Error::Corrupt { .. } | Error::MissingDataFile { .. } | Error::MisnamedParquet { .. }
+        )
+    }
+
+    /// Whether this error says tinydelta does not implement what the table uses (a reader
+    /// version, a feature, a type): a refusal, not damage.
+    pub fn is_unsupported(&self) -> bool {
+        matches!(
+            self,
+            Error::UnsupportedProtocol { .. } | Error::UnsupportedFeature { .. } | Error::Unsupported { .. }
         )
     }
 

@@ -271,7 +271,7 @@ pub mod parquet {
         let partition = BTreeMap::new();
         let mut out = std::io::sink();
         let file = std::fs::File::open(&path).unwrap();
-        let convert = || write_jsonl(file, &path, &schema, &partition, &mut out);
+        let convert = || write_jsonl(file, &path, &schema, &partition, None, &mut out);
         let _ = if raw { convert() } else { contained(&path, convert) };
         let file = std::fs::File::open(&path).unwrap();
         let actions = || read_checkpoint(file, &path);

@@ -44,7 +44,10 @@ pub struct Metadata {
     pub id: String,
     /// Data file format.
     pub format: Format,
-    /// Spark StructType JSON.
+    /// Spark StructType JSON; empty when the action has none (Databricks DLT writes a first
+    /// `metaData` without it: that version has no schema, docs/FORMAT.md "Tables of other Delta
+    /// writers").
+    #[serde(default)]
     pub schema_string: String,
     /// Always `[]`.
     #[serde(default)]
@@ -80,6 +83,10 @@ pub struct Add {
     /// `numRecords` parsed from `stats`, once (log replay and the completeness checks both ask).
     #[serde(skip)]
     pub parsed_rows: std::sync::OnceLock<Option<u64>>,
+    /// The rows of the data file this file's version leaves out (PROTOCOL "Deletion Vectors");
+    /// other writers' only: tinydelta writes none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_vector: Option<Box<crate::format::dv::DeletionVector>>,
 }
 
 fn yes() -> bool {
@@ -122,6 +129,10 @@ pub struct Remove {
     /// Bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
+    /// The deletion vector of the logical file it removes (PROTOCOL "Deletion Vectors": a file
+    /// is the pair of its path and its DV's `uniqueId`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_vector: Option<Box<crate::format::dv::DeletionVector>>,
 }
 
 /// `txn`: the newest version of an application's idempotent writes (Delta PROTOCOL "Transaction

@@ -3,6 +3,7 @@
 
 pub mod actions;
 pub mod diagnose;
+pub mod dv;
 pub mod expr;
 pub mod parquet;
 pub mod rows;

@@ -46,10 +46,63 @@ fn corrupt(path: &Path, reason: impl Into<String>) -> Error {
 
 fn open_reader(file: File, path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>> {
     let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+    let again = file.try_clone().map_err(|e| Error::io("open", path, e))?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
         .map_err(|e| corrupt(path, format!("data file is not readable Parquet: {e}")))?;
     check_footer(builder.metadata(), len).map_err(|why| corrupt(path, format!("damaged Parquet footer: {why}")))?;
-    Ok(builder)
+    // INT96 timestamps (Spark) are decoded to microseconds, not the parquet crate's default
+    // nanoseconds, which wrap after 2262 (docs/FORMAT.md "Parquet data files").
+    let Some(hinted) = int96_as_micros(builder.schema(), builder.parquet_schema()) else {
+        return Ok(builder);
+    };
+    let options = parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_schema(std::sync::Arc::new(hinted));
+    let meta = parquet::arrow::arrow_reader::ArrowReaderMetadata::try_new(builder.metadata().clone(), options)
+        .map_err(|e| corrupt(path, format!("data file is not readable Parquet: {e}")))?;
+    Ok(ParquetRecordBatchReaderBuilder::new_with_metadata(again, meta))
+}
+
+/// The Arrow schema of a file with every INT96 column (a leaf whose Parquet physical type is
+/// INT96: Spark's timestamps) as `Timestamp(Microsecond)` instead of nanoseconds; `None` when
+/// the file has no INT96 column (or its leaves do not line up with the Arrow fields).
+fn int96_as_micros(
+    arrow: &arrow_schema::Schema,
+    parquet: &parquet::schema::types::SchemaDescriptor,
+) -> Option<arrow_schema::Schema> {
+    use arrow_schema::{Field, Fields};
+    use std::sync::Arc;
+    let int96: Vec<bool> = parquet
+        .columns()
+        .iter()
+        .map(|c| c.physical_type() == parquet::basic::Type::INT96)
+        .collect();
+    if !int96.contains(&true) {
+        return None;
+    }
+    fn field(f: &Field, leaves: &mut std::slice::Iter<'_, bool>) -> Option<Field> {
+        let ty = match f.data_type() {
+            DataType::Struct(children) => DataType::Struct(fields(children, leaves)?),
+            DataType::List(c) => DataType::List(Arc::new(field(c, leaves)?)),
+            DataType::LargeList(c) => DataType::LargeList(Arc::new(field(c, leaves)?)),
+            DataType::FixedSizeList(c, n) => DataType::FixedSizeList(Arc::new(field(c, leaves)?), *n),
+            DataType::Map(c, sorted) => DataType::Map(Arc::new(field(c, leaves)?), *sorted),
+            other => {
+                let is_int96 = *leaves.next()?;
+                match other {
+                    DataType::Timestamp(TimeUnit::Nanosecond, tz) if is_int96 => {
+                        DataType::Timestamp(TimeUnit::Microsecond, tz.clone())
+                    }
+                    t => t.clone(),
+                }
+            }
+        };
+        Some(f.clone().with_data_type(ty))
+    }
+    fn fields(fs: &Fields, leaves: &mut std::slice::Iter<'_, bool>) -> Option<Fields> {
+        fs.iter().map(|f| field(f, leaves)).collect::<Option<Vec<Field>>>().map(Fields::from)
+    }
+    let mut leaves = int96.iter();
+    let out = fields(arrow.fields(), &mut leaves)?;
+    leaves.next().is_none().then(|| arrow_schema::Schema::new_with_metadata(out, arrow.metadata().clone()))
 }
 
 /// The footer's numbers that the decoder trusts, checked against the file before any decoding
@@ -125,7 +178,9 @@ pub fn contained<T>(path: &Path, decode: impl FnOnce() -> Result<T>) -> Result<T
 /// column present (a column the file lacks is `null`, as Delta readers read a column missing
 /// from an older file), partition columns filled from `partition` (the `add`'s
 /// `partitionValues`, typed by the schema). Values as docs/FORMAT.md, "Parquet data files".
-/// Returns the number of rows.
+/// The rows at the indexes of `deleted` (from 0, the file's deletion vector: PROTOCOL "Deletion
+/// Vectors") are left out; each index must be a row of the file. Returns the number of rows
+/// written.
 ///
 /// Errors: [`Error::Corrupt`] naming `path` when the file is not readable Parquet (cut,
 /// garbage), a column's Parquet type does not fit its Delta type, a value has no JSON form
@@ -135,9 +190,11 @@ pub fn write_jsonl(
     path: &Path,
     schema: &Schema,
     partition: &BTreeMap<String, Option<String>>,
+    deleted: Option<&roaring::RoaringTreemap>,
     out: &mut impl Write,
 ) -> Result<u64> {
     let builder = open_reader(file, path)?.with_batch_size(BATCH_ROWS);
+    refuse_variants(builder.schema(), schema, path)?;
     let declared = builder.metadata().file_metadata().num_rows();
     let reader = builder
         .build()
@@ -181,6 +238,9 @@ pub fn write_jsonl(
             .map(|c| c.and_then(|a| a.as_any_dictionary_opt()).map(|d| d.normalized_keys()))
             .collect();
         for r in 0..batch.num_rows() {
+            if deleted.is_some_and(|d| d.contains(rows + r as u64)) {
+                continue;
+            }
             line.clear();
             for (ci, c) in schema.columns.iter().enumerate() {
                 line.extend_from_slice(&prefixes[ci]);
@@ -225,7 +285,43 @@ pub fn write_jsonl(
             format!("data file's footer records {declared} rows, but {rows} were read"),
         ));
     }
-    Ok(rows)
+    let Some(d) = deleted else { return Ok(rows) };
+    if let Some(max) = d.max()
+        && max >= rows
+    {
+        return Err(corrupt(
+            path,
+            format!("its deletion vector deletes row index {max}, but the file holds {rows} rows"),
+        ));
+    }
+    Ok(rows - d.len())
+}
+
+/// Refuse a file that holds a Delta `variant` column (PROTOCOL "Variant Data Type"; tinydelta's
+/// `json` type): tinydelta reads its own `json` columns from JSONL data files and does not
+/// decode Parquet variants. Errors: [`Error::Unsupported`] naming the file and the column.
+fn refuse_variants(file: &arrow_schema::Schema, schema: &Schema, path: &Path) -> Result<()> {
+    fn has_json(ty: &ColumnType) -> bool {
+        match ty {
+            ColumnType::Json => true,
+            ColumnType::Array(e) => has_json(&e.ty),
+            ColumnType::Map(m) => has_json(&m.key) || has_json(&m.value.ty),
+            ColumnType::Struct(cols) => cols.iter().any(|c| has_json(&c.ty)),
+            _ => false,
+        }
+    }
+    for c in &schema.columns {
+        if has_json(&c.ty) && file.fields().iter().any(|f| f.name().eq_ignore_ascii_case(&c.name)) {
+            return Err(Error::Unsupported {
+                path: path.to_path_buf(),
+                what: format!(
+                    "column {} holds Parquet variant values (Delta type variant), which tinydelta does not decode",
+                    quoted(&c.name)
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The Arrow column of each schema column in `batch` (exact name, else the same name
@@ -442,7 +538,8 @@ fn value_json(a: &dyn Array, r: usize, ty: &ColumnType, out: &mut Vec<u8>) -> st
                 TimeUnit::Second => a.as_primitive::<TimestampSecondType>().value(r).checked_mul(1_000_000),
                 TimeUnit::Millisecond => a.as_primitive::<TimestampMillisecondType>().value(r).checked_mul(1000),
                 TimeUnit::Microsecond => Some(a.as_primitive::<TimestampMicrosecondType>().value(r)),
-                // Nanoseconds (Spark's INT96) are truncated towards the past to microseconds.
+                // Nanoseconds are truncated towards the past to microseconds (Spark's INT96
+                // columns are decoded to microseconds already: `int96_as_micros`).
                 TimeUnit::Nanosecond => Some(a.as_primitive::<TimestampNanosecondType>().value(r).div_euclid(1000)),
             }
             .ok_or_else(|| "timestamp out of range".to_string())?;

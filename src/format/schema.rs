@@ -184,7 +184,7 @@ impl ColumnType {
                 _ => match parse_decimal_args(s.strip_prefix("decimal")) {
                     Some(Ok(t)) => t,
                     Some(Err(why)) => return Err(format!("Delta type {s:?}: {why}")),
-                    None => return Err(format!("Delta type {s:?} is not one tinydelta reads")),
+                    None => return Err(format!("Delta type {s:?} {NOT_READ}")),
                 },
             });
         }
@@ -207,7 +207,7 @@ impl ColumnType {
             "map" => {
                 let key = sub("keyType")?;
                 if key.is_nested() || matches!(key, ColumnType::Binary) {
-                    return Err(format!("map keys of type {key} are not read (JSON object keys are strings)"));
+                    return Err(format!("map keys of type {key}: a type {NOT_READ} as a key (JSON object keys are strings)"));
                 }
                 Ok(ColumnType::Map(Box::new(MapType {
                     key,
@@ -218,7 +218,7 @@ impl ColumnType {
                 })))
             }
             "struct" => Ok(ColumnType::Struct(fields_from_delta(v, depth + 1)?)),
-            _ => Err(format!("Delta type {v} is not one tinydelta reads")),
+            _ => Err(format!("Delta type {v} {NOT_READ}")),
         }
     }
 }
@@ -296,6 +296,9 @@ fn write_struct(fields: &[Column], out: &mut String) {
     }
     out.push_str("]}");
 }
+
+/// How a type tinydelta has no mapping for is named in a schema error ([`Schema::refused`]).
+const NOT_READ: &str = "is not one tinydelta reads";
 
 /// The fields of a Delta `struct` type object. Errors as [`ColumnType::from_delta`]; also a
 /// field without a name or named twice (regardless of case).
@@ -678,6 +681,18 @@ impl Schema {
         let mut out = String::new();
         write_struct(&self.columns, &mut out);
         out
+    }
+
+    /// The error of a `schemaString` that [`Schema::from_schema_string`] refused with `reason`,
+    /// in the commit or checkpoint at `path`: [`Error::Unsupported`] when it names a type
+    /// tinydelta does not read (not damage: docs/FORMAT.md "Tables of other Delta writers"),
+    /// else [`Error::Corrupt`].
+    pub fn refused(path: std::path::PathBuf, reason: String) -> Error {
+        if reason.contains(NOT_READ) {
+            Error::Unsupported { path, what: reason }
+        } else {
+            Error::Corrupt { path, reason }
+        }
     }
 
     /// Parse `metaData.schemaString`. Errors: a message for [`Error::Corrupt`] when it is not a

@@ -230,6 +230,7 @@ pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
             modification_time: e.mtime,
             partition_values: e.pv,
             added_in: e.added_in,
+            deletion_vector: None,
         }));
     }
     if files.len() as u64 != header.num_files {
@@ -269,6 +270,11 @@ pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
 /// Write the checkpoint of `snap` unless one exists, beneath the table folder `root` (never
 /// through a symlinked `_tinydelta` or `checkpoints`). Errors: [`Error::Io`], [`Error::Corrupt`].
 pub fn write(root: &Dir, snap: &Snapshot) -> Result<()> {
+    // Its lines do not carry deletion vectors: a version with one is not checkpointed here
+    // (replay, or the table's own Delta checkpoints, build it).
+    if snap.files.iter().any(|f| f.deletion_vector.is_some()) {
+        return Ok(());
+    }
     let dir = root.create_dir("_tinydelta", 0o755)?.create_dir("checkpoints", 0o755)?;
     let target = file_name(snap.version);
     if dir.stat(&target)?.is_some() {

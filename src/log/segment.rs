@@ -212,14 +212,20 @@ impl LogSegment {
         checkpoints: impl FnOnce() -> Result<BTreeSet<u64>>,
     ) -> Result<LogSegment> {
         let log = root.join(crate::log::files::LOG_DIR);
-        let Some(&lowest) = listing.commits.first() else {
-            if let Some((name, _)) = listing.not_regular.iter().find(|(_, v)| *v == Some(0)) {
+        // A log of a checkpoint alone (every commit cleaned up) is a log segment too (PROTOCOL
+        // "Checkpoints"): its version is the newest checkpoint's, replayed from it with no
+        // commit after it.
+        let lowest = match (listing.commits.first(), listing.delta_checkpoints.last()) {
+            (Some(&lowest), _) => lowest,
+            (None, _) if listing.not_regular.iter().any(|(_, v)| *v == Some(0)) => {
+                let name = listing.not_regular.iter().find(|(_, v)| *v == Some(0)).map(|(n, _)| n.as_str());
                 return Err(Error::Corrupt {
-                    path: log.join(name),
+                    path: log.join(name.unwrap_or_default()),
                     reason: "version 0 is not a regular file".into(),
                 });
             }
-            return Err(Error::TableNotFound(root.to_path_buf()));
+            (None, Some(&c)) if c < u64::MAX => c + 1,
+            (None, _) => return Err(Error::TableNotFound(root.to_path_buf())),
         };
         // Where replay can start: version 0, or the newest checkpoint at or after the oldest
         // commit minus one (commits before it may have been cleaned up, Delta log retention).
@@ -247,7 +253,8 @@ impl LogSegment {
             .last()
             .copied()
             .unwrap_or(0)
-            .max(listing.not_regular.iter().filter_map(|(_, v)| *v).max().unwrap_or(0));
+            .max(listing.not_regular.iter().filter_map(|(_, v)| *v).max().unwrap_or(0))
+            .max(first);
         let mut end = first;
         let mut damage = None;
         // Walk the sorted commits from the start: the first version that is not the next one
@@ -408,5 +415,16 @@ mod tests {
             (4, Some(4), vec![4])
         );
         assert!(matches!(seg(&[], &[]), Err(Error::TableNotFound(_))));
+        // A log of a Delta checkpoint alone (every commit cleaned up): its version is the
+        // checkpoint's, replayed from it.
+        let l = Listing {
+            delta_checkpoints: [108].into_iter().collect(),
+            ..Default::default()
+        };
+        let s = LogSegment::new(Path::new("/t"), &l, || Ok(Default::default())).unwrap();
+        assert_eq!(
+            (s.first, s.end, s.start_checkpoint, s.damage.is_none()),
+            (108, 108, Some(108), true)
+        );
     }
 }

@@ -18,10 +18,17 @@ pub const READER_VERSION: i64 = 3;
 /// The Delta reader features tinydelta reads (PROTOCOL "Table Features"): `timestampNtz`
 /// (the `timestamp_ntz` type, docs/FORMAT.md "Column types"), `variantType` (tinydelta's `json`
 /// columns in JSONL data files; a Parquet variant column is refused by its reader),
-/// `vacuumProtocolCheck` (a rule for writers' vacuums),
+/// `vacuumProtocolCheck` (a rule for writers' vacuums), `deletionVectors` (the rows they delete
+/// are left out wherever rows are read, docs/FORMAT.md "Deletion vectors"),
 /// and `columnMapping` while `delta.columnMapping.mode` is `none`. Any other is refused
 /// naming it ([`Error::UnsupportedFeature`]).
-pub const READER_FEATURES: [&str; 4] = ["timestampNtz", "vacuumProtocolCheck", "columnMapping", "variantType"];
+pub const READER_FEATURES: [&str; 5] = [
+    "timestampNtz",
+    "vacuumProtocolCheck",
+    "columnMapping",
+    "variantType",
+    "deletionVectors",
+];
 
 /// Refuse a table tinydelta cannot read correctly: a reader version above [`READER_VERSION`],
 /// a reader feature outside [`READER_FEATURES`], or column mapping in use (reader version 2 or
@@ -121,12 +128,17 @@ pub struct FileEntry {
     /// The version whose commit holds the `add` action that made the file live (read it again
     /// with [`crate::table::Table::add_action`]; snapshots keep no stats, to stay small).
     pub added_in: u64,
+    /// The `add`'s deletion vector (PROTOCOL "Deletion Vectors"): the data file's rows at its
+    /// indexes are not rows of the table. `num_records` counts the rows left.
+    pub deletion_vector: Option<Arc<crate::format::dv::DeletionVector>>,
 }
 
 impl FileEntry {
     /// The live file an `add` action of `version`'s commit makes.
     pub fn from_add(add: &crate::format::actions::Add, version: u64) -> FileEntry {
-        let rows = add.num_records();
+        let dv = add.deletion_vector.as_deref().cloned().map(Arc::new);
+        let deleted = dv.as_ref().map_or(0, |d| u64::try_from(d.cardinality).unwrap_or(0));
+        let rows = add.num_records().map(|n| n.saturating_sub(deleted));
         FileEntry {
             num_records: rows.unwrap_or(0),
             has_stats: rows.is_some(),
@@ -135,7 +147,20 @@ impl FileEntry {
             partition_values: add.partition_values.clone(),
             added_in: version,
             path: add.path.clone(),
+            deletion_vector: dv,
         }
+    }
+
+    /// `uniqueId` of its deletion vector (PROTOCOL "Derived Fields"), `None` without one: a
+    /// logical file is its path and this.
+    pub fn dv_id(&self) -> Option<String> {
+        self.deletion_vector.as_ref().map(|d| d.unique_id())
+    }
+
+    /// Whether its rows are served converted (through the converted-rows cache, docs/FORMAT.md
+    /// "Parquet data files"): a Parquet data file, or any file with a deletion vector.
+    pub fn converted(&self) -> bool {
+        crate::format::parquet::is_parquet_name(&self.path) || self.deletion_vector.is_some()
     }
 }
 
@@ -317,11 +342,17 @@ impl Replay {
         files.push(Some(entry));
     }
 
-    /// Remove live `path`; `false` when it is not live.
-    fn remove_file(&mut self, path: &str) -> bool {
+    /// Remove live `path` whose deletion vector's `uniqueId` is `dv_id` (PROTOCOL "Action
+    /// Reconciliation": a logical file is its path and its DV; a DELETE removes the file with its
+    /// old DV and adds it with the new one, in either order); `false` when it is not live.
+    fn remove_file(&mut self, path: &str, dv_id: Option<&str>) -> bool {
         let h = self.hash(path);
         let files = &mut self.files;
-        let Ok(e) = self.index.find_entry(h, |&s| files[s].as_ref().is_some_and(|f| f.path == path)) else {
+        let Ok(e) = self.index.find_entry(h, |&s| {
+            files[s]
+                .as_ref()
+                .is_some_and(|f| f.path == path && f.dv_id().as_deref() == dv_id)
+        }) else {
             return false;
         };
         let (s, _) = e.remove();
@@ -386,7 +417,9 @@ impl Replay {
             self.add_file(Arc::new(FileEntry::from_add(add, version)));
         }
         if let Some(r) = &a.remove
-            && !self.remove_file(&r.path)
+            && !self
+                .remove_file(&r.path, r.deletion_vector.as_ref().map(|d| d.unique_id()).as_deref())
+
         {
             let first = &mut self.stray_removes.0;
             if first.is_none() {
@@ -533,10 +566,14 @@ impl Replay {
             reason: "no protocol action at or before this version".into(),
         })?;
         check_readable(root, &protocol, Some(&metadata))?;
-        let schema = Schema::from_schema_string(&metadata.schema_string).map_err(|reason| Error::Corrupt {
-            path: log_path(),
-            reason,
-        })?;
+        // Databricks DLT writes a first metaData without schemaString: no rows to read yet.
+        if metadata.schema_string.is_empty() {
+            return Err(Error::NoSchema {
+                table: root.to_path_buf(),
+                version,
+            });
+        }
+        let schema = Schema::from_schema_string(&metadata.schema_string).map_err(|reason| Schema::refused(log_path(), reason))?;
         let mut files = Vec::with_capacity(self.files.len() - self.holes);
         files.extend(self.files.iter().flatten().cloned());
         Ok(Snapshot {

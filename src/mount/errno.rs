@@ -124,6 +124,8 @@ fn table_errno(e: &crate::error::Error) -> i32 {
         | Error::MisnamedParquet { .. }
         | Error::UnsupportedProtocol { .. }
         | Error::UnsupportedFeature { .. }
+        | Error::Unsupported { .. }
+        | Error::NoSchema { .. }
         | Error::NotDurable { .. }
         | Error::ExportRefused { .. }
         // changes.jsonl exists; the range of a vacuumed version cannot be read.

@@ -36,3 +36,12 @@ pub mod view;
 pub fn printable(s: &str) -> String {
     s.escape_debug().to_string()
 }
+
+/// A sentence of tinydelta's (an error's message, which quotes what it names) for one log line:
+/// as the CLI prints it, with only control characters escaped (`\n`, `\u{1b}`), so it cannot
+/// forge log lines either (docs/SECURITY.md "What holds").
+pub fn printable_sentence(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { c.escape_debug().to_string() } else { c.to_string() })
+        .collect()
+}

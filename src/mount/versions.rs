@@ -592,6 +592,9 @@ pub struct Versions {
     /// body with another stamp): their files are opened without keep-cache from then on, so the
     /// kernel drops pages it cached from the old commit's rows (same size, same inode number).
     replaced: Mutex<std::collections::HashSet<u64>>,
+    /// Versions whose refusal (a feature or type tinydelta does not implement, or damage) was
+    /// logged: each is logged once, at warn level (docs/MOUNT.md "Errno table").
+    refused: Mutex<std::collections::HashSet<u64>>,
 }
 
 impl Versions {
@@ -613,6 +616,7 @@ impl Versions {
             bodies: Mutex::new(Lru::with_budget(4096, usize::try_from(bytes).unwrap_or(usize::MAX))),
             tip: Mutex::new(None),
             replaced: Mutex::new(Default::default()),
+            refused: Mutex::new(Default::default()),
         })
     }
 
@@ -728,8 +732,21 @@ impl Versions {
         Ok(())
     }
 
-    /// The body of `version` (log replay on a cache miss).
+    /// The body of `version` (log replay on a cache miss). A refusal (a feature or type
+    /// tinydelta does not implement, a version without schema) or damage is logged once per
+    /// version at warn level, with the sentence the CLI prints.
     pub fn body(&self, version: u64) -> FsResult<Arc<VersionBody>> {
+        let body = self.build_body(version);
+        if let Err(FsError::Table(e)) = &body
+            && (e.is_unsupported() || e.is_damage() || matches!(e, Error::NoSchema { .. }))
+            && lock(&self.refused).insert(version)
+        {
+            log::warn!("v/{version}: {}", super::printable_sentence(&e.to_string()));
+        }
+        body
+    }
+
+    fn build_body(&self, version: u64) -> FsResult<Arc<VersionBody>> {
         let stamp = self.table.commit_stamp(version);
         if let Some(b) = lock(&self.bodies).get(&version) {
             if Some(b.stamp) == stamp {
@@ -743,7 +760,7 @@ impl Versions {
         // read of a version naming it), never at mount time.
         let mut files = Vec::with_capacity(snap.files.len());
         for f in &snap.files {
-            if crate::format::parquet::is_parquet_name(&f.path) {
+            if f.converted() {
                 let c = self
                     .table
                     .converted(f, &snap.schema)
@@ -762,7 +779,7 @@ impl Versions {
             parquet: snap
                 .files
                 .iter()
-                .filter(|f| crate::format::parquet::is_parquet_name(&f.path))
+                .filter(|f| f.converted())
                 .map(|f| (f.path.clone(), f.size))
                 .collect(),
             stamp: stamp.unwrap_or(CommitStamp::UNKNOWN),

@@ -661,7 +661,12 @@ impl TableView {
                     (Node::VersionDir(v).ino(), Kind::Dir, ".".to_string()),
                     (inode::V_DIR, Kind::Dir, "..".to_string()),
                 ];
-                let gone = self.versions.data_gone(v)?;
+                // A version tinydelta refuses (a feature it does not implement, no schema) is
+                // still listed: only reading its files fails (EIO), and the log says why.
+                let gone = match self.versions.data_gone(v) {
+                    Err(FsError::Table(e)) if e.is_unsupported() || matches!(e, crate::error::Error::NoSchema { .. }) => false,
+                    other => other?,
+                };
                 for f in VersionFile::ALL
                     .into_iter()
                     .filter(|f| !(gone && *f == VersionFile::Data))

@@ -110,7 +110,7 @@ impl Live {
         Live {
             size: f.size,
             rows: f.has_stats.then_some(f.num_records),
-            parquet: crate::format::parquet::is_parquet_name(&f.path).then(|| Arc::new(f.clone())),
+            parquet: f.converted().then(|| Arc::new(f.clone())),
         }
     }
 }
@@ -268,16 +268,7 @@ impl ChangeFeed {
         }
         for a in c.actions.iter().filter_map(|a| a.add.as_ref()) {
             let p = a.path.as_str();
-            let rows = a.num_records();
-            let now = Live::of(&crate::log::snapshot::FileEntry {
-                path: a.path.clone(),
-                size: a.size,
-                num_records: rows.unwrap_or(0),
-                has_stats: rows.is_some(),
-                modification_time: a.modification_time,
-                partition_values: a.partition_values.clone(),
-                added_in: v,
-            });
+            let now = Live::of(&crate::log::snapshot::FileEntry::from_add(a, v));
             let was_live = came.insert(p, now.clone()).is_some() || (self.live.contains_key(p) && !gone.contains(p));
             if a.data_change && !was_live && !removes.contains(p) {
                 inserts.push((a.path.clone(), now));
@@ -368,10 +359,14 @@ impl ChangeFeed {
 }
 
 fn parse_schema(table: &Table, v: u64, schema_string: &str) -> Result<crate::format::schema::Schema> {
-    crate::format::schema::Schema::from_schema_string(schema_string).map_err(|reason| Error::Corrupt {
-        path: table.commit_path(v),
-        reason,
-    })
+    if schema_string.is_empty() {
+        return Err(Error::NoSchema {
+            table: table.root().to_path_buf(),
+            version: v,
+        });
+    }
+    crate::format::schema::Schema::from_schema_string(schema_string)
+        .map_err(|reason| crate::format::schema::Schema::refused(table.commit_path(v), reason))
 }
 
 /// Count the rows (newlines) of a data file whose `add.stats` records none.

@@ -253,7 +253,7 @@ fn check_versions(table: &Table, first: u64, end: u64, deep: bool, report: &mut 
                     && let Some(&entry) = latest_by_path.get(path.as_str())
                 {
                     let full = table.root().join(path);
-                    if crate::format::parquet::is_parquet_name(path) {
+                    if entry.converted() {
                         // Converting a Parquet file reads every row and checks the count: from
                         // the Parquet file itself, never from the converted-rows cache.
                         if let Err(e) = crate::table::parquet_cache::convert_fresh(table.dir(), entry, &latest.schema, false) {

@@ -523,6 +523,7 @@ fn run_change(
                 extended_file_metadata: Some(true),
                 partition_values: Some(BTreeMap::new()),
                 size: Some(f.size),
+                deletion_vector: f.deletion_vector.as_deref().cloned().map(Box::new),
             })
         }));
         actions.extend(new_adds.iter().cloned().map(Action::add));

@@ -129,6 +129,7 @@ fn write_bin(table: &Table, schema: &crate::format::schema::Schema, inputs: &[&F
             data_change: false,
             stats: Some(stats.to_stats_json(schema)),
             parsed_rows: Default::default(),
+            deletion_vector: None,
         })
     })();
     if result.is_err() {
@@ -279,6 +280,7 @@ pub fn optimize(table: &Table, opts: &OptimizeOptions) -> Result<OptimizeReport>
                 extended_file_metadata: Some(true),
                 partition_values: Some(BTreeMap::new()),
                 size: Some(f.size),
+                deletion_vector: f.deletion_vector.as_deref().cloned().map(Box::new),
             })
         }));
         actions.extend(adds.iter().cloned().map(Action::add));
@@ -423,6 +425,7 @@ mod tests {
             modification_time: 0,
             partition_values: Default::default(),
             added_in: 1,
+            deletion_vector: None,
         })
     }
 

@@ -87,7 +87,7 @@ impl Table {
     /// file and its length in bytes. Errors: as [`Table::open_data_file`] and
     /// [`crate::table::parquet_cache::converted`].
     pub fn open_rows(&self, f: &crate::log::snapshot::FileEntry, schema: &Schema) -> Result<(File, u64)> {
-        if is_parquet_name(&f.path) {
+        if f.converted() {
             let c = self.converted(f, schema)?;
             return Ok((c.open()?, c.len));
         }
@@ -99,7 +99,7 @@ impl Table {
     /// the writers that turn rows into new data (`optimize`, `export`). Errors: as
     /// [`Table::open_rows`].
     pub fn open_rows_fresh(&self, f: &crate::log::snapshot::FileEntry, schema: &Schema) -> Result<(File, u64)> {
-        if is_parquet_name(&f.path)
+        if f.converted()
             && let Some(out) = crate::table::parquet_cache::convert_fresh(&self.dir, f, schema, true)?
         {
             return Ok(out);
@@ -129,7 +129,7 @@ impl Table {
             // A Parquet data file must also convert (read once, then from the cache): `describe`
             // never reports a version `read` refuses.
             let checked = stat_data_file(&self.dir, &f.path, f.size).and_then(|()| {
-                if is_parquet_name(&f.path) {
+                if f.converted() {
                     self.converted(f, &snapshot.schema).map(|_| ())
                 } else {
                     Ok(())
@@ -303,4 +303,5 @@ pub(super) fn parquet_error(path: PathBuf) -> Error {
 pub fn is_unsupported_format(e: &Error) -> bool {
     matches!(e, Error::MisnamedParquet { .. })
 }
+
 

@@ -6,6 +6,7 @@
 
 pub mod commit;
 mod datafile;
+pub mod dv;
 pub mod history;
 pub mod parquet_cache;
 pub mod request;
@@ -507,7 +508,12 @@ impl Table {
         let path = self.log_dir.join(&name);
         let (mut f, st) = match self.log.open_file_stat(&name) {
             Ok(f) => f,
-            Err(e) if not_found(&e) => return Err(self.missing(version)),
+            Err(e) if not_found(&e) => {
+                return match self.cleaned_up_start(version)? {
+                    Some(c) => Ok(c),
+                    None => Err(self.missing(version)),
+                };
+            }
             Err(Error::Corrupt { .. }) => {
                 return Err(files::damaged(
                     &path,
@@ -532,6 +538,29 @@ impl Table {
     /// [`Table::read_commit`].
     pub fn check_commit(&self, version: u64) -> Result<Commit> {
         self.scan_commit(version, |_| Ok(()))
+    }
+
+    /// The commit of `version` when the segment starts at its Delta checkpoint and the commit
+    /// itself was cleaned up (a log of a checkpoint alone, or whose commit of the checkpoint's
+    /// version is gone: PROTOCOL "Checkpoints"): no actions (the checkpoint holds the state), no
+    /// commitInfo, the checkpoint file's mtime as its time (docs/FORMAT.md "The log segment").
+    /// `None` for any other missing commit.
+    fn cleaned_up_start(&self, version: u64) -> Result<Option<Commit>> {
+        let seg = self.segment()?;
+        if seg.first != version || seg.start_checkpoint != Some(version) || !seg.delta_checkpoints.contains(&version) {
+            return Ok(None);
+        }
+        let Ok(names) = self.delta_checkpoint_files(version) else {
+            return Ok(None);
+        };
+        let (_, st) = self.log.open_file_stat(&names[0])?;
+        Ok(Some(Commit {
+            version,
+            actions: Vec::new(),
+            info: None,
+            mtime_ms: st.st_mtime.saturating_mul(1000),
+            len: 0,
+        }))
     }
 
     /// The error for a version whose commit is not there: a hole (damage) or not found.
@@ -674,7 +703,7 @@ impl Table {
                     base = Some(Arc::new(snap));
                     break;
                 }
-                Err(e @ (Error::UnsupportedFeature { .. } | Error::UnsupportedProtocol { .. })) => return Err(e),
+                Err(e) if e.is_unsupported() || matches!(e, Error::NoSchema { .. }) => return Err(e),
                 Err(e) => ::log::warn!("ignoring Delta checkpoint of version {d}: {e}"),
             }
         }

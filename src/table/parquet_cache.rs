@@ -218,12 +218,13 @@ pub fn path_hash(path: &str) -> String {
 
 /// The name prefix of `file`'s cache entries under `schema`: `<path hash>-<size>-<schema hash>-`.
 fn prefix(file: &FileEntry, schema: &Schema) -> String {
-    format!(
-        "{}-{}-{:016x}-",
-        path_hash(&file.path),
-        file.size,
-        fnv(0xcbf2_9ce4_8422_2325, schema.to_schema_string().as_bytes())
-    )
+    // The rows also depend on the deletion vector (PROTOCOL "Deletion Vectors"): its uniqueId
+    // joins the schema's hash.
+    let mut h = fnv(0xcbf2_9ce4_8422_2325, schema.to_schema_string().as_bytes());
+    if let Some(id) = file.dv_id() {
+        h = fnv(h, id.as_bytes());
+    }
+    format!("{}-{}-{h:016x}-", path_hash(&file.path), file.size)
 }
 
 /// The path hash of a cache file name (its first 32 characters), if it is one.
@@ -487,6 +488,7 @@ fn convert(
     out_path: &Path,
 ) -> Result<u64> {
     let data_path = root.join(&file.path);
+    let deleted = crate::table::dv::deleted_rows(root, file)?;
     let src = source.try_clone().map_err(|e| Error::io("open", &data_path, e))?;
     let limits = limits();
     let cap = limits.cap(file.size);
@@ -497,7 +499,7 @@ fn convert(
         next_check: GONE_CHECK_BYTES,
     };
     let rows = crate::format::parquet::contained(&data_path, || {
-        crate::format::parquet::write_jsonl(src, &data_path, schema, &file.partition_values, &mut capped)
+        crate::format::parquet::write_jsonl(src, &data_path, schema, &file.partition_values, deleted.as_ref(), &mut capped)
     })
     .map_err(|e| match e {
             Error::Io { source, .. } if matches!(stop_of(&source), Some(Stop::Cap)) => Error::Corrupt {

@@ -273,6 +273,7 @@ impl Table {
             data_change: true,
             stats: Some(stats.to_stats_json(schema)),
             parsed_rows: Default::default(),
+            deletion_vector: None,
         }
     }
 
@@ -621,6 +622,7 @@ impl Table {
                     extended_file_metadata: Some(true),
                     partition_values: Some(BTreeMap::new()),
                     size: Some(f.size),
+                    deletion_vector: f.deletion_vector.as_deref().cloned().map(Box::new),
                 })
             })
             .collect()

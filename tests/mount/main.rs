@@ -12,6 +12,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod any_table;
 mod bounds;
 mod changes;
 mod cli_mount;

@@ -14,48 +14,6 @@ use serde_json::Value;
 use crate::support::mount::*;
 use crate::support::user;
 
-/// Run `script` with the deltalake Python (`sys.argv[1]` = `table`); its stdout. The script
-/// ends with `os._exit(0)` once its output is flushed: deltalake's runtime threads can abort the
-/// interpreter's teardown ("terminate called without an active exception") on a loaded machine,
-/// after all the work is done.
-fn py(script: &str, table: &Path) -> Vec<u8> {
-    let py = python(&["deltalake", "pyarrow"]);
-    let script = format!("{script}\nimport os as _os, sys as _sys\n_sys.stdout.flush()\n_os._exit(0)\n");
-    let out = std::process::Command::new(&py)
-        .arg("-c")
-        .arg(&script)
-        .arg(table)
-        .output()
-        .expect("run python");
-    assert!(
-        out.status.success(),
-        "python failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-/// A fixture around an empty folder (the table is made by the test).
-fn fixture() -> Fixture {
-    require_fuse();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let table = dir.path().join("t");
-    let mnt = dir.path().join("mnt");
-    fs::create_dir(&mnt).unwrap();
-    Fixture { dir, table, mnt }
-}
-
-/// `tinydelta ARGS`: (exit code, stdout, stderr).
-fn td_any(args: &[&str]) -> (i32, Vec<u8>, String) {
-    let out = run(TD_BIN, args);
-    (
-        out.status.code().unwrap_or(-1),
-        out.stdout,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// Every line of `jsonl` parsed and printed again with sorted keys, sorted: a multiset of typed
 /// rows (ints stay ints, floats floats, strings strings).
 fn multiset(jsonl: &[u8]) -> Vec<String> {
@@ -97,7 +55,7 @@ const APPENDED: &str = concat!(
 
 /// A tinydelta table with the columns of [`APPEND`]; its path as a string.
 fn typed_table() -> (Fixture, String) {
-    let f = fixture();
+    let f = empty_fixture();
     let t = f.t();
     let schema = [
         "id:int!",
@@ -361,7 +319,7 @@ print(json.dumps(out))
 /// Parquet checkpoint and the versions from it on still read the same.
 #[test]
 fn a_table_made_by_deltalake_mounts_and_every_version_matches_deltalake() {
-    let f = fixture();
+    let f = empty_fixture();
     let expected: Vec<Vec<Value>> = serde_json::from_slice(&py(DELTALAKE_TABLE, &f.table)).unwrap();
     assert_eq!(expected.len(), 51);
     let checkpoints: Vec<_> = fs::read_dir(f.table.join("_delta_log"))
@@ -436,7 +394,7 @@ fn a_table_made_by_deltalake_mounts_and_every_version_matches_deltalake() {
 /// reads (timestampNtz, as deltalake writes it) is read.
 #[test]
 fn unsupported_reader_features_are_refused_by_name() {
-    let f = fixture();
+    let f = empty_fixture();
     py(
         r#"
 import sys, datetime, pyarrow as pa
@@ -461,12 +419,15 @@ write_deltalake(sys.argv[1], pa.table({"n": pa.array([datetime.datetime(2024, 1,
     };
     fs::write(
         f.table.join("_delta_log/00000000000000000001.json"),
-        commit("[\"timestampNtz\",\"deletionVectors\"]"),
+        commit("[\"timestampNtz\",\"catalogManaged\"]"),
     )
     .unwrap();
     let (code, out, err) = td_any(&["read", &t]);
     assert_eq!(code, 1, "{err}");
-    assert!(out.is_empty() && err.contains("deletionVectors"), "{err}");
+    assert!(
+        out.is_empty() && err.contains("\"catalogManaged\", unsupported"),
+        "{err}"
+    );
     assert_eq!(lines(&f.td(&["read", &t, "--version", "0"])).len(), 1);
     let _m = f.mount();
     assert_eq!(
@@ -480,7 +441,7 @@ write_deltalake(sys.argv[1], pa.table({"n": pa.array([datetime.datetime(2024, 1,
 /// written into the table.
 #[test]
 fn a_reader_who_cannot_write_the_table_caches_in_their_own_folder() {
-    let f = fixture();
+    let f = empty_fixture();
     py(
         r#"
 import sys, pyarrow as pa
@@ -519,7 +480,7 @@ write_deltalake(sys.argv[1], pa.table({"id": pa.array([1, 2], pa.int64()), "s": 
 /// .parquet`, all parts) starts replay like a classic one; one with a part missing is not used.
 #[test]
 fn a_multi_part_checkpoint_starts_replay() {
-    let f = fixture();
+    let f = empty_fixture();
     py(
         r#"
 import sys, pyarrow as pa, pyarrow.parquet as pq
@@ -579,7 +540,7 @@ for i, part in enumerate([t.slice(0, half), t.slice(half)], start=1):
 /// `check --deep`, `optimize` and `export` serve the Parquet file's own rows.
 #[test]
 fn a_cache_entry_planted_by_another_user_is_ignored() {
-    let f = fixture();
+    let f = empty_fixture();
     let t = f.t();
     f.td(&["create", &t, "id:int", "s:str"]);
     let one = f.dir.path().join("one.jsonl");
@@ -661,7 +622,7 @@ write_deltalake(sys.argv[1], pa.table({"id": pa.array([1, 2], pa.int64()), "s": 
 /// the converted rows of what the file was.
 #[test]
 fn a_resized_or_deleted_parquet_file_is_eio_in_the_mount() {
-    let f = fixture();
+    let f = empty_fixture();
     py(
         r#"
 import sys, pyarrow as pa
@@ -705,7 +666,7 @@ write_deltalake(sys.argv[1], pa.table({"id": pa.array([1, 2], pa.int64())}))
 /// converted, naming the file, the row and the column, as in JSONL data; `check --deep` says so.
 #[test]
 fn a_null_in_a_not_null_column_of_a_parquet_file_is_refused() {
-    let f = fixture();
+    let f = empty_fixture();
     let t = f.t();
     py(
         r#"
@@ -770,7 +731,7 @@ fn negative_chunk_start(good: &[u8], scratch: &Path) -> Vec<u8> {
 /// daemon lives on (docs/FORMAT.md "Parquet data files").
 #[test]
 fn a_negative_column_chunk_offset_is_an_error_not_a_panic() {
-    let f = fixture();
+    let f = empty_fixture();
     f.td(&["create", &f.t(), "id:int!", "s:str"]);
     let rows = f.dir.path().join("rows.jsonl");
     fs::write(&rows, "{\"id\":1,\"s\":\"a\"}\n{\"id\":2,\"s\":\"b\"}\n").unwrap();

@@ -380,3 +380,86 @@ impl Drop for Mount {
         }
     }
 }
+
+/// A fixture around an empty folder `t` (the table is made by the test).
+pub fn empty_fixture() -> Fixture {
+    require_fuse();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let table = dir.path().join("t");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    Fixture { dir, table, mnt }
+}
+
+/// Run `script` with the deltalake Python (`sys.argv[1]` = `table`); its stdout. The script
+/// ends with `os._exit(0)` once its output is flushed: deltalake's runtime threads can abort the
+/// interpreter's teardown ("terminate called without an active exception") on a loaded machine,
+/// after all the work is done.
+pub fn py(script: &str, table: &Path) -> Vec<u8> {
+    let py = python(&["deltalake", "pyarrow"]);
+    let script = format!("{script}\nimport os as _os, sys as _sys\n_sys.stdout.flush()\n_os._exit(0)\n");
+    let out = std::process::Command::new(&py)
+        .arg("-c")
+        .arg(&script)
+        .arg(table)
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "python failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// `tinydelta ARGS`: (exit code, stdout, stderr).
+pub fn td_any(args: &[&str]) -> (i32, Vec<u8>, String) {
+    let out = run(TD_BIN, args);
+    (
+        out.status.code().unwrap_or(-1),
+        out.stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The Python of `.venv-delta` (DuckDB with its delta extension, from the pip package
+/// `duckdb-extension-delta`): `$TINYDELTA_DELTA_PYTHON`, else the repo's `.venv-delta/bin/python`.
+pub fn delta_python() -> String {
+    std::env::var("TINYDELTA_DELTA_PYTHON").unwrap_or_else(|_| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(".venv-delta/bin/python")
+            .display()
+            .to_string()
+    })
+}
+
+/// Run `query` in DuckDB over view `t` = `delta_scan(table)` (the newest version): each row's
+/// values joined by tabs, one line per row.
+pub fn delta_scan(table: &Path, query: &str) -> String {
+    let script = r#"
+import duckdb, os, sys, duckdb_extension_delta
+base = os.path.join(os.path.dirname(duckdb_extension_delta.__file__), "extensions")
+ext = [os.path.join(base, v, "delta.duckdb_extension") for v in sorted(os.listdir(base))][-1]
+con = duckdb.connect()
+con.execute("SET TimeZone = 'UTC'")
+con.execute("LOAD '" + ext.replace("'", "''") + "'")
+con.execute("CREATE VIEW t AS SELECT * FROM delta_scan('" + sys.argv[1].replace("'", "''") + "')")
+for row in con.execute(sys.argv[2]).fetchall():
+    print("\t".join("NULL" if v is None else str(v) for v in row))
+"#;
+    let out = Command::new(delta_python())
+        .arg("-c")
+        .arg(script)
+        .arg(table)
+        .arg(query)
+        .output()
+        .expect("run the DuckDB python (TINYDELTA_DELTA_PYTHON)");
+    assert!(
+        out.status.success(),
+        "DuckDB delta_scan failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -906,6 +906,7 @@ impl Dest {
             extended_file_metadata: Some(size.is_some()),
             partition_values: Some(BTreeMap::new()),
             size,
+            deletion_vector: None,
         }
     }
 
@@ -933,15 +934,7 @@ impl Dest {
         let src_path = source.root().join(&add.path);
         // Its rows as canonical JSONL: the JSONL file itself, or a Parquet data file (another
         // Delta writer's append) converted by the read side.
-        let entry = crate::log::snapshot::FileEntry {
-            path: add.path.clone(),
-            size: add.size,
-            num_records: add.num_records().unwrap_or(0),
-            has_stats: add.num_records().is_some(),
-            modification_time: add.modification_time,
-            partition_values: add.partition_values.clone(),
-            added_in: version,
-        };
+        let entry = crate::log::snapshot::FileEntry::from_add(add, version);
         let (file, _) = source
             .open_rows_fresh(&entry, &snap.schema)
             .map_err(|e| crate::table::history::explain_missing(source, version, &add.path, e))?;
@@ -1002,6 +995,7 @@ impl Dest {
             data_change: true,
             stats: Some(w.stats),
             parsed_rows: Default::default(),
+            deletion_vector: None,
         })
     }
 
@@ -1101,6 +1095,7 @@ mod tests {
                 data_change: true,
                 stats: Some(r#"{"numRecords":3}"#.into()),
                 parsed_rows: Default::default(),
+                deletion_vector: None,
             })
         };
         let remove = |p: &str| {
@@ -1111,6 +1106,7 @@ mod tests {
                 extended_file_metadata: Some(true),
                 partition_values: Some(BTreeMap::new()),
                 size: Some(10),
+                deletion_vector: None,
             })
         };
         let foreign = |op: &str, mode: Option<&str>| CommitInfo {
