@@ -21,6 +21,11 @@ use crate::format::schema::{ColumnType, Schema};
 /// Longest expression text accepted, in bytes (docs/CLI.md "Row-level changes").
 pub const MAX_EXPR_BYTES: usize = 64 << 10;
 
+/// The most operators (`AND`, `OR`, `NOT`, comparisons, arithmetic) one expression may have:
+/// evaluation walks the expression tree recursively, so its depth is bounded (docs/CLI.md
+/// "Row-level changes").
+pub const MAX_EXPR_OPERATORS: usize = 1000;
+
 /// A value during evaluation. `Null` is SQL's NULL (and "unknown" for conditions).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Val {
@@ -209,9 +214,33 @@ fn invalid(what: &str, text: &str, why: impl std::fmt::Display) -> Error {
 /// Parse `text` as one SQL expression (generic dialect), the whole text.
 fn parse(what: &str, text: &str) -> Result<Ast> {
     if text.len() > MAX_EXPR_BYTES {
-        return Err(invalid(what, &text[..64], format!("is longer than {MAX_EXPR_BYTES} bytes")));
+        return Err(invalid(what, text, format!("is longer than {MAX_EXPR_BYTES} bytes")));
     }
     let dialect = GenericDialect {};
+    // A chain of operators (`a OR b OR c ...`) parses without recursion into a tree as deep as
+    // it is long, which type checking and evaluation walk recursively: bound its length.
+    let tokens = sqlparser::tokenizer::Tokenizer::new(&dialect, text)
+        .tokenize()
+        .map_err(|e| invalid(what, text, e))?;
+    let operators = tokens
+        .iter()
+        .filter(|t| match t {
+            Token::Word(w) => matches!(
+                w.keyword,
+                sqlparser::keywords::Keyword::AND | sqlparser::keywords::Keyword::OR | sqlparser::keywords::Keyword::NOT
+            ),
+            Token::Whitespace(_) | Token::Number(..) | Token::SingleQuotedString(_) | Token::Comma => false,
+            Token::LParen | Token::RParen | Token::Period => false,
+            _ => true,
+        })
+        .count();
+    if operators > MAX_EXPR_OPERATORS {
+        return Err(invalid(
+            what,
+            text,
+            format!("has {operators} operators; at most {MAX_EXPR_OPERATORS} are allowed"),
+        ));
+    }
     let mut p = Parser::new(&dialect)
         .try_with_sql(text)
         .map_err(|e| invalid(what, text, e))?;
@@ -708,10 +737,13 @@ impl Assignment {
     /// The new value's JSON text for `row`, of the column's type (a decimal rounded half up
     /// to the column's scale, as Delta's store assignment does). Errors: the reason (overflow,
     /// division by zero, a float that is not an integer for an int column).
-    pub fn value_json(&self, row: &Row<'_>) -> std::result::Result<String, String> {
-        let v = eval(&self.expr.node, row)?;
+    ///
+    /// The error is `(reason, fits)`: `fits` false when the value was computed but the column
+    /// cannot hold it (bad data), true when evaluating failed.
+    pub fn value_json(&self, row: &Row<'_>) -> std::result::Result<String, (String, bool)> {
+        let v = eval(&self.expr.node, row).map_err(|why| (why, true))?;
         let _ = self.expr.kind;
-        to_json(&v, &self.ty).map_err(|why| format!("the value for {}: {why}", crate::util::quote::quoted(&self.column)))
+        to_json(&v, &self.ty).map_err(|why| (why, false))
     }
 }
 
@@ -1256,9 +1288,10 @@ mod tests {
             assert!(Assignment::parse(&s, bad).is_err(), "{bad}");
         }
         let div = Assignment::parse(&s, "id = id / 0").unwrap();
-        assert!(div.value_json(&row).is_err());
+        assert!(div.value_json(&row).unwrap_err().1, "division by zero fails evaluating");
         let f = Assignment::parse(&s, "id = x").unwrap();
-        assert!(f.value_json(&row).unwrap_err().contains("\"id\""));
+        let (why, evaluating) = f.value_json(&row).unwrap_err();
+        assert!(!evaluating && why.contains("is not an integer"), "{why}");
     }
 
     #[test]

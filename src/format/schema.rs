@@ -482,6 +482,9 @@ impl<'a> TypeParser<'a> {
                     self.skip_ws();
                     let name_at = self.at;
                     let name: std::borrow::Cow<'a, str> = match quoted_name(&self.s[name_at..]) {
+                        Some(Ok((name, _))) if name.is_empty() => {
+                            return Err(self.err(name_at, "a field name cannot be empty"));
+                        }
                         Some(Ok((name, len))) => {
                             self.at += len;
                             name.into()
@@ -727,6 +730,49 @@ impl Schema {
         s
     }
 
+    /// Refuse a schema that schema evolution (`alter add-column`, `append --merge-schema`)
+    /// would make but a table may not have (docs/FORMAT.md "Schema evolution"): as `create`
+    /// refuses them, a reserved or empty name, names equal regardless of case, or types nested
+    /// deeper than [`MAX_TYPE_DEPTH`] (its `schemaString` must read back as itself).
+    ///
+    /// Errors: [`Error::InvalidArgument`] saying which.
+    pub fn check_evolved(&self) -> Result<()> {
+        self.check_unique_names()?;
+        fn empty(cols: &[Column], at: &str) -> Option<String> {
+            for c in cols {
+                let path = if at.is_empty() { c.name.clone() } else { format!("{at}.{}", c.name) };
+                if c.name.is_empty() {
+                    return Some(path);
+                }
+                let mut ty = &c.ty;
+                loop {
+                    ty = match ty {
+                        ColumnType::Array(e) => &e.ty,
+                        ColumnType::Map(m) => &m.value.ty,
+                        _ => break,
+                    };
+                }
+                if let ColumnType::Struct(f) = ty
+                    && let Some(p) = empty(f, &path)
+                {
+                    return Some(p);
+                }
+            }
+            None
+        }
+        if let Some(p) = empty(&self.columns, "") {
+            return Err(Error::InvalidArgument(format!(
+                "the schema would have an empty column or field name (at {}); rename the key",
+                quoted(&p)
+            )));
+        }
+        match Schema::from_schema_string(&self.to_schema_string()) {
+            Ok(back) if back == *self => Ok(()),
+            Ok(_) => Err(Error::Internal("a schema does not read back as itself from its schemaString".into())),
+            Err(why) => Err(Error::InvalidArgument(format!("the schema would not be one a table may have: {why}"))),
+        }
+    }
+
     /// This schema with the columns and struct fields of `incoming` that it lacks added at the
     /// end of their struct, all nullable (Delta `mergeSchema`: docs/CLI.md "Adding columns while
     /// appending"). A name that exists (regardless of case) keeps its type: structs are merged
@@ -784,7 +830,7 @@ impl Schema {
         }
         fields.push(column);
         let schema = Schema { columns };
-        schema.check_unique_names()?;
+        schema.check_evolved()?;
         Ok(schema)
     }
 
@@ -833,6 +879,13 @@ fn merge_types(ty: &mut ColumnType, inc: &ColumnType, path: &str, added: &mut Ve
         (ColumnType::Struct(f), ColumnType::Struct(g)) => merge_fields(f, g, path, added),
         (ColumnType::Array(e), ColumnType::Array(g)) => merge_types(&mut e.ty, &g.ty, &format!("{path}[]"), added),
         (ColumnType::Map(m), ColumnType::Map(g)) => merge_types(&mut m.value.ty, &g.value.ty, &format!("{path}{{}}"), added),
+        // A JSON object in a map column infers as a struct of its keys: each key's value is a
+        // value of the map.
+        (ColumnType::Map(m), ColumnType::Struct(g)) => {
+            for f in g {
+                merge_types(&mut m.value.ty, &f.ty, &format!("{path}{{}}"), added);
+            }
+        }
         _ => {}
     }
 }
@@ -905,18 +958,30 @@ mod tests {
     fn names_the_syntax_uses_are_quoted() {
         let s = Schema {
             columns: vec![
-                Column { name: "a:b".into(), ty: ColumnType::Struct(vec![Column { name: "x,y>".into(), ty: ColumnType::Int, nullable: true }, Column { name: String::new(), ty: ColumnType::Str, nullable: false }]), nullable: true },
+                Column { name: "a:b".into(), ty: ColumnType::Struct(vec![Column { name: "x,y>".into(), ty: ColumnType::Int, nullable: true }, Column { name: "e f".into(), ty: ColumnType::Str, nullable: false }]), nullable: true },
                 Column { name: "plain".into(), ty: ColumnType::Int, nullable: false },
                 Column { name: "say \"hi\" !".into(), ty: ColumnType::Int, nullable: true },
             ],
         };
         let cli = s.to_cli_string();
-        assert_eq!(cli, r#""a:b":struct<"x,y>":int,"":str!> plain:int! "say \"hi\" !":int"#);
-        let specs = [r#""a:b":struct<"x,y>":int,"":str!>"#, "plain:int!", r#""say \"hi\" !":int"#];
+        assert_eq!(cli, r#""a:b":struct<"x,y>":int,"e f":str!> plain:int! "say \"hi\" !":int"#);
+        let specs = [r#""a:b":struct<"x,y>":int,"e f":str!>"#, "plain:int!", r#""say \"hi\" !":int"#];
         assert_eq!(parse(&specs).unwrap(), s);
         assert!(parse(&[r#""a:int"#]).unwrap_err().to_string().contains("no closing"));
         assert!(parse(&[r#""a"int"#]).unwrap_err().to_string().contains("is not NAME:TYPE"));
         assert!(Schema::from_schema_string(r#"{"type":"struct","fields":[]}"#).unwrap_err().contains("no columns"));
+        assert!(parse(&[r#"s:struct<"":int>"#]).unwrap_err().to_string().contains("cannot be empty"));
+        // Evolution refuses what create refuses, and types nested too deep.
+        let mut deep = ColumnType::Int;
+        for _ in 0..MAX_TYPE_DEPTH {
+            deep = ColumnType::Struct(vec![Column { name: "a".into(), ty: deep, nullable: true }]);
+        }
+        let too_deep = Schema { columns: vec![Column { name: "n".into(), ty: deep, nullable: true }] };
+        assert!(too_deep.check_evolved().unwrap_err().to_string().contains("deeper"));
+        let reserved = Schema { columns: vec![Column { name: "_change_type".into(), ty: ColumnType::Int, nullable: true }] };
+        assert!(reserved.check_evolved().is_err());
+        let empty = Schema { columns: vec![Column { name: "s".into(), ty: ColumnType::Struct(vec![Column { name: String::new(), ty: ColumnType::Int, nullable: true }]), nullable: true }] };
+        assert!(empty.check_evolved().unwrap_err().to_string().contains("empty"));
     }
 
     #[test]

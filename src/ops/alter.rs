@@ -32,7 +32,12 @@ pub fn add_column(table: &Table, spec: &str, opts: &WriteOptions) -> Result<u64>
     let (name, _) = spec
         .split_once(':')
         .ok_or_else(|| Error::InvalidArgument(format!("{} is not NAME:TYPE", quoted(spec))))?;
-    let path: Vec<&str> = name.split('.').collect();
+    // `events[].kind` and `attrs{}.note`, as `append --merge-schema` prints added paths, name
+    // the same field as `events.kind` and `attrs.note`.
+    let path: Vec<&str> = name
+        .split('.')
+        .map(|p| p.trim_end_matches("[]").trim_end_matches("{}"))
+        .collect();
     if path.iter().any(|p| p.is_empty()) {
         return Err(Error::InvalidArgument(format!(
             "{} has an empty name segment (a nested field is PARENT.FIELD:TYPE)",

@@ -287,7 +287,7 @@ fn rewrite_file(
     let path = table.root().join(&f.path);
     let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
     let new_path = table.root().join(&name);
-    let source = format!("{} (rewritten as {name})", f.path);
+    let source = f.path.clone();
     let created = table.dir().create_new(&name, 0o644)?;
     let result = (|| {
         crate::table::hold_data_file(table.dir(), &name, &created)?;
@@ -672,7 +672,19 @@ impl RowChange for Update<'_> {
         }
         let mut values = Vec::with_capacity(self.sets.len());
         for s in self.sets {
-            values.push(s.value_json(r).map_err(|why| eval_error(path, n, why))?);
+            // A value that does not fit its column is bad data, as in an appended row: exit 5
+            // naming the column (docs/CLI.md "Row-level changes").
+            values.push(s.value_json(r).map_err(|(why, evaluating)| {
+                if evaluating {
+                    return eval_error(path, n, why);
+                }
+                Error::BadInput {
+                    file: path.display().to_string(),
+                    line: n,
+                    column: crate::util::quote::quoted(&s.column),
+                    reason: why,
+                }
+            })?);
         }
         let mut out = String::from("{");
         let mut first = true;
@@ -786,7 +798,8 @@ fn key_of(r: &Row<'_>, on: &[String]) -> Option<String> {
         if v == "null" {
             return None;
         }
-        k.push_str(v);
+        // Canonical JSON has one form per value but one: a float's -0.0, which equals 0.0.
+        k.push_str(if v == "-0.0" { "0.0" } else { v });
         k.push('\u{0}');
     }
     Some(k)

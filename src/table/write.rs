@@ -80,7 +80,7 @@ impl Table {
         let read_version = self.latest_version()?;
         let snap = self.snapshot(read_version)?;
         self.check_writable_as(&snap, "append")?;
-        let schema = write_schema(&snap, opts);
+        let schema = write_schema(&snap, opts)?;
         let Some((add, file)) = self.create_data_file(&schema, source, input, opts)? else {
             return Ok(None);
         };
@@ -124,7 +124,7 @@ impl Table {
         let read_version = self.latest_version()?;
         let snap = self.snapshot(read_version)?;
         self.check_writable_as(&snap, "append")?;
-        let schema = write_schema(&snap, opts);
+        let schema = write_schema(&snap, opts)?;
         let (add, file) = match self.copy_data_file(&schema, source, input, start, unchanged)? {
             Copied::Rows(add, file) => (add, file),
             Copied::NoRows => return Ok(FileAppend::Done(None)),
@@ -444,7 +444,7 @@ impl Table {
         {
             return Ok(TxnOutcome::AlreadyApplied { recorded });
         }
-        let schema = write_schema(&snap, opts);
+        let schema = write_schema(&snap, opts)?;
         let changes = schema_change_actions(&snap, &schema);
         let created = self.create_data_file(&schema, source, input, opts)?;
         let add = created.as_ref().map(|(a, _)| a.clone());
@@ -739,10 +739,20 @@ impl Table {
 
 /// The schema an append writes its rows against: the table's, or with
 /// [`WriteOptions::merge_schema`] the table's merged with it ([`Schema::merged_with`]).
-fn write_schema(snap: &Snapshot, opts: &WriteOptions) -> Schema {
+///
+/// Errors: [`Error::InvalidArgument`] when the merged schema is not one a table may have
+/// ([`Schema::check_evolved`]: a reserved or empty name, a depth beyond
+/// [`crate::format::schema::MAX_TYPE_DEPTH`]); nothing is written.
+fn write_schema(snap: &Snapshot, opts: &WriteOptions) -> Result<Schema> {
     match &opts.merge_schema {
-        Some(incoming) => snap.schema.merged_with(incoming).0,
-        None => snap.schema.clone(),
+        Some(incoming) => {
+            let (schema, added) = snap.schema.merged_with(incoming);
+            if !added.is_empty() {
+                schema.check_evolved()?;
+            }
+            Ok(schema)
+        }
+        None => Ok(snap.schema.clone()),
     }
 }
 

@@ -486,3 +486,29 @@ fn racing_updates_lose_no_update() {
     assert_eq!(all.iter().find(|r| r["id"] == 1).unwrap()["n"], ok + 30);
     t.td("check", &[]).ok();
 }
+
+#[test]
+fn long_expressions_are_refused_and_values_that_do_not_fit_are_bad_data() {
+    let t = TempTable::new(&["id:int!", "n:int", "k:float"]);
+    t.append(b"{\"id\":1,\"n\":1,\"k\":0.0}\n");
+    // A chain of operators deep enough to overflow a recursive walk is a usage error.
+    let long = format!("id = 1{}", " OR id = 1".repeat(2500));
+    t.td("read", &["--where", &long])
+        .code(2)
+        .stderr_has(&["operators; at most 1000"]);
+    let sum = format!("n = 1{}", " + 1".repeat(3000));
+    t.td("update", &["--set", &sum, "--where", "true"]).code(2);
+    // A new value the column cannot hold: exit 5 naming the column, nothing committed.
+    t.td("update", &["--set", "n = n / 2", "--where", "true"])
+        .code(5)
+        .stderr_has(&["column \"n\"", "0.5 is not an integer"]);
+    assert_eq!(t.log_versions(), vec![0, 1]);
+    // -0.0 and 0.0 are one key, as they are equal in --where.
+    let src = t.dir.path().join("src.jsonl");
+    std::fs::write(&src, "{\"id\":1,\"n\":2,\"k\":-0.0}\n").unwrap();
+    let out = t
+        .td("merge", &["--file", src.to_str().unwrap(), "--on", "k", "--json"])
+        .ok()
+        .json();
+    assert_eq!(out["operationMetrics"]["numTargetRowsUpdated"], 1, "{out}");
+}

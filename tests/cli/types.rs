@@ -690,3 +690,54 @@ fn alter_adds_a_field_inside_a_struct() {
     }
     assert_eq!(t.latest(), v + 1);
 }
+
+#[test]
+fn merge_schema_refuses_what_create_refuses_and_adds_only_committed_keys() {
+    // Deeper than 32 levels: refused before anything is committed (the table stays readable).
+    let t = TempTable::new(&["id:int"]);
+    let deep = format!("{{\"id\":1,\"n\":{}1{}}}\n", "{\"a\":".repeat(32), "}".repeat(32));
+    t.td_in("append", &["--merge-schema"], deep.as_bytes())
+        .code(2)
+        .stderr_has(&["nested deeper than 32"]);
+    // Names create refuses.
+    t.td_in("append", &["--merge-schema"], b"{\"id\":1,\"_change_type\":\"x\"}\n")
+        .code(2)
+        .stderr_has(&["reserved for the change feed"]);
+    t.td_in("append", &["--merge-schema"], b"{\"id\":1,\"s\":{\"\":2}}\n")
+        .code(2)
+        .stderr_has(&["empty column or field name"]);
+    assert_eq!(t.log_versions(), vec![0]);
+    t.td("read", &[]).ok();
+    // A rejected line adds no column.
+    let rejects = t.dir.path().join("rej.jsonl");
+    t.td_in(
+        "append",
+        &["--merge-schema", "--rejects", rejects.to_str().unwrap()],
+        b"{\"id\":1,\"ok\":true}\n{\"id\":\"bad\",\"z\":[1,\"a\"]}\n",
+    )
+    .ok();
+    assert_eq!(cli_schema(&t), "id:int ok:bool");
+    // A struct in a map column gets its new fields too.
+    let m = TempTable::new(&["id:int", "m:map<str,struct<a:int>>"]);
+    let out = m
+        .td_in(
+            "append",
+            &["--merge-schema"],
+            b"{\"id\":1,\"m\":{\"x\":{\"a\":1,\"b\":true}}}\n",
+        )
+        .ok();
+    assert!(
+        out.text().starts_with("added column m{}.b to the schema"),
+        "{}",
+        out.text()
+    );
+    assert_eq!(cli_schema(&m), "id:int m:map<str,struct<a:int,b:bool>>");
+    // alter refuses a field nested too deep, and commits nothing.
+    let spec = format!("n:{}int{}", "struct<a:".repeat(31), ">".repeat(31));
+    let u = TempTable::new(&["id:int", &spec]);
+    let path = format!("n{}.b:struct<c:struct<d:int>>", ".a".repeat(30));
+    u.td("alter", &["add-column", &path])
+        .code(2)
+        .stderr_has(&["deeper than 32"]);
+    assert_eq!(u.log_versions(), vec![0]);
+}

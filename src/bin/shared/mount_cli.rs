@@ -57,8 +57,9 @@ pub struct MountCli {
     #[arg(long, value_name = "BYTES")]
     pub version_cache_bytes: Option<u64>,
     /// Auto compaction after commits when the table's delta.autoOptimize.autoCompact property
-    /// does not say (default on): once the latest version holds 50 files under 128 MiB, they
-    /// are packed in the background as one OPTIMIZE commit, rows in the same order.
+    /// does not say (default on): small files are packed in the background as OPTIMIZE
+    /// commits, rows in the same order, once 50 of them are older than 6 s, and any two or more
+    /// once commits pause for 6 s.
     #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
     pub auto_compact: Option<String>,
     /// Never use FUSE passthrough (single-file versions and commit files are otherwise read by

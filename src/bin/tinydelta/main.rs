@@ -587,6 +587,21 @@ fn write_rows(
         rejects.discard();
         return Err(e.into());
     }
+    if merge_schema && d.total > 0 && opts.merge_schema.is_some() {
+        // Only the rows that are committed add columns: infer again without the rejected lines
+        // (docs/CLI.md "Adding columns while appending").
+        let again = input.reader().and_then(|r| {
+            let good = BufReader::with_capacity(1 << 20, SkipLines::new(r, d.bad_ranges.clone()));
+            tinydelta::infer::infer_columns(good, &name)
+        });
+        match again {
+            Ok(found) => opts.merge_schema = found.map(|f| f.schema),
+            Err(e) => {
+                rejects.discard();
+                return Err(e.into());
+            }
+        }
+    }
     opts.extra_params.push(("rejectedLines".into(), d.total.to_string()));
     opts.extra_params.push(("rejectsFile".into(), shown.to_string()));
     let written = {
