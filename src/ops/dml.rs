@@ -142,6 +142,12 @@ fn eval_error(path: &Path, n: u64, why: String) -> Error {
 /// Errors: [`Error::InvalidArgument`] for an unknown column in `columns`; as
 /// [`Table::open_rows`]; [`Error::Corrupt`] for a row that is not a JSON object.
 pub fn read(table: &Table, snap: &Snapshot, opts: &ReadOptions, out: &mut dyn Write) -> Result<ReadReport> {
+    if let Some(d) = opts.columns.as_deref().and_then(first_repeated) {
+        return Err(Error::InvalidArgument(format!(
+            "--columns names {} twice (a row holds each key once)",
+            crate::util::quote::quoted(d)
+        )));
+    }
     let columns: Option<Vec<String>> = match &opts.columns {
         None => None,
         Some(cols) => Some(
@@ -789,6 +795,12 @@ struct Merge<'a> {
     file: &'a str,
 }
 
+/// The first name of `names` that an earlier one repeats.
+fn first_repeated(names: &[String]) -> Option<&str> {
+    let mut seen = std::collections::HashSet::new();
+    names.iter().find(|n| !seen.insert(n.as_str())).map(String::as_str)
+}
+
 /// The key of a row: the raw JSON of each key column, `None` when one is NULL (a NULL key
 /// matches nothing, as `=` in SQL).
 fn key_of(r: &Row<'_>, on: &[String]) -> Option<String> {
@@ -940,6 +952,12 @@ pub fn merge(table: &Table, source: &str, input: impl BufRead, opts: &MergeOptio
     };
     if opts.on.is_empty() {
         return Err(Error::InvalidArgument("merge needs --on KEY[,KEY...]".into()));
+    }
+    if let Some(d) = first_repeated(&opts.on) {
+        return Err(Error::InvalidArgument(format!(
+            "--on names {} twice",
+            crate::util::quote::quoted(d)
+        )));
     }
     for k in &opts.on {
         if !snap.schema.columns.iter().any(|c| c.name == *k) {

@@ -511,4 +511,9 @@ fn long_expressions_are_refused_and_values_that_do_not_fit_are_bad_data() {
         .ok()
         .json();
     assert_eq!(out["operationMetrics"]["numTargetRowsUpdated"], 1, "{out}");
+    // A name given twice is a usage error.
+    t.td("read", &["--columns", "id,id"]).code(2).stderr_has(&["twice"]);
+    t.td("merge", &["--file", src.to_str().unwrap(), "--on", "k,k"])
+        .code(2)
+        .stderr_has(&["twice"]);
 }
