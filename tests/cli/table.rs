@@ -1907,6 +1907,13 @@ fn auto_compaction_follows_the_table_property_after_appends() {
     let optimize = t.commit(v + 1);
     assert_eq!(optimize[0]["commitInfo"]["operation"], "OPTIMIZE");
     assert_eq!(optimize[0]["commitInfo"]["operationParameters"]["auto"], "true");
+    let history = t.td("history", &[]).ok().text();
+    assert!(
+        history
+            .lines()
+            .any(|l| l.contains("OPTIMIZE") && l.ends_with("auto compaction")),
+        "{history}"
+    );
     assert_eq!(t.describe()["files"].as_array().unwrap().len(), 1);
     let want: String = (0..12).map(|i| format!("{{\"id\":{i}}}\n")).collect();
     assert_eq!(String::from_utf8(t.read()).unwrap(), want);

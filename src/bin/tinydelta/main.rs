@@ -1096,12 +1096,20 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                         op,
                         e.rows.map_or("?".to_string(), |n| n.to_string()),
                         e.table_rows.map_or("?".to_string(), |n| n.to_string()),
-                        // The mount's incoming/ name (escaped: names may hold anything).
-                        e.commit_info
-                            .operation_parameters
-                            .get(tinydelta::SOURCE_PARAM)
-                            .map(|s| format!("incoming/{}", s.escape_debug()))
-                            .unwrap_or_default()
+                        // The mount's incoming/ name (escaped: names may hold anything), or
+                        // `auto compaction` for an OPTIMIZE no one ran by hand.
+                        match e.commit_info.operation_parameters.get(tinydelta::SOURCE_PARAM) {
+                            Some(s) => format!("incoming/{}", s.escape_debug()),
+                            None if e.commit_info.operation == "OPTIMIZE"
+                                && e.commit_info
+                                    .operation_parameters
+                                    .get("auto")
+                                    .is_some_and(|a| a == "true") =>
+                            {
+                                "auto compaction".to_string()
+                            }
+                            None => String::new(),
+                        }
                     )
                     .map_err(stdout_err)?;
                 }
