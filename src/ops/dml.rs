@@ -19,7 +19,7 @@ use std::sync::Arc;
 pub use crate::format::expr::{Assignment, Predicate, Row};
 
 use crate::error::{Error, IoContext, Result};
-use crate::format::actions::{Action, Add, Remove, Txn, encode_path};
+use crate::format::actions::{Action, Add, Txn, encode_path};
 use crate::format::rows::{self, LineCheck};
 use crate::format::schema::Schema;
 use crate::log::snapshot::{FileEntry, Snapshot};
@@ -521,17 +521,7 @@ fn run_change(
                 last_updated: Some(ts),
             }));
         }
-        actions.extend(removed.iter().map(|f| {
-            Action::remove(Remove {
-                path: encode_path(&f.path),
-                deletion_timestamp: Some(ts),
-                data_change: true,
-                extended_file_metadata: Some(true),
-                partition_values: Some(BTreeMap::new()),
-                size: Some(f.size),
-                deletion_vector: f.deletion_vector.as_deref().cloned().map(Box::new),
-            })
-        }));
+        actions.extend(Table::removes(&removed, ts));
         actions.extend(new_adds.iter().cloned().map(Action::add));
         actions.extend(appended.borrow().iter().cloned().map(|mut a| {
             a.path = encode_path(&a.path);

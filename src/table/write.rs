@@ -611,7 +611,9 @@ impl Table {
         Ok(())
     }
 
-    pub(super) fn removes(snap_files: &[&crate::log::snapshot::FileEntry], ts: i64) -> Vec<Action> {
+    /// The `remove`s (`dataChange: true`, at `ts`) of live files a commit replaces, each with
+    /// its deletion vector (PROTOCOL "Deletion Vectors": a remove names the logical file).
+    pub(crate) fn removes(snap_files: &[&crate::log::snapshot::FileEntry], ts: i64) -> Vec<Action> {
         snap_files
             .iter()
             .map(|f| {
