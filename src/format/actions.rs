@@ -135,6 +135,37 @@ pub struct Remove {
     pub deletion_vector: Option<Box<crate::format::dv::DeletionVector>>,
 }
 
+/// `cdc`: a change data file holding the row-level changes of its commit (PROTOCOL "Add CDC
+/// File"): the changed rows, each with its `_change_type` (`delete`, `update_preimage`,
+/// `update_postimage`, `insert`). A change data reader takes a version's changes from its `cdc`
+/// files alone when it has any. tinydelta writes them for DELETE, UPDATE and MERGE in
+/// `_change_data/cdc-<uuid>.jsonl` (docs/FORMAT.md "The change feed").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AddCdcFile {
+    /// Path relative to the table root (under `_change_data/`).
+    pub path: String,
+    /// Always `{}` (no partitions).
+    #[serde(default)]
+    pub partition_values: BTreeMap<String, Option<String>>,
+    /// Bytes.
+    pub size: u64,
+    /// Always `false`: the file changes no version's rows.
+    #[serde(default)]
+    pub data_change: bool,
+    /// tinydelta records the file's row count here as `numRecords` (the change feed's offsets
+    /// follow from it without reading the file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<BTreeMap<String, String>>,
+}
+
+impl AddCdcFile {
+    /// The row count in `tags.numRecords`, if recorded and a number.
+    pub fn num_records(&self) -> Option<u64> {
+        self.tags.as_ref()?.get("numRecords")?.parse().ok()
+    }
+}
+
 /// `txn`: the newest version of an application's idempotent writes (Delta PROTOCOL "Transaction
 /// Identifiers"). tinydelta writes one with `append --txn APP_ID:VERSION`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -385,6 +416,9 @@ pub struct Action {
     /// `txn`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub txn: Option<Txn>,
+    /// `cdc`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cdc: Option<AddCdcFile>,
 }
 
 impl Action {
@@ -427,6 +461,13 @@ impl Action {
     pub fn remove(r: Remove) -> Self {
         Action {
             remove: Some(r),
+            ..Default::default()
+        }
+    }
+    /// A line holding `cdc`.
+    pub fn cdc(c: AddCdcFile) -> Self {
+        Action {
+            cdc: Some(c),
             ..Default::default()
         }
     }
@@ -485,8 +526,10 @@ mod tests {
 
     #[test]
     fn unknown_actions_and_fields_are_ignored() {
+        let a: Action = serde_json::from_str(r#"{"domainMetadata":{"domain":"x"}}"#).unwrap();
+        assert!(a.add.is_none() && a.commit_info.is_none() && a.txn.is_none() && a.cdc.is_none());
         let a: Action = serde_json::from_str(r#"{"cdc":{"path":"x","size":1}}"#).unwrap();
-        assert!(a.add.is_none() && a.commit_info.is_none() && a.txn.is_none());
+        assert_eq!(a.cdc.map(|c| (c.path, c.size, c.data_change)), Some(("x".into(), 1, false)));
         let a: Action = serde_json::from_str(r#"{"txn":{"appId":"x","version":1,"future":2}}"#).unwrap();
         assert_eq!(a.txn.map(|t| (t.app_id, t.version)), Some(("x".into(), 1)));
         let a: Action = serde_json::from_str(

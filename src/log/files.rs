@@ -193,6 +193,7 @@ pub fn scan_commit(
         for p in [
             a.add.as_mut().map(|a| &mut a.path),
             a.remove.as_mut().map(|r| &mut r.path),
+            a.cdc.as_mut().map(|c| &mut c.path),
         ]
         .into_iter()
         .flatten()
@@ -211,7 +212,8 @@ pub fn scan_commit(
                 && a.remove.is_none()
                 && a.metadata.is_none()
                 && a.protocol.is_none()
-                && a.txn.is_none();
+                && a.txn.is_none()
+                && a.cdc.is_none();
             first_marked = Some((i, plain && memchr::memmem::find(text, b":\"tinydelta/").is_some()));
         }
         counts.count(&a);

@@ -13,7 +13,10 @@
 //! ,"_change_type":"insert","_commit_version":12,"_commit_timestamp":"2026-11-30T19:52:27.123Z"}
 //! ```
 //!
-//! ("insert" and "delete" have the same length), so a file of `rows` rows and `size` bytes is
+//! ("insert" and "delete" have the same length). A version with change data files (`cdc`
+//! actions: tinydelta's DELETE, UPDATE and MERGE) is read from them alone: their rows already
+//! carry `_change_type` (`update_preimage`, `update_postimage` too), so only the version and
+//! time are added. Either way a file of `rows` rows and `size` bytes is
 //! `size + rows * (suffix length - 1)` bytes of feed: the feed's size is known from the log
 //! alone (plus one count of a file whose `add.stats` records no `numRecords`), and the bytes at
 //! an offset never change. The log is read only through [`Table::read_commit`] (the log segment
@@ -38,14 +41,19 @@ pub enum ChangeType {
     Delete,
     /// Rows of a file that joined the table.
     Insert,
+    /// Rows of a change data file (PROTOCOL "Add CDC File"), each carrying its own
+    /// `_change_type` (`delete`, `insert`, `update_preimage`, `update_postimage`).
+    Recorded,
 }
 
 impl ChangeType {
-    /// The column value: `delete` or `insert` (both 6 bytes).
-    pub fn as_str(self) -> &'static str {
+    /// The column value: `delete` or `insert` (both 6 bytes); `None` for a change data file's
+    /// rows, which carry their own.
+    pub fn as_str(self) -> Option<&'static str> {
         match self {
-            ChangeType::Delete => "delete",
-            ChangeType::Insert => "insert",
+            ChangeType::Delete => Some("delete"),
+            ChangeType::Insert => Some("insert"),
+            ChangeType::Recorded => None,
         }
     }
 }
@@ -76,9 +84,12 @@ pub struct ChangePart {
 impl ChangePart {
     /// The bytes that replace each row's closing `}`.
     pub fn suffix(&self) -> String {
+        let change = match self.change.as_str() {
+            Some(c) => format!(",\"_change_type\":\"{c}\""),
+            None => String::new(),
+        };
         format!(
-            ",\"_change_type\":\"{}\",\"_commit_version\":{},\"_commit_timestamp\":\"{}\"}}",
-            self.change.as_str(),
+            "{change},\"_commit_version\":{},\"_commit_timestamp\":\"{}\"}}",
             self.version,
             rfc3339_ms(self.timestamp_ms).unwrap_or_default()
         )
@@ -274,10 +285,31 @@ impl ChangeFeed {
                 inserts.push((a.path.clone(), now));
             }
         }
+        // PROTOCOL "Add CDC File": a version with change data files is read from them alone.
+        // tinydelta reads its own (JSONL rows); another writer's Parquet ones are not read, and
+        // that version's changes come from its adds and removes as for any other.
+        let cdc: Vec<(String, Live)> = c
+            .actions
+            .iter()
+            .filter_map(|a| a.cdc.as_ref())
+            .map(|f| {
+                let live = Live {
+                    size: f.size,
+                    rows: f.num_records(),
+                    parquet: None,
+                };
+                (f.path.clone(), live)
+            })
+            .collect();
+        let lists = if !cdc.is_empty() && cdc.iter().all(|(p, _)| p.ends_with(".jsonl")) {
+            vec![(ChangeType::Recorded, cdc)]
+        } else {
+            vec![(ChangeType::Delete, deletes), (ChangeType::Insert, inserts)]
+        };
         let mut counted: HashMap<String, u64> = HashMap::new();
         let mut parts = Vec::new();
         let mut len = self.len;
-        for (change, list) in [(ChangeType::Delete, deletes), (ChangeType::Insert, inserts)] {
+        for (change, list) in lists {
             for (path, f) in list {
                 // A Parquet file's part is its converted rows, under the schema in force now.
                 let (size, parquet) = match &f.parquet {

@@ -23,6 +23,7 @@ use crate::format::actions::{Action, Add, Txn, encode_path};
 use crate::format::rows::{self, LineCheck};
 use crate::format::schema::Schema;
 use crate::log::snapshot::{FileEntry, Snapshot};
+use crate::table::cdc::{self, ChangeData};
 use crate::table::{Table, WriteOptions};
 
 /// Default of [`MergeOptions::max_source_bytes`]: 1 GiB.
@@ -279,14 +280,16 @@ struct Rewritten {
 }
 
 /// Rewrite the rows of `f` through `change` into a new `part-<uuid>.jsonl`, validated and
-/// canonicalised against `schema` ([`LineCheck`]), with its statistics. Errors:
-/// [`Error::BadInput`] naming the new file's line and column for a value that does not fit;
-/// errors of reading `f` and of `change`.
+/// canonicalised against `schema` ([`LineCheck`]), with its statistics; each deleted row, and
+/// each updated row as it was and as it is, goes to `cdc` too. Errors: [`Error::BadInput`]
+/// naming the new file's line and column for a value that does not fit; errors of reading `f`,
+/// of `change` and of writing `cdc`.
 fn rewrite_file(
     table: &Table,
     schema: &Schema,
     f: &FileEntry,
     change: &mut dyn RowChange,
+    cdc: &mut ChangeData<'_>,
     max_line: usize,
 ) -> Result<Rewritten> {
     let (src, _) = table.open_rows_fresh(f, schema)?;
@@ -302,7 +305,12 @@ fn rewrite_file(
         let mut canon = Vec::with_capacity(1 << 20);
         let mut out = std::io::BufWriter::with_capacity(256 << 10, &created);
         let (mut kept, mut changed, mut dropped) = (0u64, 0u64, 0u64);
-        let mut flush = |pending: &mut Vec<u8>, canon: &mut Vec<u8>, out: &mut std::io::BufWriter<&File>| -> Result<()> {
+        // Validate the pending lines and write their canonical rows; returns the rows written.
+        let flush = |check: &mut LineCheck,
+                     pending: &mut Vec<u8>,
+                     canon: &mut Vec<u8>,
+                     out: &mut std::io::BufWriter<&File>|
+         -> Result<()> {
             check.feed(&source, pending, canon)?;
             out.write_all(canon).ctx("write", &new_path)?;
             pending.clear();
@@ -315,23 +323,37 @@ fn rewrite_file(
                 Fate::Keep => {
                     kept += 1;
                     pending.extend_from_slice(line);
+                    pending.push(b'\n');
                 }
                 Fate::Drop => {
                     dropped += 1;
+                    cdc.push(line, cdc::DELETE)?;
                     return Ok(true);
                 }
                 Fate::Replace(new) => {
                     changed += 1;
+                    // The rows before it first, then the new row alone, so its canonical form
+                    // is what the change data file records as the post-image.
+                    if !pending.is_empty() {
+                        flush(&mut check, &mut pending, &mut canon, &mut out)?;
+                    }
                     pending.extend_from_slice(new.as_bytes());
+                    pending.push(b'\n');
+                    check.feed(&source, &pending, &mut canon)?;
+                    cdc.push(line, cdc::PREIMAGE)?;
+                    cdc.push(&canon, cdc::POSTIMAGE)?;
+                    out.write_all(&canon).ctx("write", &new_path)?;
+                    pending.clear();
+                    canon.clear();
+                    return Ok(true);
                 }
             }
-            pending.push(b'\n');
             if pending.len() >= 1 << 20 {
-                flush(&mut pending, &mut canon, &mut out)?;
+                flush(&mut check, &mut pending, &mut canon, &mut out)?;
             }
             Ok(true)
         })?;
-        flush(&mut pending, &mut canon, &mut out)?;
+        flush(&mut check, &mut pending, &mut canon, &mut out)?;
         let stats = check.finish(&source, &mut canon)?;
         out.write_all(&canon).ctx("write", &new_path)?;
         out.flush().ctx("write", &new_path)?;
@@ -380,6 +402,8 @@ struct Plan<'a> {
     params: BTreeMap<String, String>,
     /// Extra new files added at the end (MERGE's inserted rows), held, not yet fsynced.
     extra: Vec<(Add, File)>,
+    /// The canonical rows of `extra`, one per line, for the change data file.
+    inserted: Vec<u8>,
     /// Fill in the metrics from the totals (kept, changed, dropped rows; removed, added files).
     metrics: &'a dyn Fn(&Totals) -> BTreeMap<String, u64>,
 }
@@ -392,6 +416,8 @@ struct Totals {
     dropped: u64,
     removed_files: u64,
     added_files: u64,
+    /// Change data files written (0 or 1).
+    change_files: u64,
 }
 
 /// The common part of DELETE, UPDATE and MERGE: find the affected files among those `may`
@@ -411,6 +437,7 @@ fn run_change(
     let schema = &snap.schema;
     let max_line = opts.write.max_line_bytes.unwrap_or(rows::DEFAULT_MAX_LINE_BYTES);
     let mut rewritten: Vec<(usize, Rewritten)> = Vec::new();
+    let mut cdc = ChangeData::new(table);
     let cleanup = |rewritten: &[(usize, Rewritten)], extra: &[(Add, File)]| {
         for (_, r) in rewritten {
             if let Some((a, _)) = &r.new {
@@ -426,7 +453,7 @@ fn run_change(
             continue;
         }
         let step = file_affected(table, schema, f, &*change)
-            .and_then(|hit| hit.then(|| rewrite_file(table, schema, f, change, max_line)).transpose());
+            .and_then(|hit| hit.then(|| rewrite_file(table, schema, f, change, &mut cdc, max_line)).transpose());
         match step {
             Ok(Some(r)) => rewritten.push((i, r)),
             Ok(None) => {}
@@ -445,6 +472,23 @@ fn run_change(
         totals.added_files += u64::from(r.new.is_some());
     }
     totals.added_files += plan.extra.len() as u64;
+    // The change data file (docs/FORMAT.md "The change feed"): a version with one is read from
+    // it alone, so MERGE's inserted rows go in it too.
+    let change_data = match (|| {
+        if cdc.rows() > 0 {
+            for line in plan.inserted.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                cdc.push(line, cdc::INSERT)?;
+            }
+        }
+        std::mem::replace(&mut cdc, ChangeData::new(table)).finish()
+    })() {
+        Ok(w) => w,
+        Err(e) => {
+            cleanup(&rewritten, &plan.extra);
+            return Err(e);
+        }
+    };
+    totals.change_files = u64::from(change_data.is_some());
     let metrics = (plan.metrics)(&totals);
     let mut report = ChangeReport {
         operation: plan.operation,
@@ -455,6 +499,9 @@ fn run_change(
     // With a txn, a change that matches nothing still records the txn (as an append of no rows
     // does: docs/FORMAT.md "Idempotent appends").
     if rewritten.is_empty() && plan.extra.is_empty() && opts.txn.is_none() {
+        if let Some(w) = &change_data {
+            w.discard();
+        }
         report.reason = Some("noMatch");
         return Ok(report);
     }
@@ -494,13 +541,16 @@ fn run_change(
         .chain(plan.extra.iter())
         .map(|(a, _)| table.root().join(&a.path))
         .collect();
-    let data: Vec<(&File, &Path)> = rewritten
+    let mut data: Vec<(&File, &Path)> = rewritten
         .iter()
         .filter_map(|(_, r)| r.new.as_ref())
         .chain(plan.extra.iter())
         .zip(&paths)
         .map(|((_, f), p)| (f, p.as_path()))
         .collect();
+    if let Some(w) = &change_data {
+        data.push((&w.file, w.path.as_path()));
+    }
     let mut params = plan.params.clone();
     params.extend(opts.write.extra_params.iter().cloned());
     let text_metrics: BTreeMap<String, String> = metrics.iter().map(|(k, v)| (k.clone(), v.to_string())).collect();
@@ -527,6 +577,11 @@ fn run_change(
             a.path = encode_path(&a.path);
             Action::add(a)
         }));
+        if let Some(w) = &change_data {
+            let mut c = w.action.clone();
+            c.path = encode_path(&c.path);
+            actions.push(Action::cdc(c));
+        }
         actions
     };
     // WriteSerializable (docs/FORMAT.md "Concurrency"): a commit that removed or re-added a
@@ -552,6 +607,11 @@ fn run_change(
         .iter()
         .filter_map(|p| p.file_name().and_then(|n| n.to_str()))
         .collect();
+    if let Some(w) = &change_data
+        && matches!(&res, Err(e) if !matches!(e, Error::NotDurable { .. }))
+    {
+        w.discard();
+    }
     match (table.finish(res, &files, snap), applied.get()) {
         (Err(Error::ConcurrentWrite { .. }), Some(recorded)) => {
             report.reason = Some("txnAlreadyApplied");
@@ -605,7 +665,7 @@ fn rewrite_metrics(rows: &str, n: u64, t: &Totals) -> BTreeMap<String, u64> {
         ("numOutputRows".into(), t.copied + t.changed),
         ("numRemovedFiles".into(), t.removed_files),
         ("numAddedFiles".into(), t.added_files),
-        ("numAddedChangeFiles".into(), 0),
+        ("numAddedChangeFiles".into(), t.change_files),
     ])
 }
 
@@ -615,6 +675,7 @@ fn predicate_plan<'a>(operation: &'static str, pred: &Predicate, metrics: &'a dy
         operation,
         params: BTreeMap::from([("predicate".to_string(), pred.text().to_string())]),
         extra: Vec::new(),
+        inserted: Vec::new(),
         metrics,
     }
 }
@@ -1004,6 +1065,7 @@ pub fn merge(table: &Table, source: &str, input: impl BufRead, opts: &MergeOptio
             ("numTargetFilesRemoved".into(), t.removed_files),
             ("numAddedFiles".into(), t.added_files),
             ("numRemovedFiles".into(), t.removed_files),
+            ("numAddedChangeFiles".into(), t.change_files),
         ])
     };
     let params = BTreeMap::from([
@@ -1027,6 +1089,7 @@ pub fn merge(table: &Table, source: &str, input: impl BufRead, opts: &MergeOptio
         operation: "MERGE",
         params,
         extra: Vec::new(),
+        inserted: Vec::new(),
         metrics: &merge_metrics,
     };
     let mut inserts = InsertLater {
@@ -1104,7 +1167,7 @@ impl RowChange for InsertLater<'_, '_> {
 
 impl InsertLater<'_, '_> {
     /// The new file of the source rows no target row matched (and not marked for deletion).
-    fn write_inserts(&mut self) -> Result<Option<(Add, File)>> {
+    fn write_inserts(&mut self) -> Result<Option<(Add, File, Vec<u8>)>> {
         if self.ignore {
             return Ok(None);
         }
@@ -1129,10 +1192,10 @@ impl InsertLater<'_, '_> {
             check.feed(self.merge.file, &data, &mut canon)?;
             let stats = check.finish(self.merge.file, &mut canon)?;
             (&created).write_all(&canon).ctx("write", &path)?;
-            Ok(stats)
+            Ok((stats, canon))
         })();
         match result {
-            Ok(stats) => Ok(Some((Table::new_add(name, self.schema, &stats), created))),
+            Ok((stats, canon)) => Ok(Some((Table::new_add(name, self.schema, &stats), created, canon))),
             Err(e) => {
                 let _ = self.table.dir().try_unlink(&name);
                 Err(e)
@@ -1179,8 +1242,9 @@ fn run_change_then(
             Ok(true)
         })?;
     }
-    if let Some(extra) = change.write_inserts()? {
-        plan.extra.push(extra);
+    if let Some((add, file, rows)) = change.write_inserts()? {
+        plan.extra.push((add, file));
+        plan.inserted = rows;
     }
     run_change(table, read_version, snap, adds, may, skipping, change, plan, opts)
 }

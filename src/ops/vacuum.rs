@@ -321,10 +321,29 @@ fn inventory(table: &Table) -> Result<Inventory> {
                 };
                 inv.removed.insert(r.path.clone(), ts);
             }
+            // A change data file is never live: it expires with its commit's time (Delta's
+            // VACUUM deletes them after the retention like removed data files).
+            if let Some(cdc) = &a.cdc {
+                inv.ever_added.insert(cdc.path.clone());
+                inv.removed.insert(cdc.path.clone(), table.commit_info(v)?.timestamp);
+            }
         }
     }
     inv.removed.retain(|p, _| !replay.is_live(p));
     Ok(inv)
+}
+
+/// The change data files named by the commits after `seen` (the vacuum's replay).
+fn named_since(table: &Table, seen: u64) -> Result<HashSet<String>> {
+    let mut out = HashSet::new();
+    for v in seen + 1..=table.latest_version()? {
+        for a in table.read_commit(v)?.actions {
+            if let Some(c) = a.cdc {
+                out.insert(c.path);
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn ms(d: Duration) -> i64 {
@@ -405,16 +424,42 @@ pub fn vacuum(table: &Table, opts: &VacuumOptions) -> Result<VacuumReport> {
             held.push((name, lock));
         }
     }
+    // Change data files no commit names (a row-level change that failed before its commit).
+    let change_data = match sweep.report.data_kept {
+        Some(_) => None,
+        None => root.try_dir(crate::table::cdc::CHANGE_DATA_DIR)?,
+    };
+    let mut held_cdc = Vec::new();
+    if let Some(dir) = &change_data {
+        for name in names(dir)? {
+            let path = format!("{}/{name}", crate::table::cdc::CHANGE_DATA_DIR);
+            if name.starts_with("cdc-")
+                && name.ends_with(".jsonl")
+                && !inv.ever_added.contains(&path)
+                && let Some(lock) = lock_orphan(dir, &name, cutoff_s)?
+            {
+                held_cdc.push((name, lock));
+            }
+        }
+    }
     // A writer that published after the replay above released its lock: re-derive what the
     // newest version names before deleting anything.
-    if !held.is_empty() && table.latest_version()? != seen {
+    if (!held.is_empty() || !held_cdc.is_empty()) && table.latest_version()? != seen {
+        let named = named_since(table, seen)?;
         let (now, _) = table.inventory_with_param(crate::table::staging::STAGING_ID_PARAM)?;
         held.retain(|(name, _)| !now.contains(name));
+        held_cdc.retain(|(name, _)| !named.contains(&format!("{}/{name}", crate::table::cdc::CHANGE_DATA_DIR)));
     }
     for (name, _lock) in &held {
         sweep.consider(root, name)?;
     }
     drop(held);
+    if let Some(dir) = &change_data {
+        for (name, _lock) in &held_cdc {
+            sweep.consider(dir, name)?;
+        }
+    }
+    drop(held_cdc);
     // Files of commits moved aside by `check --repair` are never expired either; when one of
     // those commits cannot be read, no data file is deleted at all.
     expired.retain(|(p, _)| !aside.contains(p));

@@ -4,6 +4,7 @@
 //! listing) and [`Table::read_commit`] (one commit, checked complete); every data file through
 //! [`Table::open_data_file`]. See docs/FORMAT.md.
 
+pub mod cdc;
 pub mod commit;
 mod datafile;
 pub mod dv;

@@ -517,3 +517,77 @@ fn long_expressions_are_refused_and_values_that_do_not_fit_are_bad_data() {
         .code(2)
         .stderr_has(&["twice"]);
 }
+
+/// The change feed of DELETE, UPDATE and MERGE (docs/FORMAT.md "The change feed"): each commit
+/// carries one change data file (`cdc`), so `changes` shows only the rows that changed, as
+/// `delete`, `update_preimage` / `update_postimage` and `insert`, never the other rows of the
+/// rewritten files; a retention vacuum deletes the change data files with the removed data files
+/// and `changes` then names the vacuum (exit 4).
+#[test]
+fn the_change_feed_shows_update_images_and_deleted_rows_only() {
+    let t = TempTable::new(&["id:int!", "v:str"]);
+    let rows_in = (1..=6)
+        .map(|i| format!("{{\"id\":{i},\"v\":\"r{i}\"}}\n"))
+        .collect::<String>();
+    t.td_in("append", &[], rows_in.as_bytes()).ok(); // v1
+    t.td("update", &["--set", "v = v || '!'", "--where", "id IN (2, 5)"])
+        .ok(); // v2
+    t.td("delete", &["--where", "id = 3"]).ok(); // v3
+    let src = t.dir.path().join("src.jsonl");
+    std::fs::write(&src, "{\"id\":1,\"v\":\"m\"}\n{\"id\":9,\"v\":\"new\"}\n").unwrap();
+    let out = t
+        .td("merge", &["--file", src.to_str().unwrap(), "--on", "id", "--json"])
+        .ok()
+        .json(); // v4
+    assert_eq!(out["operationMetrics"]["numAddedChangeFiles"], 1);
+    let feed: Vec<(u64, String, Value, Value)> = rows(&t.td("changes", &["--from-version", "2"]).ok().stdout)
+        .into_iter()
+        .map(|r| {
+            (
+                r["_commit_version"].as_u64().unwrap(),
+                r["_change_type"].as_str().unwrap().to_string(),
+                r["id"].clone(),
+                r["v"].clone(),
+            )
+        })
+        .collect();
+    let want = vec![
+        (2, "update_preimage", json!(2), json!("r2")),
+        (2, "update_postimage", json!(2), json!("r2!")),
+        (2, "update_preimage", json!(5), json!("r5")),
+        (2, "update_postimage", json!(5), json!("r5!")),
+        (3, "delete", json!(3), json!("r3")),
+        (4, "update_preimage", json!(1), json!("r1")),
+        (4, "update_postimage", json!(1), json!("m")),
+        (4, "insert", json!(9), json!("new")),
+    ];
+    let want: Vec<(u64, String, Value, Value)> =
+        want.into_iter().map(|(v, c, i, s)| (v, c.to_string(), i, s)).collect();
+    assert_eq!(feed, want);
+    // Each of those commits names one change data file of the recorded size and row count.
+    for v in 2..=4 {
+        let log = std::fs::read_to_string(t.log_dir().join(format!("{v:020}.json"))).unwrap();
+        let cdc: Vec<Value> = log
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter_map(|a| a.get("cdc").cloned())
+            .collect();
+        assert_eq!(cdc.len(), 1, "version {v}: {log}");
+        let path = t.path.join(cdc[0]["path"].as_str().unwrap());
+        assert!(cdc[0]["path"].as_str().unwrap().starts_with("_change_data/cdc-"));
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            cdc[0]["size"].as_u64().unwrap()
+        );
+        assert_eq!(cdc[0]["dataChange"], false);
+    }
+    // A vacuum with no retention deletes them; the feed of those versions names the vacuum.
+    t.td("vacuum", &["--retain", "0s", "--force"]).ok();
+    let left = std::fs::read_dir(t.path.join("_change_data")).unwrap().count();
+    assert_eq!(left, 0, "change data files left after the vacuum");
+    t.td("changes", &["--from-version", "2"]).code(4).stderr_has(&[
+        "version 2's changes need",
+        "_change_data/cdc-",
+        "vacuum",
+    ]);
+}

@@ -488,3 +488,42 @@ fn at_raises_commit_times_that_go_backwards_and_takes_the_first_of_a_repeated_lo
         Path::new("../v/4")
     );
 }
+
+/// A row-level change seen through `changes.jsonl` (docs/FORMAT.md "The change feed"): the
+/// update's pre- and post-images and the deleted row only, the same bytes as `tinydelta changes`,
+/// and a size `stat` gives before anything is read.
+#[test]
+fn row_level_changes_show_their_images_in_changes_jsonl() {
+    let f = fixture();
+    append(
+        &f,
+        "{\"id\":1,\"src\":\"a\"}\n{\"id\":2,\"src\":\"b\"}\n{\"id\":3,\"src\":\"c\"}\n",
+    );
+    f.td(&["update", &f.t(), "--set", "src = 'B'", "--where", "id = 2"]);
+    let _m = f.mount();
+    f.td(&["delete", &f.t(), "--where", "id = 3"]);
+    let feed = assert_feed_agrees(&f);
+    let got: Vec<(String, i64, String)> = feed
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(json)
+        .filter(|r| r["_commit_version"].as_u64() > Some(1))
+        .map(|r| {
+            (
+                r["_change_type"].as_str().unwrap().to_string(),
+                r["id"].as_i64().unwrap(),
+                r["src"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let want = [
+        ("update_preimage", 2, "b"),
+        ("update_postimage", 2, "B"),
+        ("delete", 3, "c"),
+    ];
+    let want: Vec<(String, i64, String)> = want
+        .iter()
+        .map(|(c, i, s)| (c.to_string(), *i, s.to_string()))
+        .collect();
+    assert_eq!(got, want);
+}

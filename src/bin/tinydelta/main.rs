@@ -175,8 +175,9 @@ enum Cmd {
         change: ChangeFlags,
     },
     /// Print the change feed (Delta Change Data Feed): for each version, the rows of the files
-    /// it removed (`_change_type` delete), then of those it added (insert), each with
-    /// `_commit_version` and `_commit_timestamp`.
+    /// it removed (`_change_type` delete), then of those it added (insert); for a DELETE, UPDATE
+    /// or MERGE the rows it changed (delete, update_preimage, update_postimage, insert); each
+    /// with `_commit_version` and `_commit_timestamp`.
     Changes {
         /// Table folder.
         table: PathBuf,
