@@ -65,9 +65,36 @@ pub const WRITER_VERSION: i64 = 2;
 /// The Delta writer features tinydelta honours when it writes (PROTOCOL "Table Features"):
 /// `appendOnly` and `invariants` (implied by writer version 2; tinydelta sets neither
 /// `delta.appendOnly` nor column invariants, and refuses tables that do, below), `timestampNtz`
-/// and `variantType` (the types of its `timestamp_ntz` and `json` columns). A table at writer
-/// version 7 with any other writer feature is not written.
-pub const WRITER_FEATURES: [&str; 4] = ["appendOnly", "invariants", "timestampNtz", "variantType"];
+/// and `variantType` (the types of its `timestamp_ntz` and `json` columns), and
+/// [`JSONL_FEATURE`]. A table at writer version 7 with any other writer feature is not written.
+pub const WRITER_FEATURES: [&str; 5] = ["appendOnly", "invariants", "timestampNtz", "variantType", JSONL_FEATURE];
+
+/// The writer feature of tinydelta's JSONL tables (docs/FORMAT.md "A guard against other
+/// writers"): other Delta writers do not implement it, so they refuse to commit to such a table
+/// (PROTOCOL "Table Features": a writer must not write a table with a writer feature it does not
+/// support), where they would otherwise add Parquet files to a table of JSONL files. Readers are
+/// not affected (it is no reader feature).
+pub const JSONL_FEATURE: &str = "tinydeltaJsonlData";
+
+/// The protocol of a new tinydelta table, or of one whose schema change needs the type
+/// features `needed`: [`protocol_with`] at writer version 7 with [`JSONL_FEATURE`] listed
+/// (reader version 1 when no reader feature is needed). A table created before the guard keeps
+/// its writer version 2 protocol until a type feature upgrades it.
+pub fn jsonl_protocol(needed: &[&str], upgrade_from: Option<&Protocol>) -> Protocol {
+    if needed.is_empty()
+        && let Some(p) = upgrade_from
+    {
+        return p.clone();
+    }
+    let mut p = protocol_with(needed, upgrade_from);
+    let mut writer = p.writer_features.take().unwrap_or_default();
+    if !writer.iter().any(|w| w == JSONL_FEATURE) {
+        writer.insert(0, JSONL_FEATURE.to_string());
+    }
+    p.min_writer_version = 7;
+    p.writer_features = Some(writer);
+    p
+}
 
 /// The protocol of a table whose schema needs the table features `needed` (a subset of
 /// [`crate::format::schema::TYPE_FEATURES`], all reader-writer features): reader 1 / writer 2

@@ -266,7 +266,7 @@ impl Table {
                 operation_metrics: BTreeMap::new(),
                 engine_info: Some(ENGINE_INFO.into()),
             }),
-            Action::protocol(crate::log::snapshot::protocol_with(&schema.features(), None)),
+            Action::protocol(crate::log::snapshot::jsonl_protocol(&schema.features(), None)),
             Action::metadata(Metadata {
                 id: uuid::Uuid::new_v4().to_string(),
                 format: Format {

@@ -773,7 +773,7 @@ pub(crate) fn schema_change_actions(snap: &Snapshot, schema: &Schema) -> Vec<Act
         .collect();
     let mut actions = Vec::new();
     if !needed.is_empty() {
-        actions.push(Action::protocol(crate::log::snapshot::protocol_with(&needed, Some(&snap.protocol))));
+        actions.push(Action::protocol(crate::log::snapshot::jsonl_protocol(&needed, Some(&snap.protocol))));
     }
     let mut metadata = snap.metadata.clone();
     metadata.schema_string = schema.to_schema_string();

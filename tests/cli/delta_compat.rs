@@ -217,7 +217,7 @@ pub(crate) fn assert_agrees(table: &Path, expected_ops: &[(&str, Option<&str>)])
             theirs["protocol"]
         );
         assert_eq!(
-            theirs["protocol"]["minWriterVersion"], 2,
+            theirs["protocol"]["minWriterVersion"], 7,
             "{ctx}: {}",
             theirs["protocol"]
         );
@@ -226,8 +226,9 @@ pub(crate) fn assert_agrees(table: &Path, expected_ops: &[(&str, Option<&str>)])
             "{ctx}: {}",
             theirs["protocol"]
         );
-        assert!(
-            theirs["protocol"]["writerFeatures"].is_null(),
+        assert_eq!(
+            theirs["protocol"]["writerFeatures"],
+            serde_json::json!(["tinydeltaJsonlData"]),
             "{ctx}: {}",
             theirs["protocol"]
         );
@@ -583,6 +584,50 @@ fn a_disagreement_is_detected() {
 }
 
 /// Runs the real `tinydelta` binary and returns (exit code, stdout, stderr), whatever the code.
+/// The guard (docs/FORMAT.md "A guard against other writers"): a table tinydelta creates lists
+/// the writer feature `tinydeltaJsonlData` at writer version 7, so the real deltalake refuses
+/// `write_deltalake(..., mode="append")` with its own error and commits nothing, while it still
+/// reads the log; tinydelta keeps reading and writing the table.
+#[test]
+fn deltalake_refuses_to_append_to_a_tinydelta_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, t) = tmp_table(&dir, "t");
+    td(&["create", &t, "id:int!", "name:str"]);
+    let rows = dir.path().join("rows.jsonl");
+    std::fs::write(&rows, "{\"id\":1,\"name\":\"a\"}\n").unwrap();
+    td(&["append", &t, "--file", rows.to_str().unwrap()]);
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(format!(
+            "import pyarrow as pa, deltalake\n\
+             t = deltalake.DeltaTable({t:?})\n\
+             print(t.version(), t.protocol().min_writer_version, t.protocol().writer_features)\n\
+             deltalake.write_deltalake({t:?}, pa.table({{'id': pa.array([7], pa.int32()), 'name': ['x']}}), mode='append')\n"
+        ))
+        .output()
+        .expect("run python");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "deltalake appended: {stdout} {stderr}");
+    assert!(stdout.starts_with("1 7 ['tinydeltaJsonlData']"), "{stdout} {stderr}");
+    assert!(
+        stderr.contains("Unsupported table features") && stderr.contains("tinydeltaJsonlData"),
+        "{stderr}"
+    );
+    assert!(!table.join("_delta_log/00000000000000000002.json").exists());
+    assert!(
+        !std::fs::read_dir(&table)
+            .unwrap()
+            .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".parquet")),
+        "deltalake left a Parquet file"
+    );
+    td(&["append", &t, "--file", rows.to_str().unwrap()]);
+    assert_eq!(
+        td(&["read", &t]),
+        b"{\"id\":1,\"name\":\"a\"}\n{\"id\":1,\"name\":\"a\"}\n"
+    );
+}
+
 fn td_any(args: &[&str]) -> (i32, Vec<u8>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_tinydelta"))
         .args(args)
@@ -605,6 +650,9 @@ fn deltalake_appends_leave_a_tinydelta_table_readable() {
     let dir = tempfile::tempdir().unwrap();
     let (table, t) = tmp_table(&dir, "t");
     td(&["create", &t, "id:int!", "name:str"]);
+    // A table created before the guard (docs/FORMAT.md "A guard against other writers"): writer
+    // version 2, which deltalake writes to.
+    crate::support::legacy_protocol(&table);
     let rows = dir.path().join("rows.jsonl");
     std::fs::write(&rows, "{\"id\":1,\"name\":\"a\"}\n{\"id\":2,\"name\":\"b\"}\n").unwrap();
     td(&["append", &t, "--file", rows.to_str().unwrap()]);

@@ -714,6 +714,7 @@ for k in range(1, 6):
 #[test]
 fn a_table_with_another_writers_parquet_file_is_exported() {
     let src = TempTable::new(TYPES);
+    crate::support::legacy_protocol(&src.path);
     src.append_file("delta_compat/types-a.jsonl");
     // deltalake appends a Parquet file into the tinydelta table.
     py(&["-c", DELTALAKE_APPEND, &src.p()], b"");

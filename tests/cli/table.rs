@@ -476,7 +476,10 @@ fn the_log_is_a_valid_delta_log() {
         .iter()
         .find_map(|a| a.get("protocol"))
         .expect("protocol in version 0");
-    assert_eq!(protocol, &json!({"minReaderVersion": 1, "minWriterVersion": 2}));
+    assert_eq!(
+        protocol,
+        &json!({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["tinydeltaJsonlData"]})
+    );
     let md = v0
         .iter()
         .find_map(|a| a.get("metaData"))

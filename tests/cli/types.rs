@@ -95,7 +95,7 @@ fn the_types_that_need_table_features_list_them_in_the_protocol() {
         .unwrap();
     assert_eq!(
         p,
-        json!({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["timestampNtz", "variantType"], "writerFeatures": ["timestampNtz", "variantType"]})
+        json!({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["timestampNtz", "variantType"], "writerFeatures": ["tinydeltaJsonlData", "timestampNtz", "variantType"]})
     );
     t.append(b"{\"id\":1,\"n\":\"2020-01-01T00:00:00\",\"j\":[1]}\n");
     let plain = TempTable::new(&["id:int"]);
@@ -104,9 +104,19 @@ fn the_types_that_need_table_features_list_them_in_the_protocol() {
         .into_iter()
         .find_map(|a| a.get("protocol").cloned())
         .unwrap();
-    assert_eq!(p0, json!({"minReaderVersion": 1, "minWriterVersion": 2}));
+    assert_eq!(
+        p0,
+        json!({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["tinydeltaJsonlData"]})
+    );
     // Adding a json column upgrades the protocol in the same commit, keeping the features
-    // writer version 2 implied.
+    // writer version 2 implied in a table created before the guard (writer version 2).
+    let mut c0 = plain.commit(0);
+    for a in c0.iter_mut() {
+        if let Some(p) = a.get_mut("protocol") {
+            *p = json!({"minReaderVersion": 1, "minWriterVersion": 2});
+        }
+    }
+    plain.write_commit(0, &c0);
     plain.td("alter", &["add-column", "extra:json"]).ok();
     let c1 = plain.commit(1);
     let p1 = c1
@@ -115,7 +125,7 @@ fn the_types_that_need_table_features_list_them_in_the_protocol() {
         .expect("a protocol action");
     assert_eq!(
         p1,
-        json!({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["variantType"], "writerFeatures": ["appendOnly", "invariants", "variantType"]})
+        json!({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["variantType"], "writerFeatures": ["tinydeltaJsonlData", "appendOnly", "invariants", "variantType"]})
     );
     plain.append(b"{\"id\":1,\"extra\":{\"a\":[true]}}\n");
     assert_eq!(plain.read(), b"{\"id\":1,\"extra\":{\"a\":[true]}}\n");

@@ -66,6 +66,7 @@ fn typed_table() -> (Fixture, String) {
         "ok:bool",
     ];
     f.td(&[&["create", t.as_str()][..], &schema[..]].concat());
+    crate::support::legacy_protocol(&f.table);
     (f, t)
 }
 
@@ -543,6 +544,7 @@ fn a_cache_entry_planted_by_another_user_is_ignored() {
     let f = empty_fixture();
     let t = f.t();
     f.td(&["create", &t, "id:int", "s:str"]);
+    crate::support::legacy_protocol(&f.table);
     let one = f.dir.path().join("one.jsonl");
     fs::write(&one, "{\"id\":0,\"s\":\"z\"}\n").unwrap();
     f.td(&["append", &t, "--file", one.to_str().unwrap()]);

@@ -574,3 +574,23 @@ pub fn td_peak_rss<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (i32, u64) {
         .unwrap_or_else(|| panic!("time printed no peak: {text:?}"));
     (status.code().unwrap_or(-1), kib * 1024)
 }
+
+/// Give version 0 of the tinydelta table at `table` the protocol tinydelta wrote before the
+/// guard against other writers (reader 1, writer 2; docs/FORMAT.md "A guard against other
+/// writers"), so that a real `deltalake` writer appends to it, as such tables let it.
+pub fn legacy_protocol(table: &std::path::Path) {
+    let f = table.join("_delta_log/00000000000000000000.json");
+    let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("read {}: {e}", f.display()));
+    let out: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("{\"protocol\"") {
+                "{\"protocol\":{\"minReaderVersion\":1,\"minWriterVersion\":2}}\n".to_string()
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    assert_ne!(out, text, "version 0 of {} has a protocol line", table.display());
+    std::fs::write(&f, out).unwrap_or_else(|e| panic!("write {}: {e}", f.display()));
+}
