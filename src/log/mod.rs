@@ -3,6 +3,7 @@
 //! version checksums (docs/FORMAT.md, docs/ARCHITECTURE.md).
 
 pub mod checkpoint;
+pub mod delta_checkpoint;
 pub mod crc;
 pub mod files;
 pub mod publish;

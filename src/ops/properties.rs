@@ -33,6 +33,7 @@ pub fn check_property(key: &str, value: &str) -> Result<()> {
         crate::ops::vacuum::RETENTION_PROPERTY => crate::ops::vacuum::parse_interval(value).is_some(),
         AUTO_COMPACT_PROPERTY => parse_auto_compact(value).is_some(),
         AUTO_COMPACT_MIN_FILES_PROPERTY => value.trim().parse::<usize>().is_ok_and(|n| n >= 2),
+        crate::table::CHECKPOINT_INTERVAL_PROPERTY => value.trim().parse::<u64>().is_ok_and(|n| n >= 1),
         _ => true,
     };
     if ok {
@@ -41,6 +42,7 @@ pub fn check_property(key: &str, value: &str) -> Result<()> {
     let wants = match key {
         crate::ops::vacuum::RETENTION_PROPERTY => "an interval like \"interval 7 days\"",
         AUTO_COMPACT_PROPERTY => "true, false, auto or legacy",
+        crate::table::CHECKPOINT_INTERVAL_PROPERTY => "a whole number of commits from 1",
         _ => "a whole number of files from 2",
     };
     Err(Error::InvalidArgument(format!(

@@ -555,11 +555,55 @@ impl Table {
         // Advisory (docs/FORMAT.md, "Version checksums"): in the mount, written after the
         // reply to the commit's close.
         let log = self.log.clone();
+        let checkpoint = delta_checkpoint_due(&snap).then(|| self.clone());
         crate::table::request::after_reply(move || {
             if let Err(e) = crate::log::crc::write(&log, &snap) {
                 ::log::warn!("no version checksum written for version {version}: {e}");
             }
+            if let Some(table) = checkpoint
+                && let Err(e) = table.write_delta_checkpoint(&snap)
+            {
+                ::log::warn!("no Delta checkpoint written for version {version}: {e}");
+            }
         });
+    }
+
+    /// Write the classic Delta checkpoint of `snap` (`_delta_log/<v:020>.checkpoint.parquet`
+    /// and `_last_checkpoint`; docs/FORMAT.md "Delta checkpoints"): the protocol, the metaData,
+    /// every live file's `add` as committed, and the `remove`s of the last
+    /// `delta.checkpointInterval` commits whose files are not live. Advisory, like the version
+    /// checksum: readers replay the commits without it. Errors: reading the commits that added
+    /// the live files; [`Error::Io`] writing, naming the file.
+    pub(crate) fn write_delta_checkpoint(&self, snap: &Snapshot) -> Result<()> {
+        let files: Vec<&crate::log::snapshot::FileEntry> = snap.files.iter().map(|f| &**f).collect();
+        let live: BTreeMap<String, Add> = self
+            .add_actions(&files)?
+            .into_iter()
+            .map(|a| (a.path.clone(), a))
+            .collect();
+        let mut tombstones: BTreeMap<String, Remove> = BTreeMap::new();
+        let from = snap.version.saturating_sub(checkpoint_interval(&snap.metadata) - 1);
+        for v in from..=snap.version {
+            // A version before the log segment's first (cleaned up) has no removes to keep.
+            let Ok(c) = self.read_commit(v) else { continue };
+            for a in c.actions {
+                if let Some(r) = a.remove
+                    && !live.contains_key(&r.path)
+                {
+                    tombstones.insert(r.path.clone(), r);
+                }
+                if let Some(add) = a.add {
+                    tombstones.remove(&add.path);
+                }
+            }
+        }
+        let state = crate::log::delta_checkpoint::State {
+            protocol: snap.protocol.clone(),
+            metadata: Some(&snap.metadata),
+            live: &live,
+            tombstones: &tombstones,
+        };
+        crate::log::delta_checkpoint::write(&self.log, snap.version, &state)
     }
 
     /// Refuse writes of JSONL data files into a table whose `metaData.format.provider` is not
@@ -860,6 +904,39 @@ pub(super) enum Copied {
     NoRows,
     /// See [`FileAppend::NotCanonical`] (no file left).
     NotCanonical,
+}
+
+/// Table property: write a Delta checkpoint every this many commits (Delta's name; docs/FORMAT.md
+/// "Delta checkpoints").
+pub const CHECKPOINT_INTERVAL_PROPERTY: &str = "delta.checkpointInterval";
+
+/// The checkpoint interval when the property is not set: delta-rs's default.
+pub const DEFAULT_CHECKPOINT_INTERVAL: u64 = 100;
+
+/// `delta.checkpointInterval` of `metadata`, else [`DEFAULT_CHECKPOINT_INTERVAL`] (also for a
+/// value that is not a positive integer: the property is checked when it is set).
+pub fn checkpoint_interval(metadata: &crate::format::actions::Metadata) -> u64 {
+    metadata
+        .configuration
+        .get(CHECKPOINT_INTERVAL_PROPERTY)
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(DEFAULT_CHECKPOINT_INTERVAL)
+}
+
+/// Whether a commit that made `snap` writes a Delta checkpoint (docs/FORMAT.md "Delta
+/// checkpoints"): a version that is a multiple of the interval, of a JSONL table carrying the
+/// guard feature (a table other writers may write keeps only the checkpoints they write).
+fn delta_checkpoint_due(snap: &Snapshot) -> bool {
+    snap.version > 0
+        && snap.version.is_multiple_of(checkpoint_interval(&snap.metadata))
+        && snap.metadata.format.provider == "json"
+        && snap
+            .protocol
+            .writer_features
+            .iter()
+            .flatten()
+            .any(|f| f == crate::log::snapshot::JSONL_FEATURE)
 }
 
 /// `e`, a failed copy from the input, saying which file it was copied to.

@@ -713,3 +713,70 @@ fn deltalake_appends_leave_a_tinydelta_table_readable() {
     let theirs = deltalake_view(&table);
     assert!(theirs.to_string().contains("part-"), "{theirs}");
 }
+
+/// Delta checkpoints (docs/FORMAT.md "Delta checkpoints"): every `delta.checkpointInterval`
+/// commits tinydelta writes `<v>.checkpoint.parquet` and `_last_checkpoint`, which the real
+/// deltalake opens (the protocol with its feature lists, the live files with their stats) and
+/// agrees with at the checkpoint's version and after; tinydelta reads every version as before.
+#[test]
+fn deltalake_opens_the_delta_checkpoints_tinydelta_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, t) = tmp_table(&dir, "t");
+    td(&["create", &t, "id:int!", "at:timestamp_ntz"]);
+    td(&["alter", &t, "set-property", "delta.checkpointInterval=5"]); // version 1
+    let rows = dir.path().join("rows.jsonl");
+    for i in 0..11 {
+        std::fs::write(
+            &rows,
+            format!("{{\"id\":{i},\"at\":\"2024-01-01T00:00:0{}\"}}\n", i % 10),
+        )
+        .unwrap();
+        td(&["append", &t, "--file", rows.to_str().unwrap()]); // versions 2..=12
+    }
+    td(&["delete", &t, "--where", "id = 4"]); // version 13
+    let log = table.join("_delta_log");
+    for v in [5u64, 10] {
+        assert!(
+            log.join(format!("{v:020}.checkpoint.parquet")).is_file(),
+            "checkpoint {v}"
+        );
+    }
+    let last: Value = serde_json::from_slice(&std::fs::read(log.join("_last_checkpoint")).unwrap()).unwrap();
+    assert_eq!(last["version"], 10, "{last}");
+    let script = "import sys, json, deltalake\n\
+        out = []\n\
+        for v in (10, 13):\n\
+        \x20   t = deltalake.DeltaTable(sys.argv[1], version=v)\n\
+        \x20   p = t.protocol()\n\
+        \x20   out.append({'version': t.version(), 'files': sorted(u.rsplit('/', 1)[1] for u in t.file_uris()),\n\
+        \x20               'writer': p.writer_features, 'reader': p.reader_features,\n\
+        \x20               'rows': sum(t.get_add_actions(flatten=False).column('num_records').to_pylist())})\n\
+        print(json.dumps(out))\n";
+    let out = run(Command::new(python()).arg("-c").arg(script).arg(&table));
+    let theirs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (i, v) in [10u64, 13].iter().enumerate() {
+        let ours = td_json(&["describe", &t, "--version", &v.to_string(), "--json"]);
+        assert_eq!(theirs[i]["version"], *v);
+        assert_eq!(theirs[i]["rows"], ours["numRecords"], "version {v}: {theirs}");
+        assert_eq!(
+            theirs[i]["files"].as_array().unwrap().len() as u64,
+            ours["numFiles"].as_u64().unwrap(),
+            "version {v}"
+        );
+        assert_eq!(
+            theirs[i]["writer"],
+            serde_json::json!(["tinydeltaJsonlData", "timestampNtz"]),
+            "{theirs}"
+        );
+        assert_eq!(theirs[i]["reader"], serde_json::json!(["timestampNtz"]), "{theirs}");
+    }
+    assert_eq!(theirs[1]["rows"], 10);
+    // tinydelta itself: every version still reads as the commits say.
+    for v in 2..=13u64 {
+        let n = td(&["read", &t, "--version", &v.to_string()])
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count();
+        assert_eq!(n as u64, if v == 13 { 10 } else { v - 1 }, "version {v}");
+    }
+}

@@ -17,7 +17,7 @@
 //! unless DEST's newest commit is such a record of the same table and mode and DEST's live files
 //! are exactly those of that source version.
 
-mod checkpoint;
+
 mod convert;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -32,6 +32,7 @@ use crate::sys::beneath::{Dir, Kind};
 use crate::log::publish::{self, Publish};
 use crate::error::{Error, IoContext, Result};
 use crate::log::files::{self, LOG_DIR, LogFile};
+use crate::log::delta_checkpoint as checkpoint;
 use crate::log::snapshot::Snapshot;
 use crate::table::{ENGINE_INFO, Table};
 

@@ -1,5 +1,6 @@
-//! Delta checkpoints of an exported table (Delta PROTOCOL "Checkpoints", the classic
-//! single-file form, and "Last Checkpoint File"): `_delta_log/<v:020>.checkpoint.parquet`
+//! Classic Delta checkpoints, of tinydelta's JSONL tables (docs/FORMAT.md "Delta checkpoints")
+//! and of exported tables (Delta PROTOCOL "Checkpoints", the classic single-file form, and
+//! "Last Checkpoint File"): `_delta_log/<v:020>.checkpoint.parquet`
 //! holds one row per action of the table's state at version v (the protocol, the metaData,
 //! every live `add`, every `remove` not re-added), with one struct column per action type as
 //! delta-rs writes them; `_delta_log/_last_checkpoint` is `{"version":v,"size":rows}`. Both
@@ -331,6 +332,23 @@ fn batch(rows: &[Row<'_>], protocol: &Protocol) -> std::io::Result<RecordBatch> 
         ],
     )?;
     let version = |v: i64| i32::try_from(v).unwrap_or(i32::MAX);
+    // PROTOCOL "Table Features": at reader 3 / writer 7 the feature lists are part of the
+    // protocol, and readers refuse a writer version 7 protocol without `writerFeatures`.
+    let features = |list: &Option<Vec<String>>| {
+        let mut b = ListBuilder::new(StringBuilder::new());
+        for r in rows {
+            match list {
+                Some(names) if is_proto(r) => {
+                    for n in names {
+                        b.values().append_value(n);
+                    }
+                    b.append(true);
+                }
+                _ => b.append(false),
+            }
+        }
+        Arc::new(b.finish()) as ArrayRef
+    };
     let proto = structure(
         rows,
         is_proto,
@@ -345,6 +363,8 @@ fn batch(rows: &[Row<'_>], protocol: &Protocol) -> std::io::Result<RecordBatch> 
                 Arc::new(Int32Array::from(vec![version(protocol.min_writer_version); rows.len()])),
                 false,
             ),
+            ("readerFeatures", features(&protocol.reader_features), true),
+            ("writerFeatures", features(&protocol.writer_features), true),
         ],
     )?;
     let columns: Vec<(&str, ArrayRef)> = vec![
