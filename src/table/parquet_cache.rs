@@ -221,6 +221,11 @@ fn prefix(file: &FileEntry, schema: &Schema) -> String {
     // The rows also depend on the deletion vector (PROTOCOL "Deletion Vectors"): its uniqueId
     // joins the schema's hash.
     let mut h = fnv(0xcbf2_9ce4_8422_2325, schema.to_schema_string().as_bytes());
+    // Physical names, field ids (column mapping) and 32-bit floats (type widening) too.
+    let sig = schema.file_signature();
+    if !sig.is_empty() {
+        h = fnv(h, sig.as_bytes());
+    }
     if let Some(id) = file.dv_id() {
         h = fnv(h, id.as_bytes());
     }
