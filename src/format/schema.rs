@@ -817,7 +817,7 @@ impl Schema {
             }
             Ok(())
         }
-        let (keep, keep_id) = match mode {
+        let (mut keep, keep_id) = match mode {
             None | Some("none") => (false, false),
             Some("name") => (true, false),
             Some("id") => (true, true),
@@ -828,6 +828,11 @@ impl Schema {
                 ));
             }
         };
+        // A mode set on a table whose fields have no physical names at all (the property set
+        // on a reader version 1 table, where column mapping is not in force) reads by names.
+        if !self.columns.iter().any(|c| c.physical.is_some()) {
+            keep = false;
+        }
         walk(&mut self.columns, keep_id, keep, "")?;
         Ok(self)
     }

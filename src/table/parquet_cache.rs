@@ -521,6 +521,11 @@ fn convert(
                 std::io::Error::new(std::io::ErrorKind::Interrupted, "the reader went away"),
             ),
             Error::Io { op, source, .. } => Error::io(op, out_path, source),
+            // Damage in the file's rows names the version that added it too.
+            Error::Corrupt { path, reason } if path == data_path => Error::Corrupt {
+                path,
+                reason: format!("{reason} (a data file version {} added)", file.added_in),
+            },
             e => e,
         })?;
     if file.has_stats && rows != file.num_records {

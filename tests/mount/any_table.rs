@@ -549,7 +549,10 @@ fn column_mapping_reads_physical_names_and_shows_logical_ones() {
     fs::write(&log, text).unwrap();
     let (code, out, err) = td_any(&["read", &h.t()]);
     assert_eq!((code, out.len()), (1, 0), "{err}");
-    assert!(err.contains("part-0.parquet") && err.contains("extra"), "{err}");
+    assert!(
+        err.contains("part-0.parquet") && err.contains("extra") && err.contains("version 0 added"),
+        "{err}"
+    );
     // A mode tinydelta does not know is refused as unsupported, naming it.
     let text = fs::read_to_string(&log).unwrap().replace(
         r#""delta.columnMapping.mode": "name""#,
@@ -784,7 +787,10 @@ with open(t + "/_delta_log/00000000000000000000.json", "w") as fh:
     let (code, out, err) = td_any(&["read", &h.t()]);
     assert_eq!((code, out.len()), (1, 0), "{err}");
     assert!(
-        err.contains("part-0.parquet") && err.contains("variant") && err.contains("row 4"),
+        err.contains("part-0.parquet")
+            && err.contains("variant")
+            && err.contains("row 4")
+            && err.contains("version 0 added"),
         "{err}"
     );
     // Shredded variants (a typed_value field) are refused naming the column.
@@ -808,4 +814,45 @@ with open(t + "/_delta_log/00000000000000000000.json", "w") as fh:
     for r in &rows {
         assert_eq!(r["v"]["key"], r["id"], "{r}");
     }
+}
+
+/// tinydelta writes no physical names: `alter` refuses to turn column mapping on, and a table
+/// whose `delta.columnMapping.mode` was set without physical names (column mapping not in
+/// force at reader version 1) still reads by its column names.
+#[test]
+fn column_mapping_is_not_written_and_a_mode_without_physical_names_reads_by_name() {
+    let f = empty_fixture();
+    let t = f.t();
+    f.td(&["create", &t, "id:int", "s:str"]);
+    let (code, _, err) = td_any(&["alter", &t, "set-property", "delta.columnMapping.mode=name"]);
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("unsupported: writing a table with column mapping"),
+        "{err}"
+    );
+    let _ = std::process::Command::new(TD_BIN)
+        .args(["append", &t])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(b"{\"id\":1,\"s\":\"a\"}\n")?;
+            c.wait()
+        })
+        .unwrap();
+    // Another writer's commit sets the property (reader version 1: not in force).
+    let text = fs::read_to_string(f.table.join("_delta_log/00000000000000000000.json")).unwrap();
+    let mut meta: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|a| a.get("metaData").is_some())
+        .unwrap();
+    meta["metaData"]["configuration"]["delta.columnMapping.mode"] = "name".into();
+    let info = serde_json::json!({"commitInfo": {"timestamp": 4000000000000i64, "operation": "SET TBLPROPERTIES"}});
+    fs::write(
+        f.table.join("_delta_log/00000000000000000002.json"),
+        format!("{info}\n{meta}\n"),
+    )
+    .unwrap();
+    assert_eq!(sorted_lines(&f.td(&["read", &t])), [r#"{"id":1,"s":"a"}"#]);
 }
