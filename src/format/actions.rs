@@ -393,6 +393,17 @@ impl CommitInfo {
     }
 }
 
+/// `sidecar` of a V2 checkpoint (PROTOCOL "Sidecar File Information"): a Parquet file in
+/// `_delta_log/_sidecars/` holding `add` and `remove` actions of the checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sidecar {
+    /// The file: its name in `_delta_log/_sidecars/`, or a URI of it.
+    pub path: String,
+    /// Its size in bytes.
+    pub size_in_bytes: i64,
+}
+
 /// One line of a commit file. Exactly one field is set for a well-formed action; lines with
 /// only unknown keys leave all of them `None`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

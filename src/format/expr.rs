@@ -163,6 +163,9 @@ struct ColRef {
     /// As written in messages: `user.age`.
     name: String,
     path: Vec<String>,
+    /// The same path in `add.stats`: physical names under column mapping (PROTOCOL "Column
+    /// Mapping").
+    stats_path: Vec<String>,
     ty: ColumnType,
 }
 
@@ -374,6 +377,7 @@ impl Compiler<'_> {
             )));
         };
         let mut path = vec![col.name.clone()];
+        let mut stats_path = vec![col.physical_name().to_string()];
         for p in &parts[1..] {
             let ColumnType::Struct(fields) = &col.ty else {
                 return Err(self.err(format!(
@@ -391,10 +395,11 @@ impl Compiler<'_> {
                 )));
             };
             path.push(f.name.clone());
+            stats_path.push(f.physical_name().to_string());
             col = f;
         }
         let kind = Kind::of(&col.ty);
-        Ok((Node::Col(ColRef { name, path, ty: col.ty }), kind))
+        Ok((Node::Col(ColRef { name, path, stats_path, ty: col.ty }), kind))
     }
 
     fn literal(&self, v: &AstValue) -> Result<(Node, Kind)> {
@@ -1106,7 +1111,7 @@ impl<'a> FileStatsView<'a> {
     }
 
     fn at(map: Option<&'a RawValue>, c: &ColRef) -> Option<&'a RawValue> {
-        descend(map?, &c.path).ok().flatten()
+        descend(map?, &c.stats_path).ok().flatten()
     }
 
     fn bound(map: Option<&'a RawValue>, c: &ColRef) -> Option<Val> {

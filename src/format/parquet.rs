@@ -194,7 +194,7 @@ pub fn write_jsonl(
     out: &mut impl Write,
 ) -> Result<u64> {
     let builder = open_reader(file, path)?.with_batch_size(BATCH_ROWS);
-    refuse_variants(builder.schema(), schema, path)?;
+    refuse_shredded_variants(builder.schema(), schema, path)?;
     let declared = builder.metadata().file_metadata().num_rows();
     let reader = builder
         .build()
@@ -213,10 +213,12 @@ pub fn write_jsonl(
         .collect();
     let mut fixed: Vec<Option<Vec<u8>>> = Vec::with_capacity(schema.columns.len());
     for c in &schema.columns {
+        // Keyed by physical name under column mapping (PROTOCOL "Column Mapping").
+        let key = c.physical_name();
         let pv = partition
             .iter()
-            .find(|(k, _)| *k == &c.name)
-            .or_else(|| partition.iter().find(|(k, _)| k.eq_ignore_ascii_case(&c.name)));
+            .find(|(k, _)| *k == key)
+            .or_else(|| partition.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)));
         fixed.push(match pv {
             None => None,
             Some((_, None)) => Some(b"null".to_vec()),
@@ -230,7 +232,22 @@ pub fn write_jsonl(
     let mut line = Vec::with_capacity(1 << 10);
     for batch in reader {
         let batch = batch.map_err(|e| corrupt(path, format!("data file is not readable Parquet: {e}")))?;
-        let cols = batch_columns(&batch, schema, &fixed);
+        let mut cols = batch_columns(&batch, schema, &fixed);
+        // Type widening (PROTOCOL "Type Widening"): a Parquet FLOAT column of a Delta `double`
+        // column is read as the doubles it widens to (`1.100000023841858`, not `1.1`).
+        let widened: Vec<Option<arrow_array::Float64Array>> = cols
+            .iter()
+            .zip(&schema.columns)
+            .map(|(a, c)| {
+                let p = a.filter(|_| !c.float32)?.as_primitive_opt::<Float32Type>()?;
+                Some(p.iter().map(|v| v.map(f64::from)).collect())
+            })
+            .collect();
+        for (c, w) in cols.iter_mut().zip(&widened) {
+            if let Some(w) = w {
+                *c = Some(w as &dyn Array);
+            }
+        }
         // The keys of dictionary-encoded columns, once per batch (asked per value, they cost a
         // pass over the batch each: quadratic in the batch size).
         let keys: Vec<Option<Vec<usize>>> = cols
@@ -297,29 +314,88 @@ pub fn write_jsonl(
     Ok(rows - d.len())
 }
 
-/// Refuse a file that holds a Delta `variant` column (PROTOCOL "Variant Data Type"; tinydelta's
-/// `json` type): tinydelta reads its own `json` columns from JSONL data files and does not
-/// decode Parquet variants. Errors: [`Error::Unsupported`] naming the file and the column.
-fn refuse_variants(file: &arrow_schema::Schema, schema: &Schema, path: &Path) -> Result<()> {
-    fn has_json(ty: &ColumnType) -> bool {
-        match ty {
-            ColumnType::Json => true,
-            ColumnType::Array(e) => has_json(&e.ty),
-            ColumnType::Map(m) => has_json(&m.key) || has_json(&m.value.ty),
-            ColumnType::Struct(cols) => cols.iter().any(|c| has_json(&c.ty)),
+/// Refuse a file that holds shredded Delta `variant` values (PROTOCOL "Variant Shredding": a
+/// `typed_value` field beside `metadata` and `value`) in a column of `schema`: tinydelta decodes
+/// unshredded variants only (docs/FORMAT.md "Variant"). Errors: [`Error::Unsupported`] naming
+/// the file and the column.
+fn refuse_shredded_variants(file: &arrow_schema::Schema, schema: &Schema, path: &Path) -> Result<()> {
+    fn shredded(f: &arrow_schema::Field, ty: &ColumnType) -> bool {
+        match (f.data_type(), ty) {
+            (DataType::Struct(fields), ColumnType::Json) => fields.iter().any(|x| x.name() == "typed_value"),
+            (DataType::Struct(fields), ColumnType::Struct(cols)) => {
+                cols.iter().any(|c| field_of(fields, c).is_some_and(|i| shredded(&fields[i], &c.ty)))
+            }
+            (DataType::List(e) | DataType::LargeList(e) | DataType::FixedSizeList(e, _), ColumnType::Array(t)) => {
+                shredded(e, &t.ty)
+            }
+            (DataType::Map(entries, _), ColumnType::Map(m)) => match entries.data_type() {
+                DataType::Struct(kv) if kv.len() == 2 => shredded(&kv[1], &m.value.ty),
+                _ => false,
+            },
             _ => false,
         }
     }
     for c in &schema.columns {
-        if has_json(&c.ty) && file.fields().iter().any(|f| f.name().eq_ignore_ascii_case(&c.name)) {
+        if let Some(i) = field_of(file.fields(), c)
+            && shredded(&file.fields()[i], &c.ty)
+        {
             return Err(Error::Unsupported {
                 path: path.to_path_buf(),
                 what: format!(
-                    "column {} holds Parquet variant values (Delta type variant), which tinydelta does not decode",
+                    "column {} holds shredded Parquet variant values (PROTOCOL \"Variant Shredding\"), which tinydelta does not decode",
                     quoted(&c.name)
                 ),
             });
         }
+    }
+    Ok(())
+}
+
+/// Row `r` of the Parquet variant struct `st` (`metadata` and `value` binaries, PROTOCOL
+/// "Variant data in Parquet") as JSON, with the `parquet-variant-json` crate after a full
+/// validation of both binaries (a cut or damaged one is an error, never a panic or a guess):
+/// objects with their keys in the variant's order, decimals exact, dates and timestamps as
+/// strings, binary as base64. A value with no JSON form (a NaN double) is an error.
+fn variant_json(st: &arrow_array::StructArray, r: usize, out: &mut Vec<u8>) -> std::result::Result<(), String> {
+    use parquet_variant_json::VariantToJson;
+    fn binary(a: &dyn Array, r: usize) -> Option<&[u8]> {
+        match a.data_type() {
+            DataType::Binary => Some(a.as_binary::<i32>().value(r)),
+            DataType::LargeBinary => Some(a.as_binary::<i64>().value(r)),
+            DataType::BinaryView => Some(a.as_binary_view().value(r)),
+            _ => None,
+        }
+    }
+    let field = |name: &str| {
+        st.column_by_name(name)
+            .ok_or_else(|| format!("a variant without its {name:?} field"))
+    };
+    let (m, v) = (field("metadata")?, field("value")?);
+    if v.is_null(r) {
+        out.extend_from_slice(b"null");
+        return Ok(());
+    }
+    if m.is_null(r) {
+        return Err("a variant value without metadata".into());
+    }
+    let (Some(meta), Some(value)) = (binary(m.as_ref(), r), binary(v.as_ref(), r)) else {
+        return Err(format!(
+            "a variant's metadata and value are {} and {}, not binary",
+            m.data_type(),
+            v.data_type()
+        ));
+    };
+    let variant = parquet_variant::Variant::try_new(meta, value)
+        .and_then(|v| v.with_full_validation())
+        .map_err(|e| format!("the variant value is damaged ({e})"))?;
+    let at = out.len();
+    variant
+        .to_json(out)
+        .map_err(|e| format!("the variant value has no JSON form ({e})"))?;
+    // NaN and infinite doubles come out as words JSON does not have.
+    if serde_json::from_slice::<serde::de::IgnoredAny>(&out[at..]).is_err() {
+        out.truncate(at);
+        return Err("the variant value has no JSON form (a NaN or infinite number)".into());
     }
     Ok(())
 }
@@ -337,13 +413,36 @@ fn batch_columns<'a>(batch: &'a RecordBatch, schema: &Schema, fixed: &[Option<Ve
             if f.is_some() {
                 return None;
             }
-            let i = fields
-                .iter()
-                .position(|x| x.name() == &c.name)
-                .or_else(|| fields.iter().position(|x| x.name().eq_ignore_ascii_case(&c.name)))?;
+            let i = field_of(&fields, c)?;
             Some(batch.column(i).as_ref())
         })
         .collect()
+}
+
+/// The index among the file's `fields` (one struct level) of column `c` (PROTOCOL "Column
+/// Mapping", docs/FORMAT.md "Column mapping"): with a field id (mode `id`), the field carrying
+/// that Parquet field id, or, when no field of this level carries any id (a file written
+/// before ids), the one of its physical name; with a physical name (mode `name`), the field of
+/// that name; else the field of its name, exact, else regardless of case (Delta column names
+/// are case-insensitive). `None`: the file lacks the column (its values are null).
+fn field_of(fields: &arrow_schema::Fields, c: &crate::format::schema::Column) -> Option<usize> {
+    const ID: &str = parquet::arrow::PARQUET_FIELD_ID_META_KEY;
+    if let Some(id) = c.field_id {
+        let want = id.to_string();
+        if let Some(i) = fields.iter().position(|f| f.metadata().get(ID) == Some(&want)) {
+            return Some(i);
+        }
+        if fields.iter().any(|f| f.metadata().contains_key(ID)) {
+            return None;
+        }
+    }
+    if let Some(p) = &c.physical {
+        return fields.iter().position(|f| f.name() == p);
+    }
+    fields
+        .iter()
+        .position(|x| x.name() == &c.name)
+        .or_else(|| fields.iter().position(|x| x.name().eq_ignore_ascii_case(&c.name)))
 }
 
 /// A partition value (Delta PROTOCOL "Partition Value Serialization") as canonical JSON of `ty`.
@@ -470,6 +569,8 @@ fn value_json(a: &dyn Array, r: usize, ty: &ColumnType, out: &mut Vec<u8>) -> st
                         Ok(())
                     }
                     ColumnType::Float => float_json(v as f64, out),
+                    // Type widening (PROTOCOL "Type Widening"): an integer in a decimal column.
+                    ColumnType::Decimal { .. } => decimal_json(&v.to_string(), 0, ty, out),
                     _ => Err(mismatch()),
                 };
             }
@@ -516,6 +617,11 @@ fn value_json(a: &dyn Array, r: usize, ty: &ColumnType, out: &mut Vec<u8>) -> st
                 .and_then(|e| e.checked_add_signed(chrono::TimeDelta::days(i64::from(days))))
                 .ok_or_else(|| format!("date {days} days from 1970-01-01 is out of range"))?;
             date_json(d, out)
+        }
+        // Type widening: a date in a timestamp_ntz column is its midnight.
+        (DataType::Date32, ColumnType::TimestampNtz) => {
+            let days = a.as_primitive::<Date32Type>().value(r);
+            local_micros_json(i64::from(days) * 86_400_000_000, out)
         }
         (DataType::Date64, ColumnType::Date) => {
             let ms = a.as_primitive::<Date64Type>().value(r);
@@ -596,11 +702,7 @@ fn value_json(a: &dyn Array, r: usize, ty: &ColumnType, out: &mut Vec<u8>) -> st
                 }
                 let _ = serde_json::to_writer(&mut *out, c.name.as_str());
                 out.push(b':');
-                let i = fields
-                    .iter()
-                    .position(|x| x.name() == &c.name)
-                    .or_else(|| fields.iter().position(|x| x.name().eq_ignore_ascii_case(&c.name)));
-                match i {
+                match field_of(fields, c) {
                     Some(i) => child_json(st.column(i).as_ref(), r, &c.ty, c.nullable, out),
                     None if c.nullable => {
                         out.extend_from_slice(b"null");
@@ -640,8 +742,9 @@ fn value_json(a: &dyn Array, r: usize, ty: &ColumnType, out: &mut Vec<u8>) -> st
             out.push(b'}');
             Ok(())
         }
+        (DataType::Struct(_), ColumnType::Json) => variant_json(a.as_struct(), r, out),
         (_, ColumnType::Json) => Err(format!(
-            "Parquet type {} of a variant column is not read (tinydelta reads its own json columns from JSONL data files)",
+            "Parquet type {} does not hold variant values (a struct of metadata and value binaries)",
             a.data_type()
         )),
         _ => Err(mismatch()),
@@ -656,43 +759,102 @@ fn child_json(a: &dyn Array, r: usize, ty: &ColumnType, nullable: bool, out: &mu
     value_json(a, r, ty, out)
 }
 
-/// The actions of a Delta Parquet checkpoint (one part of it), in row order: each row's
-/// non-null top-level action column (`add`, `remove`, `metaData`, `protocol`, `txn`, ...) as
-/// the JSON object a commit line would hold, parsed as an [`Action`].
+/// What one file of a Delta checkpoint holds: its actions in order, and, for a V2 checkpoint
+/// (PROTOCOL "V2 Checkpoint Table Feature"), its `sidecar` actions and the version its
+/// `checkpointMetadata` names.
+#[derive(Debug, Default)]
+pub struct CheckpointPart {
+    /// The `add`, `remove`, `metaData`, `protocol` and `txn` actions, in order.
+    pub actions: Vec<Action>,
+    /// The `sidecar` actions: files of `_delta_log/_sidecars/` holding more `add`s and `remove`s.
+    pub sidecars: Vec<crate::format::actions::Sidecar>,
+    /// `checkpointMetadata.version`, when present.
+    pub version: Option<i64>,
+}
+
+impl CheckpointPart {
+    /// Take one row (or line) of a checkpoint: an object of action columns.
+    fn take(&mut self, mut obj: serde_json::Map<String, serde_json::Value>, at: &str, path: &Path) -> Result<()> {
+        if let Some(sc) = obj.remove("sidecar").filter(|v| !v.is_null()) {
+            let sc = serde_json::from_value(sc)
+                .map_err(|e| corrupt(path, format!("{at}: not a valid sidecar action: {e}")))?;
+            self.sidecars.push(sc);
+        }
+        if let Some(m) = obj.remove("checkpointMetadata").filter(|v| !v.is_null()) {
+            let v = m
+                .get("version")
+                .and_then(serde_json::Value::as_i64)
+                .ok_or_else(|| corrupt(path, format!("{at}: checkpointMetadata has no version")))?;
+            self.version = Some(v);
+        }
+        obj.retain(|k, v| matches!(k.as_str(), "add" | "remove" | "metaData" | "protocol" | "txn") && !v.is_null());
+        if obj.is_empty() {
+            return Ok(());
+        }
+        let a: Action = serde_json::from_value(serde_json::Value::Object(obj))
+            .map_err(|e| corrupt(path, format!("{at}: not a valid Delta action: {e}")))?;
+        self.actions.push(a);
+        Ok(())
+    }
+}
+
+/// The actions of a Delta Parquet checkpoint (one part of it, a V2 checkpoint's manifest or one
+/// of its sidecars), in row order: each row's non-null top-level action column (`add`,
+/// `remove`, `metaData`, `protocol`, `txn`, `sidecar`, `checkpointMetadata`) as the JSON object
+/// a commit line would hold.
 ///
 /// Errors: [`Error::Corrupt`] naming `path` when it is not readable Parquet or a row is not a
 /// valid action.
-pub fn read_checkpoint(file: File, path: &Path) -> Result<Vec<Action>> {
+pub fn read_checkpoint(file: File, path: &Path) -> Result<CheckpointPart> {
     let reader = open_reader(file, path)?
         .with_batch_size(BATCH_ROWS)
         .build()
         .map_err(|e| corrupt(path, format!("checkpoint is not readable Parquet: {e}")))?;
-    let mut actions = Vec::new();
+    let mut part = CheckpointPart::default();
+    let mut row = 0usize;
     for batch in reader {
         let batch = batch.map_err(|e| corrupt(path, format!("checkpoint is not readable Parquet: {e}")))?;
         let schema = batch.schema();
         for r in 0..batch.num_rows() {
+            row += 1;
             let mut obj = serde_json::Map::new();
             for (i, f) in schema.fields().iter().enumerate() {
-                if !matches!(f.name().as_str(), "add" | "remove" | "metaData" | "protocol" | "txn") {
+                if !matches!(
+                    f.name().as_str(),
+                    "add" | "remove" | "metaData" | "protocol" | "txn" | "sidecar" | "checkpointMetadata"
+                ) {
                     continue;
                 }
                 let col = batch.column(i);
                 if col.is_null(r) {
                     continue;
                 }
-                let v = to_json(col.as_ref(), r).map_err(|why| corrupt(path, format!("row {}: {why}", r + 1)))?;
+                let v = to_json(col.as_ref(), r).map_err(|why| corrupt(path, format!("row {row}: {why}")))?;
                 obj.insert(f.name().clone(), v);
             }
-            if obj.is_empty() {
-                continue;
-            }
-            let a: Action = serde_json::from_value(serde_json::Value::Object(obj))
-                .map_err(|e| corrupt(path, format!("row {}: not a valid Delta action: {e}", r + 1)))?;
-            actions.push(a);
+            part.take(obj, &format!("row {row}"), path)?;
         }
     }
-    Ok(actions)
+    Ok(part)
+}
+
+/// The actions of a V2 checkpoint manifest in JSON (`<v>.checkpoint.<uuid>.json`, PROTOCOL
+/// "V2 Spec"): one action per line, as a commit. Errors: [`Error::Corrupt`] naming `path` and
+/// the line.
+pub fn read_json_checkpoint(bytes: &[u8], path: &Path) -> Result<CheckpointPart> {
+    let mut part = CheckpointPart::default();
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_slice(line)
+            .map_err(|e| corrupt(path, format!("line {}: not JSON: {e}", i + 1)))?;
+        let serde_json::Value::Object(obj) = v else {
+            return Err(corrupt(path, format!("line {}: not a JSON object", i + 1)));
+        };
+        part.take(obj, &format!("line {}", i + 1), path)?;
+    }
+    Ok(part)
 }
 
 /// Row `r` of `a` as a JSON value, for the action structs of a checkpoint (structs, maps,
@@ -775,14 +937,24 @@ fn to_json(a: &dyn Array, r: usize) -> std::result::Result<serde_json::Value, St
 
 /// The file names of the complete Delta checkpoint of `version` among `names` (the entries of
 /// `_delta_log/`): the classic single file `<v:020>.checkpoint.parquet`, else every part of a
-/// multi-part checkpoint `<v:020>.checkpoint.<i:010>.<n:010>.parquet` for i in 1..=n (PROTOCOL
-/// "Checkpoints"). `None` when neither is complete (a V2 checkpoint named by a UUID is not read:
-/// its reader feature `v2Checkpoint` is refused).
+/// multi-part checkpoint `<v:020>.checkpoint.<i:010>.<n:010>.parquet` for i in 1..=n, else a
+/// UUID-named V2 checkpoint `<v:020>.checkpoint.<uuid>.json|parquet` (PROTOCOL "Checkpoint
+/// Naming Scheme"; the first in name order when there are several). `None` when there is none.
 pub fn checkpoint_files<'a>(names: impl IntoIterator<Item = &'a str>, version: u64) -> Option<Vec<String>> {
     let prefix = format!("{version:020}.checkpoint.");
     let mut parts: BTreeMap<u64, std::collections::BTreeSet<u64>> = BTreeMap::new();
+    let mut uuid_named: Option<&str> = None;
     for name in names {
-        let Some(rest) = name.strip_prefix(&prefix).and_then(|r| r.strip_suffix("parquet")) else {
+        let Some(rest) = name.strip_prefix(&prefix) else {
+            continue;
+        };
+        if let Some(id) = rest.strip_suffix(".json").or_else(|| rest.strip_suffix(".parquet"))
+            && uuid::Uuid::try_parse(id).is_ok()
+        {
+            uuid_named = Some(uuid_named.map_or(name, |u| u.min(name)));
+            continue;
+        }
+        let Some(rest) = rest.strip_suffix("parquet") else {
             continue;
         };
         if rest.is_empty() {
@@ -802,6 +974,7 @@ pub fn checkpoint_files<'a>(names: impl IntoIterator<Item = &'a str>, version: u
         .into_iter()
         .find(|(n, have)| have.len() as u64 == *n)
         .map(|(n, _)| (1..=n).map(|i| format!("{prefix}{i:010}.{n:010}.parquet")).collect())
+        .or_else(|| uuid_named.map(|u| vec![u.to_string()]))
 }
 
 #[cfg(test)]
@@ -822,7 +995,11 @@ mod tests {
         );
         assert_eq!(checkpoint_files([single.as_str()], 11), None);
         let uuid = format!("{v:020}.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.parquet");
-        assert_eq!(checkpoint_files([uuid.as_str()], v), None);
+        assert_eq!(checkpoint_files([uuid.as_str()], v), Some(vec![uuid.clone()]));
+        let json = format!("{v:020}.checkpoint.00a083e8-7026-4e79-81be-64bd76c43a11.json");
+        assert_eq!(checkpoint_files([uuid.as_str(), json.as_str()], v), Some(vec![json.clone()]));
+        assert_eq!(checkpoint_files([single.as_str(), json.as_str()], v), Some(vec![single.clone()]));
+        assert_eq!(checkpoint_files([format!("{v:020}.checkpoint.not-a-uuid.json").as_str()], v), None);
     }
 
     #[test]

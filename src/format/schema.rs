@@ -297,6 +297,9 @@ fn write_struct(fields: &[Column], out: &mut String) {
     out.push_str("]}");
 }
 
+/// The table property naming the column mapping mode (PROTOCOL "Column Mapping").
+pub const COLUMN_MAPPING_MODE: &str = "delta.columnMapping.mode";
+
 /// How a type tinydelta has no mapping for is named in a schema error ([`Schema::refused`]).
 const NOT_READ: &str = "is not one tinydelta reads";
 
@@ -324,10 +327,30 @@ fn fields_from_delta(v: &Value, depth: usize) -> std::result::Result<Vec<Column>
                 .as_bool()
                 .ok_or_else(|| format!("column {}: \"nullable\" is not true or false", quoted(name)))?,
         };
+        let meta = f.get("metadata");
+        let physical = meta
+            .and_then(|m| m.get("delta.columnMapping.physicalName"))
+            .map(|p| {
+                p.as_str()
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("column {}: delta.columnMapping.physicalName is not a name", quoted(name)))
+            })
+            .transpose()?;
+        let field_id = meta
+            .and_then(|m| m.get("delta.columnMapping.id"))
+            .map(|i| {
+                i.as_i64()
+                    .ok_or_else(|| format!("column {}: delta.columnMapping.id is not an integer", quoted(name)))
+            })
+            .transpose()?;
         out.push(Column {
             name: name.to_string(),
             ty,
             nullable,
+            physical,
+            field_id,
+            float32: f.get("type").and_then(Value::as_str) == Some("float"),
         });
     }
     // As `create` refuses it (docs/FORMAT.md "Schema evolution"): a row cannot hold both.
@@ -350,6 +373,24 @@ pub struct Column {
     pub ty: ColumnType,
     /// `false` for `name:type!` (NOT NULL).
     pub nullable: bool,
+    /// Its physical name in data files, partition values and statistics, when the table uses
+    /// column mapping (PROTOCOL "Column Mapping": `delta.columnMapping.physicalName`; kept by
+    /// [`Schema::with_mapping`] only in modes `name` and `id`).
+    pub physical: Option<String>,
+    /// Its Parquet field id (`delta.columnMapping.id`), kept only in mode `id`.
+    pub field_id: Option<i64>,
+    /// Whether its Delta type is `float` (32 bits): tinydelta's `float` is Delta's `double`,
+    /// and a Parquet FLOAT value in a `double` column (type widening, PROTOCOL "Type
+    /// Widening") is written as the double it widens to.
+    pub float32: bool,
+}
+
+impl Column {
+    /// The key of this column in data files, `partitionValues` and statistics: its physical
+    /// name under column mapping, else its name.
+    pub fn physical_name(&self) -> &str {
+        self.physical.as_deref().unwrap_or(&self.name)
+    }
 }
 
 /// Column names reserved for the change data feed (Delta CDF's metadata columns), refused at
@@ -510,6 +551,9 @@ impl<'a> TypeParser<'a> {
                         name: name.to_string(),
                         ty: e.ty,
                         nullable: e.nullable,
+                        physical: None,
+                        field_id: None,
+                        float32: false,
                     });
                     if !self.eat(',') {
                         break;
@@ -641,6 +685,9 @@ impl Schema {
                 name: name.to_string(),
                 ty: e.ty,
                 nullable: e.nullable,
+                physical: None,
+                field_id: None,
+                float32: false,
             });
         }
         Ok(Schema { columns })
@@ -712,6 +759,116 @@ impl Schema {
             return Err("schemaString has no columns".into());
         }
         Ok(Schema { columns })
+    }
+
+    /// The schema of `metaData` (its `schemaString`), with the physical names and field ids
+    /// its column mapping mode uses (PROTOCOL "Column Mapping"; [`Schema::with_mapping`]).
+    /// Errors: as [`Schema::from_schema_string`]; an unknown mode, or a mode whose columns lack
+    /// their physical names or ids, is named (a message for [`Schema::refused`]).
+    pub fn of_metadata(m: &crate::format::actions::Metadata) -> std::result::Result<Schema, String> {
+        let s = Schema::from_schema_string(&m.schema_string)?;
+        s.with_mapping(m.configuration.get(COLUMN_MAPPING_MODE).map(String::as_str))
+    }
+
+    /// This schema under column mapping mode `mode` (`delta.columnMapping.mode`; absent is
+    /// `none`): in `none` physical names and ids are dropped (data files use the names); in
+    /// `name` every column, nested fields too, must have its physical name (ids dropped); in
+    /// `id` its physical name and its id. Errors: a sentence naming the mode or the column.
+    pub fn with_mapping(mut self, mode: Option<&str>) -> std::result::Result<Schema, String> {
+        fn walk(cols: &mut [Column], keep_id: bool, keep: bool, at: &str) -> std::result::Result<(), String> {
+            for c in cols {
+                let name = if at.is_empty() { c.name.clone() } else { format!("{at}.{}", c.name) };
+                if !keep {
+                    c.physical = None;
+                    c.field_id = None;
+                } else {
+                    if c.physical.is_none() {
+                        return Err(format!(
+                            "column {} has no delta.columnMapping.physicalName, which column mapping needs",
+                            quoted(&name)
+                        ));
+                    }
+                    if !keep_id {
+                        c.field_id = None;
+                    } else if c.field_id.is_none() {
+                        return Err(format!(
+                            "column {} has no delta.columnMapping.id, which column mapping mode id needs",
+                            quoted(&name)
+                        ));
+                    }
+                }
+                let mut ty = &mut c.ty;
+                loop {
+                    match ty {
+                        ColumnType::Struct(f) => {
+                            walk(f, keep_id, keep, &name)?;
+                            break;
+                        }
+                        ColumnType::Array(e) => ty = &mut e.ty,
+                        ColumnType::Map(m) => {
+                            if let ColumnType::Struct(f) = &mut m.key {
+                                walk(f, keep_id, keep, &name)?;
+                            }
+                            ty = &mut m.value.ty;
+                        }
+                        _ => break,
+                    }
+                }
+            }
+            Ok(())
+        }
+        let (mut keep, keep_id) = match mode {
+            None | Some("none") => (false, false),
+            Some("name") => (true, false),
+            Some("id") => (true, true),
+            Some(other) => {
+                return Err(format!(
+                    "column mapping mode {} {NOT_READ} (only none, name and id are)",
+                    quoted(other)
+                ));
+            }
+        };
+        // A mode set on a table whose fields have no physical names at all (the property set
+        // on a reader version 1 table, where column mapping is not in force) reads by names.
+        if !self.columns.iter().any(|c| c.physical.is_some()) {
+            keep = false;
+        }
+        walk(&mut self.columns, keep_id, keep, "")?;
+        Ok(self)
+    }
+
+    /// What this schema says about data files beyond its `schemaString` as tinydelta writes it:
+    /// each column's physical name, field id and 32-bit float type where set (nested fields
+    /// too), as text; empty when none is. Converted rows depend on it (docs/FORMAT.md "Parquet
+    /// data files").
+    pub fn file_signature(&self) -> String {
+        fn walk(cols: &[Column], out: &mut String) {
+            for c in cols {
+                if c.physical.is_some() || c.field_id.is_some() || c.float32 {
+                    out.push_str(&format!("{:?}:{:?}:{:?}:{};", c.name, c.physical, c.field_id, c.float32));
+                }
+                let mut ty = &c.ty;
+                loop {
+                    match ty {
+                        ColumnType::Struct(f) => {
+                            out.push('{');
+                            walk(f, out);
+                            out.push('}');
+                            break;
+                        }
+                        ColumnType::Array(e) => ty = &e.ty,
+                        ColumnType::Map(m) => ty = &m.value.ty,
+                        _ => break,
+                    }
+                }
+            }
+        }
+        let mut out = String::new();
+        walk(&self.columns, &mut out);
+        if out.chars().all(|c| c == '{' || c == '}') {
+            out.clear();
+        }
+        out
     }
 
     /// `schema.json` of the mount and `describe --json`:
@@ -857,6 +1014,9 @@ fn merge_fields(fields: &mut Vec<Column>, incoming: &[Column], at: &str, added: 
                     name: inc.name.clone(),
                     ty: inc.ty.clone(),
                     nullable: true,
+                    physical: None,
+                    field_id: None,
+                    float32: false,
                 });
             }
         }
@@ -958,9 +1118,9 @@ mod tests {
     fn names_the_syntax_uses_are_quoted() {
         let s = Schema {
             columns: vec![
-                Column { name: "a:b".into(), ty: ColumnType::Struct(vec![Column { name: "x,y>".into(), ty: ColumnType::Int, nullable: true }, Column { name: "e f".into(), ty: ColumnType::Str, nullable: false }]), nullable: true },
-                Column { name: "plain".into(), ty: ColumnType::Int, nullable: false },
-                Column { name: "say \"hi\" !".into(), ty: ColumnType::Int, nullable: true },
+                Column { name: "a:b".into(), ty: ColumnType::Struct(vec![Column { name: "x,y>".into(), ty: ColumnType::Int, nullable: true, physical: None, field_id: None, float32: false }, Column { name: "e f".into(), ty: ColumnType::Str, nullable: false, physical: None, field_id: None, float32: false }]), nullable: true, physical: None, field_id: None, float32: false },
+                Column { name: "plain".into(), ty: ColumnType::Int, nullable: false, physical: None, field_id: None, float32: false },
+                Column { name: "say \"hi\" !".into(), ty: ColumnType::Int, nullable: true, physical: None, field_id: None, float32: false },
             ],
         };
         let cli = s.to_cli_string();
@@ -974,13 +1134,13 @@ mod tests {
         // Evolution refuses what create refuses, and types nested too deep.
         let mut deep = ColumnType::Int;
         for _ in 0..MAX_TYPE_DEPTH {
-            deep = ColumnType::Struct(vec![Column { name: "a".into(), ty: deep, nullable: true }]);
+            deep = ColumnType::Struct(vec![Column { name: "a".into(), ty: deep, nullable: true, physical: None, field_id: None, float32: false }]);
         }
-        let too_deep = Schema { columns: vec![Column { name: "n".into(), ty: deep, nullable: true }] };
+        let too_deep = Schema { columns: vec![Column { name: "n".into(), ty: deep, nullable: true, physical: None, field_id: None, float32: false }] };
         assert!(too_deep.check_evolved().unwrap_err().to_string().contains("deeper"));
-        let reserved = Schema { columns: vec![Column { name: "_change_type".into(), ty: ColumnType::Int, nullable: true }] };
+        let reserved = Schema { columns: vec![Column { name: "_change_type".into(), ty: ColumnType::Int, nullable: true, physical: None, field_id: None, float32: false }] };
         assert!(reserved.check_evolved().is_err());
-        let empty = Schema { columns: vec![Column { name: "s".into(), ty: ColumnType::Struct(vec![Column { name: String::new(), ty: ColumnType::Int, nullable: true }]), nullable: true }] };
+        let empty = Schema { columns: vec![Column { name: "s".into(), ty: ColumnType::Struct(vec![Column { name: String::new(), ty: ColumnType::Int, nullable: true, physical: None, field_id: None, float32: false }]), nullable: true, physical: None, field_id: None, float32: false }] };
         assert!(empty.check_evolved().unwrap_err().to_string().contains("empty"));
     }
 

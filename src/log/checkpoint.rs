@@ -205,7 +205,7 @@ pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
     let Some(vacuums) = header.vacuums else {
         return Err(corrupt("written before vacuum counts were recorded".into()));
     };
-    let schema = Schema::from_schema_string(&header.meta_data.schema_string).map_err(corrupt)?;
+    let schema = Schema::of_metadata(&header.meta_data).map_err(corrupt)?;
     // The header is outside the body's checksum: its count is checked against the body's lines
     // before anything is sized by it (docs/FORMAT.md "Private checkpoints").
     let body_lines = memchr::memchr_iter(b'\n', body).count() as u64 + u64::from(!body.is_empty() && !body.ends_with(b"\n"));

@@ -33,7 +33,8 @@ pub enum LogFile {
     Temp(u64),
     /// `{version:020}.crc`, a version checksum (PROTOCOL "Version Checksum File").
     Crc(u64),
-    /// `{version:020}.checkpoint.parquet` or a multi-part `{version:020}.checkpoint.*.parquet`.
+    /// `{version:020}.checkpoint.parquet`, a multi-part `{version:020}.checkpoint.*.parquet` or a
+    /// UUID-named `{version:020}.checkpoint.<uuid>.json|parquet`.
     DeltaCheckpoint(u64),
     /// `_last_checkpoint`.
     LastCheckpoint,
@@ -59,7 +60,9 @@ impl LogFile {
             return match rest {
                 ".json" => LogFile::Commit(v),
                 ".crc" => LogFile::Crc(v),
-                r if r.starts_with(".checkpoint.") && r.ends_with(".parquet") => LogFile::DeltaCheckpoint(v),
+                r if r.starts_with(".checkpoint.") && (r.ends_with(".parquet") || r.ends_with(".json")) => {
+                    LogFile::DeltaCheckpoint(v)
+                }
                 _ => LogFile::Other,
             };
         }

@@ -16,23 +16,32 @@ use crate::format::schema::Schema;
 pub const READER_VERSION: i64 = 3;
 
 /// The Delta reader features tinydelta reads (PROTOCOL "Table Features"): `timestampNtz`
-/// (the `timestamp_ntz` type, docs/FORMAT.md "Column types"), `variantType` (tinydelta's `json`
-/// columns in JSONL data files; a Parquet variant column is refused by its reader),
+/// (the `timestamp_ntz` type, docs/FORMAT.md "Column types"), `variantType` and its preview
+/// (tinydelta's `json` columns; Parquet variants decoded to JSON, docs/FORMAT.md "Variant"),
+/// `variantShredding-preview` (a file holding shredded values is refused naming the column),
+/// `typeWidening` and its preview (values read in the type the schema declares,
+/// docs/FORMAT.md "Type widening"),
 /// `vacuumProtocolCheck` (a rule for writers' vacuums), `deletionVectors` (the rows they delete
 /// are left out wherever rows are read, docs/FORMAT.md "Deletion vectors"),
-/// and `columnMapping` while `delta.columnMapping.mode` is `none`. Any other is refused
-/// naming it ([`Error::UnsupportedFeature`]).
-pub const READER_FEATURES: [&str; 5] = [
+/// `columnMapping` (modes `none`, `name` and `id`, docs/FORMAT.md "Column mapping") and
+/// `v2Checkpoint` (UUID-named checkpoints and sidecars, docs/FORMAT.md "Tables of other Delta
+/// writers"). Any
+/// other is refused naming it ([`Error::UnsupportedFeature`]).
+pub const READER_FEATURES: [&str; 10] = [
     "timestampNtz",
     "vacuumProtocolCheck",
     "columnMapping",
     "variantType",
+    "variantType-preview",
+    "variantShredding-preview",
     "deletionVectors",
+    "v2Checkpoint",
+    "typeWidening",
+    "typeWidening-preview",
 ];
 
-/// Refuse a table tinydelta cannot read correctly: a reader version above [`READER_VERSION`],
-/// a reader feature outside [`READER_FEATURES`], or column mapping in use (reader version 2 or
-/// the `columnMapping` feature with `delta.columnMapping.mode` other than `none`).
+/// Refuse a table tinydelta cannot read correctly: a reader version above [`READER_VERSION`]
+/// or a reader feature outside [`READER_FEATURES`].
 /// Errors: [`Error::UnsupportedProtocol`], [`Error::UnsupportedFeature`].
 pub fn check_readable(root: &Path, protocol: &Protocol, metadata: Option<&Metadata>) -> Result<()> {
     if protocol.min_reader_version > READER_VERSION {
@@ -53,10 +62,9 @@ pub fn check_readable(root: &Path, protocol: &Protocol, metadata: Option<&Metada
             }
         }
     }
-    let mode = metadata.and_then(|m| m.configuration.get("delta.columnMapping.mode"));
-    if protocol.min_reader_version >= 2 && mode.is_some_and(|m| m != "none") {
-        return Err(unsupported("columnMapping"));
-    }
+    // Column mapping (reader version 2, or the `columnMapping` feature) is read in modes
+    // `none`, `name` and `id`: `Schema::of_metadata` names any other mode.
+    let _ = metadata;
     Ok(())
 }
 /// Highest Delta writer version tinydelta writes without table features.
@@ -302,7 +310,7 @@ pub fn advance(base: &Snapshot, commit: &crate::log::files::Commit) -> Option<Sn
             return None;
         }
         if let Some(m) = &a.metadata {
-            snap.schema = Schema::from_schema_string(&m.schema_string).ok()?;
+            snap.schema = Schema::of_metadata(m).ok()?;
             snap.metadata = m.clone();
         }
         if let Some(t) = &a.txn {
@@ -575,9 +583,9 @@ impl Replay {
             .collect()
     }
 
-    /// The schema string of the newest `metaData` replayed so far.
-    pub fn schema_string(&self) -> Option<&str> {
-        self.metadata.as_ref().map(|m| m.schema_string.as_str())
+    /// The newest `metaData` replayed so far.
+    pub fn metadata(&self) -> Option<&Metadata> {
+        self.metadata.as_ref()
     }
 
     /// Freeze the replay so far as the snapshot of `version` (its files shared with the
@@ -600,7 +608,7 @@ impl Replay {
                 version,
             });
         }
-        let schema = Schema::from_schema_string(&metadata.schema_string).map_err(|reason| Schema::refused(log_path(), reason))?;
+        let schema = Schema::of_metadata(&metadata).map_err(|reason| Schema::refused(log_path(), reason))?;
         let mut files = Vec::with_capacity(self.files.len() - self.holes);
         files.extend(self.files.iter().flatten().cloned());
         Ok(Snapshot {

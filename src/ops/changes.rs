@@ -279,6 +279,22 @@ impl ChangeFeed {
         }
         for a in c.actions.iter().filter_map(|a| a.add.as_ref()) {
             let p = a.path.as_str();
+            // A file removed and added again with another deletion vector (Spark's DELETE,
+            // UPDATE, MERGE): the rows the new DV deletes are delete rows, which this feed,
+            // made of whole files, does not compute. Refused, never an empty answer
+            // (docs/FORMAT.md "The change feed").
+            let dv_of = |l: Option<&Live>| l.and_then(|l| l.parquet.as_ref()).and_then(|f| f.dv_id());
+            let new_dv = a.deletion_vector.as_ref().map(|d| d.unique_id());
+            if a.data_change && removes.contains(p) && new_dv != dv_of(self.live.get(p)) {
+                return Err(Error::Unsupported {
+                    path: table.commit_path(v),
+                    what: format!(
+                        "version {v} deletes rows of {} through a deletion vector; the change feed of rows \
+                         deleted that way is not computed",
+                        crate::util::quote::quoted(p)
+                    ),
+                });
+            }
             let now = Live::of(&crate::log::snapshot::FileEntry::from_add(a, v));
             let was_live = came.insert(p, now.clone()).is_some() || (self.live.contains_key(p) && !gone.contains(p));
             if a.data_change && !was_live && !removes.contains(p) {
@@ -359,7 +375,7 @@ impl ChangeFeed {
             self.live.remove(p);
         }
         if let Some(m) = c.actions.iter().rev().find_map(|a| a.metadata.as_ref()) {
-            self.schema = Some(parse_schema(table, v, &m.schema_string)?);
+            self.schema = Some(parse_schema(table, v, m)?);
         }
         for (p, mut l) in came {
             if l.rows.is_none() {
@@ -379,7 +395,7 @@ impl ChangeFeed {
     /// one last indexed, else the snapshot's.
     fn schema_at(&mut self, table: &Table, v: u64, c: &crate::log::files::Commit) -> Result<crate::format::schema::Schema> {
         if let Some(m) = c.actions.iter().rev().find_map(|a| a.metadata.as_ref()) {
-            return parse_schema(table, v, &m.schema_string);
+            return parse_schema(table, v, m);
         }
         if let Some(s) = &self.schema {
             return Ok(s.clone());
@@ -390,14 +406,14 @@ impl ChangeFeed {
     }
 }
 
-fn parse_schema(table: &Table, v: u64, schema_string: &str) -> Result<crate::format::schema::Schema> {
-    if schema_string.is_empty() {
+fn parse_schema(table: &Table, v: u64, m: &crate::format::actions::Metadata) -> Result<crate::format::schema::Schema> {
+    if m.schema_string.is_empty() {
         return Err(Error::NoSchema {
             table: table.root().to_path_buf(),
             version: v,
         });
     }
-    crate::format::schema::Schema::from_schema_string(schema_string)
+    crate::format::schema::Schema::of_metadata(m)
         .map_err(|reason| crate::format::schema::Schema::refused(table.commit_path(v), reason))
 }
 

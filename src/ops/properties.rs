@@ -29,6 +29,14 @@ pub fn parse_auto_compact(value: &str) -> Option<bool> {
 /// Refuse a value that a property tinydelta reads would not take (docs/FORMAT.md "Table
 /// properties"); other properties are stored as given.
 pub fn check_property(key: &str, value: &str) -> Result<()> {
+    // tinydelta writes no physical names (PROTOCOL "Column Mapping"; docs/FORMAT.md "Column
+    // mapping").
+    if key == crate::format::schema::COLUMN_MAPPING_MODE && value != "none" {
+        return Err(Error::InvalidArgument(format!(
+            "table property {key} = {}: unsupported: writing a table with column mapping",
+            quoted(value)
+        )));
+    }
     let ok = match key {
         crate::ops::vacuum::RETENTION_PROPERTY => crate::ops::vacuum::parse_interval(value).is_some(),
         AUTO_COMPACT_PROPERTY => parse_auto_compact(value).is_some(),

@@ -780,15 +780,72 @@ impl Table {
         })
     }
 
-    /// The actions of the Delta (Parquet) checkpoint of `version`, every part read beneath
-    /// `_delta_log/`, paths decoded and checked as in a commit. Errors: [`Error::Corrupt`]
-    /// naming the part that is missing, not a regular file, or not a readable checkpoint.
+    /// The actions of the Delta checkpoint of `version`, every part read beneath `_delta_log/`
+    /// (a V2 checkpoint's manifest, JSON or Parquet, then its sidecars, PROTOCOL "V2 Checkpoint
+    /// Table Feature"), paths decoded and checked as in a commit. Errors: [`Error::Corrupt`]
+    /// naming the part or sidecar that is missing, not a regular file, of another size than its
+    /// `sidecar` action says, named outside `_delta_log/_sidecars/`, or not a readable checkpoint.
     pub fn delta_checkpoint_actions(&self, version: u64) -> Result<Vec<Action>> {
+        use crate::format::parquet::{contained, read_checkpoint, read_json_checkpoint};
         let mut actions = Vec::new();
         for name in self.delta_checkpoint_files(version)? {
             let path = self.log_dir.join(&name);
-            let file = self.log.open_file(&name)?;
-            let read = crate::format::parquet::contained(&path, || crate::format::parquet::read_checkpoint(file, &path))?;
+            let part = if name.ends_with(".json") {
+                let (file, st) = self.log.open_file_stat(&name)?;
+                let len = u64::try_from(st.st_size).unwrap_or(0);
+                if len > crate::log::files::MAX_COMMIT_BYTES {
+                    return Err(Error::Corrupt {
+                        path,
+                        reason: format!(
+                            "version {version}: the checkpoint is {len} bytes, more than the {} bytes tinydelta reads",
+                            crate::log::files::MAX_COMMIT_BYTES
+                        ),
+                    });
+                }
+                let mut bytes = Vec::with_capacity(len as usize);
+                std::io::Read::read_to_end(&mut std::io::Read::take(file, len + 1), &mut bytes).ctx("read", &path)?;
+                read_json_checkpoint(&bytes, &path)?
+            } else {
+                let file = self.log.open_file(&name)?;
+                contained(&path, || read_checkpoint(file, &path))?
+            };
+            if let Some(v) = part.version
+                && u64::try_from(v).ok() != Some(version)
+            {
+                return Err(Error::Corrupt {
+                    path,
+                    reason: format!("version {version}: its checkpointMetadata says version {v}"),
+                });
+            }
+            let mut read = part.actions;
+            for sc in &part.sidecars {
+                let rel = sidecar_file(&self.root, sc).ok_or_else(|| Error::Corrupt {
+                    path: path.clone(),
+                    reason: format!(
+                        "version {version}: sidecar {} is not a file in _delta_log/_sidecars/",
+                        crate::util::quote::quoted(&sc.path)
+                    ),
+                })?;
+                let sc_path = self.log_dir.join(&rel);
+                let (file, st) = self.log.open_file_stat(&rel)?;
+                if st.st_size != sc.size_in_bytes {
+                    return Err(Error::Corrupt {
+                        path: sc_path,
+                        reason: format!(
+                            "version {version}: the sidecar is {} bytes, its sidecar action says {}",
+                            st.st_size, sc.size_in_bytes
+                        ),
+                    });
+                }
+                let inner = contained(&sc_path, || read_checkpoint(file, &sc_path))?;
+                if !inner.sidecars.is_empty() || inner.actions.iter().any(|a| a.add.is_none() && a.remove.is_none()) {
+                    return Err(Error::Corrupt {
+                        path: sc_path,
+                        reason: format!("version {version}: a sidecar holds actions other than add and remove"),
+                    });
+                }
+                read.extend(inner.actions);
+            }
             for mut a in read {
                 for p in [
                     a.add.as_mut().map(|a| &mut a.path),
@@ -1027,7 +1084,7 @@ impl Table {
             let mut count = |f: &crate::log::snapshot::FileEntry| match counted.get(&f.path) {
                 Some(n) => *n,
                 None => {
-                    let n = self.count_file_rows(f, r.schema_string());
+                    let n = self.count_file_rows(f, r.metadata());
                     counted.insert(f.path.clone(), n);
                     n
                 }
@@ -1058,9 +1115,9 @@ impl Table {
     }
 
     /// The rows of data file `f` (whose `add` has no row count), read from the file under the
-    /// schema `schema_string`; `None` when it cannot be read (vacuumed, missing, damaged).
-    fn count_file_rows(&self, f: &crate::log::snapshot::FileEntry, schema_string: Option<&str>) -> Option<u64> {
-        let schema = Schema::from_schema_string(schema_string?).ok()?;
+    /// schema of `metadata`; `None` when it cannot be read (vacuumed, missing, damaged).
+    fn count_file_rows(&self, f: &crate::log::snapshot::FileEntry, metadata: Option<&crate::format::actions::Metadata>) -> Option<u64> {
+        let schema = Schema::of_metadata(metadata?).ok()?;
         let (file, _) = self.open_rows(f, &schema).ok()?;
         crate::format::rows::count_rows(file, &self.root.join(&f.path)).ok()
     }
@@ -1137,6 +1194,24 @@ impl Table {
         Ok((first, times))
     }
 
+}
+
+
+/// The file of sidecar action `sc` relative to `_delta_log/` (PROTOCOL "Sidecar File
+/// Information": sidecars reside in `_delta_log/_sidecars/`): `_sidecars/<name>` for a bare file
+/// name, or for a URI or absolute path naming a file of that folder of the table at `root`;
+/// `None` for anything else (another folder, `..`, another table).
+fn sidecar_file(root: &Path, sc: &crate::format::actions::Sidecar) -> Option<String> {
+    let decoded = crate::format::actions::decode_path(&sc.path)?;
+    let name = if decoded.contains('/') {
+        let abs = decoded.strip_prefix("file://").or_else(|| decoded.strip_prefix("file:")).unwrap_or(&decoded);
+        let dir = root.join(crate::log::files::LOG_DIR).join("_sidecars");
+        Path::new(abs).strip_prefix(&dir).ok()?.to_str()?.to_string()
+    } else {
+        decoded
+    };
+    let ok = !name.is_empty() && !name.contains('/') && name != "." && name != ".." && !name.starts_with('.');
+    ok.then(|| format!("_sidecars/{name}"))
 }
 
 #[cfg(test)]

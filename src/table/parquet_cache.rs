@@ -221,6 +221,11 @@ fn prefix(file: &FileEntry, schema: &Schema) -> String {
     // The rows also depend on the deletion vector (PROTOCOL "Deletion Vectors"): its uniqueId
     // joins the schema's hash.
     let mut h = fnv(0xcbf2_9ce4_8422_2325, schema.to_schema_string().as_bytes());
+    // Physical names, field ids (column mapping) and 32-bit floats (type widening) too.
+    let sig = schema.file_signature();
+    if !sig.is_empty() {
+        h = fnv(h, sig.as_bytes());
+    }
     if let Some(id) = file.dv_id() {
         h = fnv(h, id.as_bytes());
     }
@@ -516,6 +521,11 @@ fn convert(
                 std::io::Error::new(std::io::ErrorKind::Interrupted, "the reader went away"),
             ),
             Error::Io { op, source, .. } => Error::io(op, out_path, source),
+            // Damage in the file's rows names the version that added it too.
+            Error::Corrupt { path, reason } if path == data_path => Error::Corrupt {
+                path,
+                reason: format!("{reason} (a data file version {} added)", file.added_in),
+            },
             e => e,
         })?;
     if file.has_stats && rows != file.num_records {

@@ -349,6 +349,30 @@ write_deltalake(sys.argv[1], pa.table({"id": pa.array(list(range(10, 20)), pa.in
     }
     assert_eq!(ids(&parts), want);
     drop(m);
+    // The change feed: versions 0 and 1 insert whole files; version 2 deletes rows through
+    // deletion vectors, which the feed (whole files) does not compute: refused naming it, in
+    // the CLI and in the mount's changes.jsonl, never an answer without those delete rows.
+    let upto1 = f.td(&["changes", &t, "--to-version", "1"]);
+    assert_eq!(ids(&upto1), (0..20).collect::<Vec<_>>());
+    let (code, out, err) = td_any(&["changes", &t]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("unsupported") && err.contains("deletion vector") && err.contains("version 2"),
+        "{err}"
+    );
+    assert!(!String::from_utf8_lossy(&out).contains("\"_commit_version\":2"));
+    // Vacuum never deletes a DV file, live or retained, nor a data file a DV names.
+    let before: Vec<_> = fs::read_dir(&f.table)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let (code, _, err) = td_any(&["vacuum", &t, "--retain", "0s", "--force", "--older-than", "0s"]);
+    assert!(code == 0 || err.contains("unsupported"), "{code} {err}");
+    assert!(f.table.join(dv_name).is_file());
+    for name in before.iter().filter(|n| n.to_string_lossy().ends_with(".parquet")) {
+        assert!(f.table.join(name).is_file(), "{name:?}");
+    }
+    assert_eq!(ids(&f.td(&["read", &t])), want);
     // Writes are refused (tinydelta writes no deletion vectors).
     let (code, _, err) = td_any(&["restore", &t, "--version", "0"]);
     assert_eq!(code, 1, "{err}");
@@ -369,4 +393,466 @@ write_deltalake(sys.argv[1], pa.table({"id": pa.array(list(range(10, 20)), pa.in
         err.contains(dv_name) && err.contains("past the end of the file"),
         "{err}"
     );
+}
+
+/// A table with column mapping (PROTOCOL "Column Mapping") written the way Spark writes one:
+/// Parquet columns named by physical names (and carrying field ids), partition values and
+/// statistics keyed by physical names, a column renamed in version 1 and one dropped (another
+/// added) in version 2. `mode` is `name` or `id`; in `id` the second file's columns have other
+/// names, so only their field ids say which is which.
+fn column_mapped_table(table: &Path, mode: &str) {
+    let script = r#"
+import sys, json, os, pyarrow as pa, pyarrow.parquet as pq
+t, mode = sys.argv[1], sys.argv[2]
+os.makedirs(t + "/_delta_log")
+def md(i, p): return {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": p}
+def f(name, typ, i, p): return {"name": name, "type": typ, "nullable": True, "metadata": md(i, p)}
+s_type = {"type": "struct", "fields": [f("x", "long", 4, "col-d")]}
+def schema(cols): return json.dumps({"type": "struct", "fields": cols})
+v0 = [f("part", "string", 5, "col-p"), f("id", "long", 1, "col-a"), f("name", "string", 2, "col-b"), f("s", s_type, 3, "col-c")]
+v1 = [f("part", "string", 5, "col-p"), f("id", "long", 1, "col-a"), f("title", "string", 2, "col-b"), f("s", s_type, 3, "col-c")]
+v2 = [f("part", "string", 5, "col-p"), f("id", "long", 1, "col-a"), f("title", "string", 2, "col-b"), f("extra", "long", 6, "col-e")]
+def fid(i): return {b"PARQUET:field_id": str(i).encode()}
+def write(path, names, ids, sub, rows):
+    d = pa.struct([pa.field(sub, pa.int64(), metadata=fid(4))])
+    sch = pa.schema([pa.field(names[0], pa.int64(), metadata=fid(ids[0])), pa.field(names[1], pa.string(), metadata=fid(ids[1])), pa.field(names[2], d, metadata=fid(ids[2]))])
+    tab = pa.table([pa.array([r[0] for r in rows], pa.int64()), pa.array([r[1] for r in rows]), pa.array([{sub: r[2]} for r in rows], d)], schema=sch)
+    os.makedirs(os.path.dirname(t + "/" + path), exist_ok=True)
+    pq.write_table(tab, t + "/" + path)
+    return os.path.getsize(t + "/" + path)
+def add(path, size, part, rows):
+    ids = [r[0] for r in rows]
+    st = {"numRecords": len(rows), "minValues": {"col-a": min(ids)}, "maxValues": {"col-a": max(ids)}, "nullCount": {"col-a": 0}}
+    return {"add": {"path": path, "partitionValues": {"col-p": part}, "size": size, "modificationTime": 1700000000000, "dataChange": True, "stats": json.dumps(st)}}
+def meta(cols): return {"metaData": {"id": "cm", "format": {"provider": "parquet", "options": {}}, "schemaString": schema(cols), "partitionColumns": ["part"], "configuration": {"delta.columnMapping.mode": mode, "delta.columnMapping.maxColumnId": "6"}, "createdTime": 1700000000000}}
+def commit(v, actions):
+    with open(f"{t}/_delta_log/{v:020}.json", "w") as fh:
+        fh.write(json.dumps({"commitInfo": {"timestamp": 1700000000000 + v * 1000, "operation": "WRITE"}}) + "\n")
+        for a in actions: fh.write(json.dumps(a) + "\n")
+r0 = [(1, "a", 10), (2, "b", 20), (3, None, 30)]
+# In mode id the second file's columns have other names: only their field ids say which is which.
+names1 = ["col-a", "col-b", "col-c"] if mode == "name" else ["other-a", "other-b", "other-c"]
+r1 = [(40, "d", 40), (50, "e", None)]
+p0 = "Ab/part-0.parquet"; p1 = "Cd/part-1.parquet"
+commit(0, [{"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}, meta(v0), add(p0, write(p0, ["col-a", "col-b", "col-c"], [1, 2, 3], "col-d", r0), "A", r0)])
+commit(1, [meta(v1), add(p1, write(p1, names1, [1, 2, 3], "col-d" if mode == "name" else "other-d", r1), "B", r1)])
+commit(2, [meta(v2)])
+"#;
+    let py = python(&["pyarrow"]);
+    let out = std::process::Command::new(&py)
+        .arg("-c")
+        .arg(script)
+        .arg(table)
+        .arg(mode)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Rows of `out` sorted, each a line.
+fn sorted_lines(out: &[u8]) -> Vec<String> {
+    let mut v: Vec<String> = lines(out)
+        .iter()
+        .map(|l| String::from_utf8_lossy(l).into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Column mapping modes `name` and `id`: data files, partition values and statistics by
+/// physical name (or field id), logical names in every output (`read`, `describe`, the mount's
+/// `data.jsonl` and `schema.json`, `export`); a renamed column keeps its values, a dropped
+/// one is gone; DuckDB's delta_scan reads the same rows; `read --where` skips by the physical
+/// names' statistics; a physical name the file lacks in a NOT NULL column fails naming the file.
+#[test]
+fn column_mapping_reads_physical_names_and_shows_logical_ones() {
+    let f = empty_fixture();
+    column_mapped_table(&f.table, "name");
+    let t = f.t();
+    let v0 = [
+        r#"{"part":"A","id":1,"name":"a","s":{"x":10}}"#,
+        r#"{"part":"A","id":2,"name":"b","s":{"x":20}}"#,
+        r#"{"part":"A","id":3,"name":null,"s":{"x":30}}"#,
+    ];
+    assert_eq!(sorted_lines(&f.td(&["read", &t, "--version", "0"])), v0);
+    let v1 = [
+        r#"{"part":"A","id":1,"title":"a","s":{"x":10}}"#,
+        r#"{"part":"A","id":2,"title":"b","s":{"x":20}}"#,
+        r#"{"part":"A","id":3,"title":null,"s":{"x":30}}"#,
+        r#"{"part":"B","id":40,"title":"d","s":{"x":40}}"#,
+        r#"{"part":"B","id":50,"title":"e","s":{"x":null}}"#,
+    ];
+    assert_eq!(sorted_lines(&f.td(&["read", &t, "--version", "1"])), v1);
+    let v2 = [
+        r#"{"part":"A","id":1,"title":"a","extra":null}"#,
+        r#"{"part":"A","id":2,"title":"b","extra":null}"#,
+        r#"{"part":"A","id":3,"title":null,"extra":null}"#,
+        r#"{"part":"B","id":40,"title":"d","extra":null}"#,
+        r#"{"part":"B","id":50,"title":"e","extra":null}"#,
+    ];
+    assert_eq!(sorted_lines(&f.td(&["read", &t])), v2);
+    // DuckDB's delta extension reads the newest version alike.
+    assert_eq!(
+        delta_scan(&f.table, "SELECT part, id, title, extra FROM t ORDER BY id"),
+        "A\t1\ta\tNULL\nA\t2\tb\tNULL\nA\t3\tNULL\tNULL\nB\t40\td\tNULL\nB\t50\te\tNULL\n"
+    );
+    let described = String::from_utf8(f.td(&["describe", &t])).unwrap();
+    assert!(
+        described.contains("title") && !described.contains("col-b"),
+        "{described}"
+    );
+    // Data skipping reads the statistics by physical name: one file of two is read.
+    let (code, out, err) = td_any(&["read", &t, "--where", "id > 45", "--explain"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(sorted_lines(&out), [r#"{"part":"B","id":50,"title":"e","extra":null}"#]);
+    assert!(err.contains("1 skipped by statistics"), "{err}");
+    // The mount serves every version under its logical names.
+    let m = f.mount();
+    assert_eq!(sorted_lines(&fs::read(f.m("v/1/data.jsonl")).unwrap()), v1);
+    assert_eq!(sorted_lines(&fs::read(f.m("latest/data.jsonl")).unwrap()), v2);
+    let schema = fs::read_to_string(f.m("latest/schema.json")).unwrap();
+    assert!(schema.contains("\"title\"") && !schema.contains("col-"), "{schema}");
+    drop(m);
+    // Export writes the logical names and no column mapping: DuckDB reads DEST alike.
+    let dest = f.dir.path().join("dest");
+    f.td(&["export", &t, dest.to_str().unwrap()]);
+    assert_eq!(sorted_lines(&f.td(&["read", dest.to_str().unwrap()])), v2);
+    assert_eq!(
+        delta_scan(&dest, "SELECT part, id, title FROM t ORDER BY id"),
+        "A\t1\ta\nA\t2\tb\nA\t3\tNULL\nB\t40\td\nB\t50\te\n"
+    );
+    // Writes are refused.
+    let (code, _, err) = td_any(&["restore", &t, "--version", "0"]);
+    assert_eq!(code, 1, "{err}");
+
+    // Mode id: columns are found by field id, whatever their names in the file (DuckDB reads
+    // them by name and gives nulls for the second file, so it is compared on version 0 only).
+    let g = empty_fixture();
+    column_mapped_table(&g.table, "id");
+    let t = g.t();
+    assert_eq!(sorted_lines(&g.td(&["read", &t, "--version", "0"])), v0);
+    assert_eq!(sorted_lines(&g.td(&["read", &t, "--version", "1"])), v1);
+    assert_eq!(sorted_lines(&g.td(&["read", &t])), v2);
+    let m = g.mount();
+    assert_eq!(sorted_lines(&fs::read(g.m("v/1/data.jsonl")).unwrap()), v1);
+    drop(m);
+
+    // A NOT NULL column whose physical name the file lacks: named, with the file.
+    let h = empty_fixture();
+    column_mapped_table(&h.table, "name");
+    let log = h.table.join("_delta_log/00000000000000000002.json");
+    let text = fs::read_to_string(&log).unwrap().replace(
+        r#"\"name\": \"extra\", \"type\": \"long\", \"nullable\": true"#,
+        r#"\"name\": \"extra\", \"type\": \"long\", \"nullable\": false"#,
+    );
+    assert!(text.contains(r#"\"nullable\": false"#), "{text}");
+    fs::write(&log, text).unwrap();
+    let (code, out, err) = td_any(&["read", &h.t()]);
+    assert_eq!((code, out.len()), (1, 0), "{err}");
+    assert!(
+        err.contains("part-0.parquet") && err.contains("extra") && err.contains("version 0 added"),
+        "{err}"
+    );
+    // A mode tinydelta does not know is refused as unsupported, naming it.
+    let text = fs::read_to_string(&log).unwrap().replace(
+        r#""delta.columnMapping.mode": "name""#,
+        r#""delta.columnMapping.mode": "other""#,
+    );
+    fs::write(&log, text).unwrap();
+    let (code, _, err) = td_any(&["read", &h.t()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("unsupported") && err.contains("\"other\""), "{err}");
+}
+
+/// Copies `tests/data/delta-tables/<name>` into the fixture's table folder.
+fn copy_table(f: &Fixture, name: &str) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/delta-tables")
+        .join(name);
+    copy_dir(&src, &f.table);
+}
+
+/// Run the pyarrow `script` with `sys.argv[1]` = `table`.
+fn pyarrow(script: &str, table: &Path) {
+    let out = std::process::Command::new(python(&["pyarrow"]))
+        .arg("-c")
+        .arg(script)
+        .arg(table)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Type widening (PROTOCOL "Type Widening"): a file written before the widening is read in the
+/// type the schema declares now (byte -> long, float -> double, date -> timestamp_ntz, decimal
+/// precision and scale up, integer -> double), in the CLI and the mount, as DuckDB reads it.
+#[test]
+fn type_widening_reads_old_files_in_the_new_types() {
+    let f = empty_fixture();
+    pyarrow(
+        r#"
+import sys, json, os, datetime, decimal, pyarrow as pa, pyarrow.parquet as pq
+t = sys.argv[1]
+os.makedirs(t + "/_delta_log")
+def f(name, typ): return {"name": name, "type": typ, "nullable": True, "metadata": {}}
+def meta(cols): return {"metaData": {"id": "tw", "format": {"provider": "parquet", "options": {}}, "schemaString": json.dumps({"type": "struct", "fields": cols}), "partitionColumns": [], "configuration": {"delta.enableTypeWidening": "true"}, "createdTime": 1700000000000}}
+def write(name, tab):
+    pq.write_table(tab, f"{t}/{name}")
+    return {"add": {"path": name, "partitionValues": {}, "size": os.path.getsize(f"{t}/{name}"), "modificationTime": 1700000000000, "dataChange": True, "stats": json.dumps({"numRecords": tab.num_rows})}}
+def commit(v, actions):
+    with open(f"{t}/_delta_log/{v:020}.json", "w") as fh:
+        fh.write(json.dumps({"commitInfo": {"timestamp": 1700000000000 + v * 1000, "operation": "WRITE"}}) + "\n")
+        for a in actions: fh.write(json.dumps(a) + "\n")
+t0 = pa.table({"a": pa.array([1, -2], pa.int8()), "f": pa.array([1.1, 2.5], pa.float32()), "d": pa.array([datetime.date(2024, 1, 2), None], pa.date32()),
+               "n": pa.array([decimal.Decimal("1.23"), decimal.Decimal("-4.50")], pa.decimal128(5, 2)), "e": pa.array([7, 8], pa.int32())})
+commit(0, [{"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["typeWidening", "timestampNtz"], "writerFeatures": ["typeWidening", "timestampNtz"]}},
+           meta([f("a", "byte"), f("f", "float"), f("d", "date"), f("n", "decimal(5,2)"), f("e", "integer")]), write("part-0.parquet", t0)])
+t1 = pa.table({"a": pa.array([3000000000], pa.int64()), "f": pa.array([0.1], pa.float64()), "d": pa.array([datetime.datetime(2024, 5, 6, 7, 8, 9)], pa.timestamp("us")),
+               "n": pa.array([decimal.Decimal("12345.6789")], pa.decimal128(10, 4)), "e": pa.array([0.5], pa.float64())})
+commit(1, [meta([f("a", "long"), f("f", "double"), f("d", "timestamp_ntz"), f("n", "decimal(10,4)"), f("e", "double")]), write("part-1.parquet", t1)])
+"#,
+        &f.table,
+    );
+    let t = f.t();
+    assert_eq!(
+        sorted_lines(&f.td(&["read", &t, "--version", "0"])),
+        [
+            r#"{"a":-2,"f":2.5,"d":null,"n":-4.50,"e":8}"#,
+            r#"{"a":1,"f":1.1,"d":"2024-01-02","n":1.23,"e":7}"#,
+        ]
+    );
+    let v1 = [
+        r#"{"a":-2,"f":2.5,"d":null,"n":-4.5000,"e":8.0}"#,
+        r#"{"a":1,"f":1.100000023841858,"d":"2024-01-02T00:00:00.000000","n":1.2300,"e":7.0}"#,
+        r#"{"a":3000000000,"f":0.1,"d":"2024-05-06T07:08:09.000000","n":12345.6789,"e":0.5}"#,
+    ];
+    assert_eq!(sorted_lines(&f.td(&["read", &t])), v1);
+    assert_eq!(
+        delta_scan(&f.table, "SELECT a, f, d, n, e FROM t ORDER BY a"),
+        "-2\t2.5\tNULL\t-4.5000\t8.0\n1\t1.100000023841858\t2024-01-02 00:00:00\t1.2300\t7.0\n\
+         3000000000\t0.1\t2024-05-06 07:08:09\t12345.6789\t0.5\n"
+    );
+    let m = f.mount();
+    assert_eq!(sorted_lines(&fs::read(f.m("latest/data.jsonl")).unwrap()), v1);
+    drop(m);
+}
+
+/// V2 checkpoints (PROTOCOL "V2 Checkpoint Table Feature"): a Databricks table whose
+/// checkpoints are UUID-named JSON manifests with Parquet sidecars in `_delta_log/_sidecars/`
+/// reads from its checkpoint once the commits before it are cleaned up, with the rows DuckDB
+/// reads; a sidecar of the wrong size or named outside `_sidecars/` fails naming it.
+#[test]
+fn v2_checkpoints_with_sidecars_are_read() {
+    let f = empty_fixture();
+    copy_table(&f, "checkpoint-v2-table");
+    let t = f.t();
+    let whole = sorted_lines(&f.td(&["read", &t]));
+    assert_eq!(whole.len(), 44);
+    let ids: i64 = whole
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                .as_i64()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(
+        delta_scan(&f.table, "SELECT count(*), sum(id) FROM t"),
+        format!("44\t{ids}\n")
+    );
+    // Commits 0-7 cleaned up: versions 8 and 9 read from the checkpoint of version 8.
+    for v in 0..8 {
+        fs::remove_file(f.table.join(format!("_delta_log/{v:020}.json"))).unwrap();
+    }
+    let _ = fs::remove_dir_all(f.table.join("_tinydelta"));
+    assert_eq!(sorted_lines(&f.td(&["read", &t])), whole);
+    let described = String::from_utf8(f.td(&["describe", &t])).unwrap();
+    assert!(described.contains("readable versions: 8-9"), "{described}");
+    let m = f.mount();
+    assert_eq!(sorted_lines(&fs::read(f.m("v/9/data.jsonl")).unwrap()), whole);
+    drop(m);
+    // Damage: the sidecar's size, and a sidecar path outside _delta_log/_sidecars/.
+    let log = f.table.join("_delta_log");
+    let manifest = fs::read_dir(&log)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.to_string_lossy().contains("00000000000000000008.checkpoint.") && p.to_string_lossy().ends_with(".json")
+        })
+        .unwrap();
+    let text = fs::read_to_string(&manifest).unwrap();
+    let sidecar: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|a| a.get("sidecar").is_some())
+        .unwrap();
+    let (name, size) = (
+        sidecar["sidecar"]["path"].as_str().unwrap(),
+        sidecar["sidecar"]["sizeInBytes"].as_i64().unwrap(),
+    );
+    fs::write(
+        &manifest,
+        text.replace(
+            &format!("\"sizeInBytes\":{size}"),
+            &format!("\"sizeInBytes\":{}", size + 1),
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = td_any(&["read", &t]);
+    assert_eq!((code, out.len()), (1, 0), "{err}");
+    assert!(
+        err.contains(name) && err.contains("version 8") && err.contains("bytes"),
+        "{err}"
+    );
+    fs::write(
+        &manifest,
+        text.replace(&format!("\"path\":\"{name}\""), "\"path\":\"../../part-x.parquet\""),
+    )
+    .unwrap();
+    let (code, out, err) = td_any(&["read", &t]);
+    assert_eq!((code, out.len()), (1, 0), "{err}");
+    assert!(
+        err.contains("part-x.parquet") && err.contains("_sidecars") && err.contains("version 8"),
+        "{err}"
+    );
+}
+
+/// Variant (PROTOCOL "Variant Data Type"): Spark's Parquet variants (top level, in arrays,
+/// structs and maps) are decoded to JSON, as DuckDB reads them; a cut variant value fails
+/// naming the file, never a panic or a guess.
+#[test]
+fn parquet_variants_read_as_json() {
+    let f = empty_fixture();
+    copy_table(&f, "spark-variant-checkpoint");
+    let t = f.t();
+    let rows: Vec<serde_json::Value> = lines(&f.td(&["read", &t]))
+        .iter()
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let sum: i64 = rows.iter().map(|r| r["id"].as_i64().unwrap()).sum();
+    for r in &rows {
+        assert_eq!(r["v"]["key"], r["id"], "{r}");
+        assert_eq!(r["struct_of_variants"]["v"]["key"], r["id"], "{r}");
+        assert_eq!(r["array_of_variants"][0]["key"], r["id"], "{r}");
+    }
+    assert_eq!(
+        delta_scan(&f.table, "SELECT count(*), sum(id) FROM t"),
+        format!("{}\t{sum}\n", rows.len())
+    );
+    let m = f.mount();
+    assert_eq!(lines(&fs::read(f.m("latest/data.jsonl")).unwrap()).len(), rows.len());
+    drop(m);
+
+    // Hand-written variants: an int8, a short string, an object; then a cut one.
+    let g = empty_fixture();
+    let script = r#"
+import sys, json, os, pyarrow as pa, pyarrow.parquet as pq
+t = sys.argv[1]; cut = sys.argv[2] == "cut"; shredded = sys.argv[2] == "shredded"
+os.makedirs(t + "/_delta_log")
+empty = bytes([1, 0, 0])
+keyed = bytes([1, 1, 0, 1]) + b"k"
+vals = [(empty, bytes([12, 42])), (empty, bytes([9]) + b"hi"), (keyed, bytes([2, 1, 0, 0, 2, 12, 7]))]
+if cut: vals.append((empty, bytes([12])))
+st = pa.struct([pa.field("metadata", pa.binary(), nullable=False), pa.field("value", pa.binary(), nullable=False)])
+rows = [{"metadata": m, "value": v} for m, v in vals]
+if shredded:
+    st = pa.struct([pa.field("metadata", pa.binary(), nullable=False), pa.field("value", pa.binary()), pa.field("typed_value", pa.int64())])
+    rows = [dict(r, typed_value=None) for r in rows]
+tab = pa.table({"id": pa.array(range(len(vals)), pa.int64()), "v": pa.array(rows, st)})
+pq.write_table(tab, t + "/part-0.parquet")
+schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}, {"name": "v", "type": "variant", "nullable": True, "metadata": {}}]}
+with open(t + "/_delta_log/00000000000000000000.json", "w") as fh:
+    for a in [{"commitInfo": {"timestamp": 1700000000000, "operation": "WRITE"}},
+              {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["variantType"], "writerFeatures": ["variantType"]}},
+              {"metaData": {"id": "v", "format": {"provider": "parquet", "options": {}}, "schemaString": json.dumps(schema), "partitionColumns": [], "configuration": {}}},
+              {"add": {"path": "part-0.parquet", "partitionValues": {}, "size": os.path.getsize(t + "/part-0.parquet"), "modificationTime": 1700000000000, "dataChange": True}}]:
+        fh.write(json.dumps(a) + "\n")
+"#;
+    let run = |table: &Path, how: &str| {
+        let out = std::process::Command::new(python(&["pyarrow"]))
+            .args(["-c", script])
+            .arg(table)
+            .arg(how)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(&g.table, "whole");
+    assert_eq!(
+        sorted_lines(&g.td(&["read", &g.t()])),
+        [r#"{"id":0,"v":42}"#, r#"{"id":1,"v":"hi"}"#, r#"{"id":2,"v":{"k":7}}"#]
+    );
+    let h = empty_fixture();
+    run(&h.table, "cut");
+    let (code, out, err) = td_any(&["read", &h.t()]);
+    assert_eq!((code, out.len()), (1, 0), "{err}");
+    assert!(
+        err.contains("part-0.parquet")
+            && err.contains("variant")
+            && err.contains("row 4")
+            && err.contains("version 0 added"),
+        "{err}"
+    );
+    // Shredded variants (a typed_value field) are refused naming the column.
+    let k = empty_fixture();
+    run(&k.table, "shredded");
+    let (code, out, err) = td_any(&["read", &k.t()]);
+    assert_eq!((code, out.len()), (1, 0), "{err}");
+    assert!(
+        err.contains("unsupported") && err.contains("shredded") && err.contains("\"v\""),
+        "{err}"
+    );
+    // A table with the variantShredding-preview feature whose files hold no shredded values
+    // reads.
+    let p = empty_fixture();
+    copy_table(&p, "spark-shredded-variant-preview-delta");
+    let rows: Vec<serde_json::Value> = lines(&p.td(&["read", &p.t()]))
+        .iter()
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    assert!(!rows.is_empty());
+    for r in &rows {
+        assert_eq!(r["v"]["key"], r["id"], "{r}");
+    }
+}
+
+/// tinydelta writes no physical names: `alter` refuses to turn column mapping on, and a table
+/// whose `delta.columnMapping.mode` was set without physical names (column mapping not in
+/// force at reader version 1) still reads by its column names.
+#[test]
+fn column_mapping_is_not_written_and_a_mode_without_physical_names_reads_by_name() {
+    let f = empty_fixture();
+    let t = f.t();
+    f.td(&["create", &t, "id:int", "s:str"]);
+    let (code, _, err) = td_any(&["alter", &t, "set-property", "delta.columnMapping.mode=name"]);
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("unsupported: writing a table with column mapping"),
+        "{err}"
+    );
+    let _ = std::process::Command::new(TD_BIN)
+        .args(["append", &t])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(b"{\"id\":1,\"s\":\"a\"}\n")?;
+            c.wait()
+        })
+        .unwrap();
+    // Another writer's commit sets the property (reader version 1: not in force).
+    let text = fs::read_to_string(f.table.join("_delta_log/00000000000000000000.json")).unwrap();
+    let mut meta: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|a| a.get("metaData").is_some())
+        .unwrap();
+    meta["metaData"]["configuration"]["delta.columnMapping.mode"] = "name".into();
+    let info = serde_json::json!({"commitInfo": {"timestamp": 4000000000000i64, "operation": "SET TBLPROPERTIES"}});
+    fs::write(
+        f.table.join("_delta_log/00000000000000000002.json"),
+        format!("{info}\n{meta}\n"),
+    )
+    .unwrap();
+    assert_eq!(sorted_lines(&f.td(&["read", &t])), [r#"{"id":1,"s":"a"}"#]);
 }

@@ -1038,8 +1038,8 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                         s.num_records + counted
                     ),
                 };
-                let schema = Schema::from_schema_string(&s.metadata.schema_string)
-                    .map_err(|reason| Schema::refused(t.commit_path(v), reason))?;
+                let schema =
+                    Schema::of_metadata(&s.metadata).map_err(|reason| Schema::refused(t.commit_path(v), reason))?;
                 writeln!(
                     out,
                     "table:   {}\nversion: {}\ntime:    {}\nschema:  {}\nfiles:   {}\nrows:    {}\nbytes:   {}\nreadable versions: {}",

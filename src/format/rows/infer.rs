@@ -205,6 +205,9 @@ fn to_type(shape: Shape, path: &str, notes: &mut Vec<String>) -> ColumnType {
                         ty: to_type(v, &format!("{path}.{k}"), notes),
                         name: k,
                         nullable: true,
+                        physical: None,
+                        field_id: None,
+                        float32: false,
                     })
                     .collect(),
             )
@@ -316,6 +319,9 @@ fn infer_with(mut input: impl BufRead, file: &str, max_rows: u64, lenient: bool)
             ty: to_type(shape, &name, &mut notes),
             name,
             nullable: true,
+            physical: None,
+            field_id: None,
+            float32: false,
         })
         .collect();
     let schema = Schema { columns };

@@ -458,7 +458,8 @@ fn export_snapshot(
         body.push(Action::protocol(p));
     }
     if d.metadata.as_ref().is_none_or(|m| {
-        m.schema_string != convert::dest_schema(&snap.schema).to_schema_string() || m.configuration != snap.metadata.configuration
+        m.schema_string != convert::dest_schema(&snap.schema).to_schema_string()
+            || m.configuration != dest_configuration(&snap.metadata.configuration)
     }) {
         body.push(Action::metadata(d.metadata_for(&snap.metadata, &snap.schema)));
     }
@@ -892,7 +893,7 @@ impl Dest {
             },
             schema_string: convert::dest_schema(schema).to_schema_string(),
             partition_columns: vec![],
-            configuration: m.configuration.clone(),
+            configuration: dest_configuration(&m.configuration),
             created_time: m.created_time,
         }
     }
@@ -1078,6 +1079,17 @@ fn set_mtime(f: &File, ms: i64) -> std::io::Result<()> {
         std::time::UNIX_EPOCH - std::time::Duration::from_millis(ms.unsigned_abs())
     };
     f.set_times(std::fs::FileTimes::new().set_modified(t).set_accessed(t))
+}
+
+/// DEST's table properties for the source's `configuration`: the same, less column mapping's
+/// (`delta.columnMapping.*`): DEST's Parquet files hold the columns by their names
+/// (docs/EXPORT.md "Table").
+fn dest_configuration(configuration: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    configuration
+        .iter()
+        .filter(|(k, _)| !k.starts_with("delta.columnMapping."))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 #[cfg(test)]
