@@ -111,12 +111,11 @@ impl Timeline {
         let (mut added, mut removed) = (Some(0u64), Some(0u64));
         let mut txns = Vec::new();
         for a in &c.actions {
-            if let Some(r) = &a.remove {
-                if let Some((rows, _)) = live.remove(&r.path)
-                    && r.data_change
-                {
-                    removed = removed.zip(rows).map(|(a, b)| a.saturating_add(b));
-                }
+            if let Some(r) = &a.remove
+                && let Some((rows, _)) = live.remove(&r.path)
+                && r.data_change
+            {
+                removed = removed.zip(rows).map(|(a, b)| a.saturating_add(b));
             }
             if let Some(add) = &a.add {
                 let deleted = add
