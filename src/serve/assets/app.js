@@ -196,7 +196,11 @@ async function loadPage(v) {
   if (state.loaded > 0 && state.loaded >= state.total) return;
   state.loading = true;
   try {
-    const d = await api("/api/rows?version=" + v + "&offset=" + state.loaded + "&limit=" + PAGE);
+    // The first page of the latest version was asked for with the timeline (main()).
+    const pre = state.loaded === 0 && state.prefetch ? await state.prefetch.catch(() => null) : null;
+    state.prefetch = null;
+    const d = pre && pre.version === v ? pre
+      : await api("/api/rows?version=" + v + "&offset=" + state.loaded + "&limit=" + PAGE);
     if (v !== state.gridVersion) return;
     const g = $("grid");
     let cols = state.columns;
@@ -337,6 +341,8 @@ async function main() {
     if (ev.dataTransfer.files.length) upload(ev.dataTransfer.files[0]);
   });
   try {
+    // The latest version's first rows, asked for at once beside the timeline.
+    state.prefetch = api("/api/rows?offset=0&limit=" + PAGE);
     await loadVersions();
     if (state.latest >= 0) await select(state.latest);
   } catch (e) {
