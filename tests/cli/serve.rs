@@ -560,3 +560,64 @@ fn the_page_works_in_headless_chromium() {
     assert!(out.status.success(), "the browser test failed:\n{text}");
     assert!(out_dir.join("01-loaded.png").exists(), "{text}");
 }
+
+/// Bytes the process has read so far (`rchar` of /proc/PID/io: every read(2), cached or not).
+fn rchar(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).expect("read /proc/PID/io");
+    io.lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .expect("rchar")
+        .parse()
+        .expect("a number")
+}
+
+#[test]
+fn a_deep_page_reads_its_rows_not_the_version() {
+    let t = TempTable::new(&["id:int!", "s:str"]);
+    let pad = "x".repeat(60);
+    for f in 0..2 {
+        let rows: String = (0..20_000)
+            .map(|i| format!("{{\"id\":{},\"s\":\"{pad}\"}}\n", f * 20_000 + i))
+            .collect();
+        t.td_in("append", &[], rows.as_bytes()).ok();
+    }
+    let file_bytes = t.td("describe", &["--json"]).ok().json()["bytes"]
+        .as_u64()
+        .expect("bytes")
+        / 2;
+    assert!(file_bytes > 1_500_000, "{file_bytes}");
+    let s = Serve::start(&t, &[]);
+    let pid = s.child.id();
+    // The first page inside the second file reads it once for its row marks.
+    let p = s.get("/api/rows?offset=31000&limit=100").json();
+    assert_eq!(p["rows"][0]["id"], 31000);
+    // Any later page of that file reads at most one stretch between marks (64 KiB) and its rows.
+    let before = rchar(pid);
+    let p = s.get("/api/rows?offset=35000&limit=100").json();
+    assert_eq!(p["rows"][99]["id"], 35099);
+    let read = rchar(pid) - before;
+    assert!(
+        read < 256 << 10,
+        "a page of 100 rows read {read} bytes of a {file_bytes}-byte file"
+    );
+    // The first page of a version reads no marks at all.
+    let before = rchar(pid);
+    assert_eq!(s.get("/api/rows?version=1&limit=100").json()["rows"][0]["id"], 0);
+    let read = rchar(pid) - before;
+    assert!(read < 256 << 10, "the first page read {read} bytes");
+}
+
+#[test]
+fn event_streams_are_bounded() {
+    let t = orders();
+    let s = Serve::start(&t, &["--max-event-streams", "1"]);
+    let mut c = TcpStream::connect(("127.0.0.1", s.port)).expect("connect");
+    write!(c, "GET /api/events HTTP/1.1\r\nHost: {}\r\n\r\n", s.host()).expect("send");
+    let mut first = String::new();
+    BufReader::new(c.try_clone().expect("clone"))
+        .read_line(&mut first)
+        .expect("status line");
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    let e = s.get("/api/events").error(503);
+    assert_eq!(e, "too many event streams open (at most 1; --max-event-streams)");
+}
