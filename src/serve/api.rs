@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::rows::runs;
+use super::rows::{MAX_PAGE_BYTES, runs};
 use super::{MAX_PAGE_ROWS, Query, Reply, State, error_response, json_response, read_body, status_of};
 use crate::error::{Error, Result};
 use crate::log::snapshot::FileEntry;
@@ -123,11 +123,16 @@ fn rows(st: &State, q: &Query) -> Result<Value> {
     let s = t.snapshot_arc(v)?;
     let n = counts(st, &s.files, &s.schema)?;
     let mut out = Vec::new();
+    let mut budget = MAX_PAGE_BYTES;
     for run in runs(&n, offset, limit) {
         let f = &s.files[run.index];
-        st.pager
-            .read_run(t, f, &s.schema, &run, &mut out)
+        let whole = st
+            .pager
+            .read_run(t, f, &s.schema, &run, &mut out, &mut budget)
             .map_err(|e| crate::table::history::explain_missing(t, v, &f.path, e))?;
+        if !whole {
+            break;
+        }
     }
     Ok(json!({
         "version": v,
@@ -170,6 +175,7 @@ fn changes(st: &State, q: &Query) -> Result<Value> {
     let n: Vec<u64> = parts.iter().map(|p| p.rows).collect();
     let schema = t.snapshot_arc(to)?.schema.clone();
     let mut out = Vec::new();
+    let mut budget = MAX_PAGE_BYTES;
     for run in runs(&n, offset, limit) {
         let p = &parts[run.index];
         let (f, schema) = match &p.parquet {
@@ -189,13 +195,18 @@ fn changes(st: &State, q: &Query) -> Result<Value> {
             ),
         };
         let mut rows = Vec::new();
-        st.pager.read_run(t, &f, schema, &run, &mut rows)?;
+        // `rows` starts empty for each part: at least one row whatever the budget, as a page.
+        let whole = st.pager.read_run(t, &f, schema, &run, &mut rows, &mut budget)?;
+        let last = !whole || budget == 0;
         for r in rows {
             out.push(json!({
                 "_change_type": p.change.as_str(),
                 "_commit_version": p.version,
                 "row": r,
             }));
+        }
+        if last {
+            break;
         }
     }
     Ok(json!({

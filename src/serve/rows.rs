@@ -18,6 +18,13 @@ use crate::util::lru::Lru;
 /// A byte offset between two marks of a file's row index.
 const MARK_EVERY: u64 = 64 << 10;
 
+/// The bytes of rows one page holds: a page stops after the row that reaches it (so a page
+/// always holds at least one row), and its `rows` are then fewer than `limit`.
+pub const MAX_PAGE_BYTES: u64 = 16 << 20;
+
+/// The longest row a page shows; a longer one is an error naming it.
+const MAX_ROW_BYTES: u64 = 64 << 20;
+
 /// Files whose row marks are kept (each holds one mark per 64 KiB: 16 bytes per 64 KiB).
 const INDEXED_FILES: usize = 4096;
 
@@ -94,7 +101,9 @@ impl RowPager {
         Ok(m)
     }
 
-    /// Append the rows of `run` to `out`, one JSON value per row (each line checked to be JSON).
+    /// Append the rows of `run` to `out`, one JSON value per row (each line checked to be JSON),
+    /// taking their bytes from `budget`; stops early once `budget` is spent (after at least one
+    /// row in `out`). Returns whether the run was read whole.
     pub fn read_run(
         &self,
         table: &Table,
@@ -102,7 +111,8 @@ impl RowPager {
         schema: &Schema,
         run: &Run,
         out: &mut Vec<Box<serde_json::value::RawValue>>,
-    ) -> Result<()> {
+        budget: &mut u64,
+    ) -> Result<bool> {
         let path: PathBuf = table.root().join(&f.path);
         let (mut file, _) = table.open_rows(f, schema)?;
         let (mut at_row, start) = if run.first == 0 {
@@ -118,12 +128,22 @@ impl RowPager {
         let mut line = Vec::new();
         let end = run.first.saturating_add(run.count);
         while at_row < end {
+            if at_row >= run.first && *budget == 0 && !out.is_empty() {
+                return Ok(false);
+            }
             line.clear();
-            let n = r.read_until(b'\n', &mut line).map_err(|e| Error::io("read", &path, e))?;
+            let n = (&mut r)
+                .take(MAX_ROW_BYTES + 1)
+                .read_until(b'\n', &mut line)
+                .map_err(|e| Error::io("read", &path, e))?;
             if n == 0 {
                 break;
             }
+            if n as u64 > MAX_ROW_BYTES {
+                return Err(bad(&path, at_row, &format!("is longer than {MAX_ROW_BYTES} bytes, the longest row a page shows")));
+            }
             if at_row >= run.first {
+                *budget = budget.saturating_sub(n as u64);
                 let text = std::str::from_utf8(&line).map_err(|_| bad(&path, at_row, "is not UTF-8"))?;
                 let v = serde_json::value::RawValue::from_string(text.trim_end().to_string())
                     .map_err(|e| bad(&path, at_row, &format!("is not JSON ({e})")))?;
@@ -131,7 +151,7 @@ impl RowPager {
             }
             at_row += 1;
         }
-        Ok(())
+        Ok(true)
     }
 }
 

@@ -621,3 +621,24 @@ fn event_streams_are_bounded() {
     let e = s.get("/api/events").error(503);
     assert_eq!(e, "too many event streams open (at most 1; --max-event-streams)");
 }
+
+#[test]
+fn a_page_holds_at_most_its_bytes_of_rows() {
+    let t = TempTable::new(&["id:int!", "s:str"]);
+    let pad = "y".repeat(40_000);
+    let rows: String = (0..600).map(|i| format!("{{\"id\":{i},\"s\":\"{pad}\"}}\n")).collect();
+    t.td_in("append", &[], rows.as_bytes()).ok();
+    let s = Serve::start(&t, &[]);
+    let a = s.get("/api/rows?offset=0&limit=1000");
+    let p = a.json();
+    let n = p["rows"].as_array().expect("rows").len() as u64;
+    // 16 MiB of rows of ~40 KB: the page stops at the row that reaches the budget.
+    assert!(n < 600 && n * 40_000 <= (16 << 20) + 40_100, "{n} rows");
+    assert!(a.body.len() < (16 << 20) + 100_000, "{} bytes", a.body.len());
+    let next = s.get(&format!("/api/rows?offset={n}&limit=1000")).json();
+    assert_eq!(next["rows"][0]["id"], n);
+    assert_eq!(n + next["rows"].as_array().expect("rows").len() as u64, 600);
+    let c = s.get("/api/changes?from=0&to=1&limit=1000").json();
+    assert_eq!(c["rows"].as_array().expect("rows").len() as u64, n);
+    assert_eq!(c["inserted"], 600);
+}
