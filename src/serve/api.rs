@@ -239,6 +239,11 @@ pub(super) fn append(st: &State, req: &mut tiny_http::Request, q: &Query) -> Rep
     };
     match t.append(&name, std::io::Cursor::new(&body), &opts) {
         Ok(Some(v)) => {
+            // As after `tinydelta append`: auto compaction when the table asks for it
+            // (docs/FORMAT.md "Auto compaction"); its failure does not undo the append.
+            if let Err(e) = crate::ops::optimize::auto_compact(t, &crate::ops::optimize::AutoCompact::default()) {
+                ::log::warn!("auto compaction skipped: {e}");
+            }
             let rows = t
                 .commit_info(v)
                 .ok()

@@ -642,3 +642,39 @@ fn a_page_holds_at_most_its_bytes_of_rows() {
     assert_eq!(c["rows"].as_array().expect("rows").len() as u64, n);
     assert_eq!(c["inserted"], 600);
 }
+
+#[test]
+fn an_append_from_the_page_compacts_as_the_cli_does() {
+    let t = orders();
+    t.td(
+        "alter",
+        &[
+            "set-property",
+            "delta.autoOptimize.autoCompact=true",
+            "tinydelta.autoCompact.minNumFiles=2",
+        ],
+    )
+    .ok();
+    let s = Serve::start(&t, &["--writable"]);
+    let a = s.post("/api/append?name=one.jsonl", b"{\"id\":10}\n").json();
+    assert_eq!(a["version"], 4);
+    let ops: Vec<String> = t
+        .td("history", &["--json"])
+        .ok()
+        .json()
+        .as_array()
+        .expect("history")
+        .iter()
+        .map(|e| e["operation"].as_str().expect("op").to_string())
+        .collect();
+    assert_eq!(ops.last().map(String::as_str), Some("OPTIMIZE"), "{ops:?}");
+    assert_eq!(
+        t.td("read", &[])
+            .ok()
+            .stdout
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count(),
+        4
+    );
+}
