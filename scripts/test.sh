@@ -2,9 +2,11 @@
 # The project's test command (README.md "The two commands", .ci/run). From a clean clone on
 # Debian/Ubuntu with the Rust toolchain, python3 and pip:
 #
-#   1. installs the tools the tests run (fuse3 rsync jq time vim dash), only those that are missing;
+#   1. installs the tools the tests run (fuse3 rsync jq time vim dash chromium chromium-driver),
+#      only those that are missing;
 #   2. checks that /dev/fuse exists (the mount tests use real FUSE mounts, never mocks);
-#   3. creates .venv with deltalake, duckdb and pyarrow for the Delta interop tests
+#   3. creates .venv with deltalake, duckdb, pyarrow and selenium (the browser test of
+#      tests/cli/serve.rs, with Debian's chromium-driver: selenium downloads nothing) for the Delta interop tests
 #      (tests/cli/delta_compat.rs, tests/cli/export.rs), unless .venv already has them, and .venv-delta
 #      with DuckDB's delta extension as packaged for pip (duckdb-extension-delta, which pins the
 #      duckdb it was built for, so it lives apart; tests/cli/export.rs reads exports with delta_scan);
@@ -29,7 +31,7 @@ die() {
 started=$SECONDS
 
 # --- 1. system packages ----------------------------------------------------------------------
-step "System tools: fuse3 rsync jq time vim dash passwd util-linux"
+step "System tools: fuse3 rsync jq time vim dash passwd util-linux chromium chromium-driver"
 missing=()
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 command -v rsync >/dev/null 2>&1 || missing+=(rsync)
@@ -40,6 +42,9 @@ command -v dash >/dev/null 2>&1 || missing+=(dash) # tests/mount/tools.rs: a red
 command -v useradd >/dev/null 2>&1 || missing+=(passwd)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 type -P time >/dev/null 2>&1 || missing+=(time) # `command -v time` finds the shell keyword
+# tests/cli/serve.rs drives the page of `tinydelta serve` in headless Chromium through WebDriver.
+[[ -x /usr/bin/chromium ]] || missing+=(chromium)
+[[ -x /usr/bin/chromedriver ]] || missing+=(chromium-driver)
 # Debian's python3 has no venv/ensurepip until python3-venv is installed.
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || [[ -x .venv/bin/python ]] || missing+=(python3-venv)
 
@@ -70,10 +75,10 @@ fi
 echo "/dev/fuse ok"
 
 # --- 3. Python venv for the Delta interop test ---------------------------------------------
-step "Python venv (.venv): deltalake duckdb pyarrow polars"
+step "Python venv (.venv): deltalake duckdb pyarrow polars selenium"
 venv_ok() {
     [[ -x .venv/bin/python ]] &&
-        .venv/bin/python -c 'import deltalake, duckdb, pyarrow, polars' >/dev/null 2>&1
+        .venv/bin/python -c 'import deltalake, duckdb, pyarrow, polars, selenium' >/dev/null 2>&1
 }
 if venv_ok; then
     echo "already set up"
@@ -83,9 +88,9 @@ else
         python3 -m venv .venv || die "python3 -m venv .venv failed"
     fi
     .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-        'deltalake>=1.0' 'duckdb>=1.0' 'pyarrow>=15' polars </dev/null ||
-        die "pip install deltalake duckdb pyarrow polars into .venv failed"
-    venv_ok || die ".venv/bin/python still cannot import deltalake, duckdb, pyarrow and polars"
+        'deltalake>=1.0' 'duckdb>=1.0' 'pyarrow>=15' polars 'selenium>=4.11' </dev/null ||
+        die "pip install deltalake duckdb pyarrow polars selenium into .venv failed"
+    venv_ok || die ".venv/bin/python still cannot import deltalake, duckdb, pyarrow, polars and selenium"
 fi
 .venv/bin/python -c 'import deltalake, duckdb, pyarrow, polars, sys
 print(f"python {sys.version.split()[0]}, deltalake {deltalake.__version__}, duckdb {duckdb.__version__}, pyarrow {pyarrow.__version__}, polars {polars.__version__}")'

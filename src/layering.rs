@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The layers, lowest first. `error` and `util` share the bottom.
-const LAYERS: [(&str, u8); 8] = [
+const LAYERS: [(&str, u8); 9] = [
     ("error", 0),
     ("util", 0),
     ("sys", 1),
@@ -15,7 +15,12 @@ const LAYERS: [(&str, u8); 8] = [
     ("table", 4),
     ("ops", 5),
     ("mount", 6),
+    ("serve", 6),
 ];
+
+/// Layers of one rank that must not import each other: the mount and the server are two
+/// front ends beside each other (docs/ARCHITECTURE.md "Imports point one way").
+const APART: [(&str, &str); 2] = [("mount", "serve"), ("serve", "mount")];
 
 fn rank(layer: &str) -> Option<u8> {
     LAYERS.iter().find(|(n, _)| *n == layer).map(|(_, r)| *r)
@@ -105,6 +110,12 @@ fn imports_point_down_the_layers_and_form_no_cycle() {
                     ));
                     continue;
                 };
+                if APART.contains(&(layer, a.as_str())) {
+                    wrong.push(format!(
+                        "{}:{line}: {layer} imports crate::{a}, a layer beside it",
+                        rel.display()
+                    ));
+                }
                 if r > own {
                     wrong.push(format!(
                         "{}:{line}: {layer} (layer {own}) imports crate::{a} (layer {r})",

@@ -8,7 +8,7 @@
 //! report.
 //!
 //! Layers (docs/ARCHITECTURE.md), imports pointing one way, lowest first:
-//! `util`, `error` -> `sys` -> `format` -> `log` -> `table` -> `ops` -> `mount`. The modules are
+//! `util`, `error` -> `sys` -> `format` -> `log` -> `table` -> `ops` -> `mount` | `serve`. The modules are
 //! crate-private; the `internal-api` feature opens them for model tests and benchmarks.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -38,6 +38,10 @@ layer!(ops);
 layer!(
     #[cfg(feature = "mount")]
     mount
+);
+layer!(
+    #[cfg(feature = "serve")]
+    serve
 );
 
 pub use crate::error::{Error, ErrorKind, IoContext, Result};
@@ -131,6 +135,14 @@ pub mod failpoint {
 #[cfg(feature = "mount")]
 pub mod daemon {
     pub use crate::mount::daemon::{MountArgs, StartError, apply_options, run};
+}
+
+/// `tinydelta serve`: a local web page over a table and its JSON endpoints (docs/SERVE.md).
+#[cfg(feature = "serve")]
+pub mod server {
+    pub use crate::serve::{
+        DEFAULT_MAX_EVENT_STREAMS, DEFAULT_MAX_UPLOAD_BYTES, DEFAULT_THREADS, MAX_PAGE_ROWS, ServeOptions, Server,
+    };
 }
 
 #[cfg(test)]

@@ -21,5 +21,6 @@ mod export;
 mod export_types;
 mod integrity;
 mod rows;
+mod serve;
 mod table;
 mod types;

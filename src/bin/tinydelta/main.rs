@@ -281,6 +281,34 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Serve a page over the table on a local web server (docs/SERVE.md): drag through its
+    /// versions, read their rows a page at a time, see what changed between two versions, watch
+    /// commits land; with --writable, append a dropped file and restore. Prints the page's
+    /// address and serves until killed.
+    Serve {
+        /// Table folder.
+        table: PathBuf,
+        /// The port (0: a free port, said in the address printed).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        port: u16,
+        /// The address to listen on; the Host header of every request must name it (or
+        /// localhost).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+        bind: std::net::IpAddr,
+        /// Accept appends and restores from the page, with the per-run token in the address
+        /// printed.
+        #[arg(long)]
+        writable: bool,
+        /// The most bytes one uploaded file may have (default 256MiB).
+        #[arg(long, value_name = "SIZE")]
+        max_upload_bytes: Option<String>,
+        /// Request workers.
+        #[arg(long, value_name = "N", default_value_t = tinydelta::server::DEFAULT_THREADS)]
+        threads: usize,
+        /// Event streams (pages following the table live) open at once.
+        #[arg(long, value_name = "N", default_value_t = tinydelta::server::DEFAULT_MAX_EVENT_STREAMS)]
+        max_event_streams: usize,
+    },
     /// Write a Delta table with Parquet data files that every Delta engine reads (docs/EXPORT.md
     /// "Export"): the latest version (or --version N), or with --all-versions every version with
     /// its history. Run again to continue a DEST from its last exported version.
@@ -1414,6 +1442,38 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 )
                 .map_err(stdout_err)?;
             }
+        }
+        Cmd::Serve {
+            table,
+            port,
+            bind,
+            writable,
+            max_upload_bytes,
+            threads,
+            max_event_streams,
+        } => {
+            let max_upload_bytes = match max_upload_bytes {
+                Some(s) => tinydelta::optimize::parse_size(&s).ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "--max-upload-bytes {} is not a size like 64MiB or 65536",
+                        tinydelta::quote::quoted(&s)
+                    ))
+                })?,
+                None => tinydelta::server::DEFAULT_MAX_UPLOAD_BYTES,
+            };
+            let opts = tinydelta::server::ServeOptions {
+                bind,
+                port,
+                writable,
+                max_upload_bytes,
+                threads,
+                max_event_streams,
+            };
+            let server = tinydelta::server::Server::start(&table, opts)?;
+            writeln!(out, "serving {} at {}", table.display(), server.url()).map_err(stdout_err)?;
+            out.flush().map_err(stdout_err)?;
+            drop(out);
+            server.run()?;
         }
         Cmd::Export {
             table,
