@@ -270,7 +270,14 @@ impl TableView {
             info!("v/{}/data.jsonl: not committed: the writing process was killed by a signal", e.version);
             return Ok(());
         }
-        if e.opener != caller.tgid || caller.still_open {
+        if e.opener != caller.tgid {
+            return Ok(());
+        }
+        // Another descriptor of the file open for writing (a shell's redirection saved with
+        // `dup`): not the last close. One open for reading only (the tool read the file it
+        // rewrites) does not count.
+        let ino = caller.ino.unwrap_or_else(|| Node::VersionFile(e.version, VersionFile::Data).ino());
+        if caller.still_open && caller.tgid.is_some_and(|t| self.procs.writes_open(t, ino)) {
             return Ok(());
         }
         let mut st = lock(&e.st);
