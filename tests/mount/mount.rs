@@ -359,7 +359,9 @@ fn committed_bytes_do_not_reappear_after_a_crash_between_publish_and_cleanup() {
 
 #[test]
 fn everything_outside_incoming_is_read_only() {
-    let f = Fixture::flights(&["flights-jan.jsonl"]);
+    // Version 1 is not the newest: only the newest version's folder takes edits (docs/MOUNT.md
+    // "Editing latest/data.jsonl").
+    let f = Fixture::flights(&["flights-jan.jsonl", "flights-feb.jsonl"]);
     let _m = f.mount();
     let erofs = Some(libc::EROFS);
     let e = fs::OpenOptions::new()
@@ -383,7 +385,7 @@ fn everything_outside_incoming_is_read_only() {
         &[std::ffi::OsStr::new("644"), f.m("v/1/data.jsonl").as_os_str()],
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("Read-only file system"));
-    assert_eq!(f.latest(), 1);
+    assert_eq!(f.latest(), 2);
 }
 
 #[test]

@@ -196,8 +196,11 @@ fn shell_redirections() {
     // Writing anywhere else is refused.
     let out = e.sh("echo x > \"$M/v/1/data.jsonl\"");
     assert!(String::from_utf8_lossy(&out.stderr).contains("Read-only file system"));
+    // The newest version's data.jsonl takes rows (docs/MOUNT.md "Editing latest/data.jsonl"),
+    // and refuses one that is not a row.
     let out = e.sh("echo x >> \"$M/latest/data.jsonl\"");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Read-only file system"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Invalid argument"));
+    assert_eq!(e.f.latest_link(), "v/6");
 }
 
 /// The kernel sends `release` asynchronously: queued before close() returns, it may still be
