@@ -432,8 +432,12 @@ fn ls_l() {
         .lines()
         .find(|l| l.ends_with("data.jsonl"))
         .expect("data.jsonl listed");
-    assert!(data.starts_with("-r--r--r--"), "{data}");
+    // v/2 is the newest version: its data.jsonl takes edits (docs/MOUNT.md "Editing
+    // latest/data.jsonl"); older versions are read-only.
+    assert!(data.starts_with("-rw-r--r--"), "{data}");
     assert!(data.split_whitespace().any(|w| w == size), "true size {size} in {data}");
+    let older = e.text("ls -l \"$M/v/1/data.jsonl\"");
+    assert!(older.starts_with("-r--r--r--"), "{older}");
     let root = e.text("ls -l \"$M\"");
     assert!(
         root.lines().any(|l| l.starts_with('l') && l.ends_with("latest -> v/2")),
