@@ -57,6 +57,9 @@ pub enum FsError {
     /// `lseek` with `SEEK_DATA` or `SEEK_HOLE` at or past the end of the file.
     #[error("no data or hole at or past the end of the file")]
     PastEnd,
+    /// A rename between `incoming/` and a version folder (`mv` then copies).
+    #[error("a rename between incoming/ and a version folder")]
+    CrossDevice,
     /// A symlink was asked for something other than its target.
     #[error("invalid argument")]
     Invalid,
@@ -86,6 +89,7 @@ impl FsError {
             FsError::AlreadyCommitted => libc::EPERM,
             FsError::BadHandle => libc::EBADF,
             FsError::Invalid => libc::EINVAL,
+            FsError::CrossDevice => libc::EXDEV,
             FsError::PastEnd => libc::ENXIO,
             FsError::Stale => libc::ESTALE,
             FsError::Blocked(_) => libc::EIO,

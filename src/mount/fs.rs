@@ -414,8 +414,8 @@ impl Filesystem for TableFs {
         }
     }
 
-    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match request_for(req, || self.view.getattr(ino.0)) {
+    fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        match request_for(req, || self.view.getattr_fh(ino.0, fh.map(|f| f.0))) {
             Ok(a) => reply.attr(&a.ttl, &self.file_attr(&a)),
             Err(e) => reply.error(log_err("getattr", &e)),
         }
@@ -521,6 +521,7 @@ impl Filesystem for TableFs {
         }
         let noreplace = flags.contains(RenameFlags::RENAME_NOREPLACE);
         let (view, pid) = (self.view.clone(), req.pid());
+        let onto_data = newname == "data.jsonl";
         let (name, newname) = (name.to_owned(), newname.to_owned());
         let job = move || {
             let who = view.caller(pid, None);
@@ -532,7 +533,9 @@ impl Filesystem for TableFs {
             }
             crate::table::request::run(later);
         };
-        if parent.0 == super::inode::INCOMING || newparent.0 == super::inode::INCOMING {
+        // A rename onto a version's data.jsonl commits an edit (docs/MOUNT.md "Editing
+        // latest/data.jsonl").
+        if parent.0 == super::inode::INCOMING || newparent.0 == super::inode::INCOMING || onto_data {
             self.commits.run(job)
         } else {
             job()
@@ -545,7 +548,12 @@ impl Filesystem for TableFs {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let write = is_write(flags.0);
-        let who = if super::inode::Node::from_ino(ino.0).is_some_and(|n| matches!(n, super::inode::Node::Staged(_))) {
+        let edit = write
+            && matches!(
+                super::inode::Node::from_ino(ino.0),
+                Some(super::inode::Node::VersionFile(_, super::inode::VersionFile::Data))
+            );
+        let who = if edit || super::inode::Node::from_ino(ino.0).is_some_and(|n| matches!(n, super::inode::Node::Staged(_))) {
             self.view.caller(req.pid(), None)
         } else {
             Caller::default()
@@ -576,6 +584,11 @@ impl Filesystem for TableFs {
                 FileHandle(o.fh),
                 FopenFlags::FOPEN_DIRECT_IO | (fopen(&o) & FopenFlags::FOPEN_NOFLUSH),
             );
+        }
+        // An edit of data.jsonl is direct: the writer's bytes never enter the page cache of the
+        // version's inode, which other readers share (docs/MOUNT.md "Editing latest/data.jsonl").
+        if edit {
+            return reply.opened(FileHandle(o.fh), FopenFlags::FOPEN_DIRECT_IO);
         }
         reply.opened(FileHandle(o.fh), fopen(&o) | self.direct.staged_write(ino.0, write))
     }
@@ -673,7 +686,7 @@ impl Filesystem for TableFs {
     }
 
     fn flush(&self, req: &Request, ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        if !staged(ino.0) {
+        if !staged(ino.0) && !self.view.is_edit(fh.0) {
             return reply.ok();
         }
         // A close that cannot commit (a reader's, a child's, one while the process still holds
@@ -725,7 +738,7 @@ impl Filesystem for TableFs {
     }
 
     fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        if !staged(ino.0) {
+        if !staged(ino.0) && !self.view.is_edit(fh.0) {
             return reply.ok();
         }
         let view = self.view.clone();

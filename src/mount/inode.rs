@@ -20,6 +20,9 @@ const VERSION_BASE: u64 = 0x100;
 const STAGED_BASE: u64 = 1 << 62;
 /// `at/` symlinks, by the version they point at (above every staged number).
 const AT_BASE: u64 = 1 << 63;
+/// `v/<n>/data.jsonl.error` notes, by `n`: between the `at/` numbers (versions are below
+/// 2^60) and the `parts/` ones.
+const EDIT_NOTE_BASE: u64 = AT_BASE + (1 << 60);
 /// `v/<n>/parts/` and its files: `PARTS_BASE + (n << PART_BITS)` is the folder, `+ 1 + i` part
 /// `i` (above every `at/` number).
 const PARTS_BASE: u64 = AT_BASE + (1 << 61);
@@ -96,6 +99,9 @@ pub enum Node {
     PartsDir(u64),
     /// Part `i` (from 0, below [`MAX_PARTS`]) of `v/<n>/parts/`: the `i`-th file of `data.jsonl`.
     Part(u64, u64),
+    /// `v/<n>/data.jsonl.error`: why the last edit of version n's `data.jsonl` failed
+    /// (docs/MOUNT.md "Editing latest/data.jsonl").
+    EditNote(u64),
 }
 
 /// The name of part `i` in `parts/`: seven digits and `.jsonl`, so that names sort in the
@@ -132,6 +138,7 @@ impl Node {
             Node::Changes => CHANGES,
             Node::AtDir => AT_DIR,
             Node::AtLink(v) => AT_BASE + v,
+            Node::EditNote(v) => EDIT_NOTE_BASE + v,
             Node::PartsDir(v) => PARTS_BASE + (v << PART_BITS),
             Node::Part(v, i) => PARTS_BASE + (v << PART_BITS) + 1 + i,
         }
@@ -154,6 +161,7 @@ impl Node {
                     Node::Part(v, j - 1)
                 })
             }
+            i if i >= EDIT_NOTE_BASE => Some(Node::EditNote(i - EDIT_NOTE_BASE)),
             i if i >= AT_BASE => Some(Node::AtLink(i - AT_BASE)),
             i if i >= STAGED_BASE => {
                 let s = (i - STAGED_BASE) / 2;
@@ -201,6 +209,8 @@ mod tests {
             Node::AtDir,
             Node::AtLink(0),
             Node::AtLink(MAX_VERSION),
+            Node::EditNote(0),
+            Node::EditNote(MAX_VERSION),
             Node::PartsDir(0),
             Node::PartsDir(MAX_PARTS_VERSION),
             Node::Part(0, 0),

@@ -204,6 +204,9 @@ pub(super) enum Handle {
     Dir(Arc<[DirEntry]>),
     /// `changes.jsonl` (read at any offset from the feed's index).
     Changes,
+    /// The newest version's `data.jsonl` opened for writing (docs/MOUNT.md "Editing
+    /// latest/data.jsonl").
+    Edit(Arc<edit::Edit>),
 }
 
 /// The inner file system of one mounted table.
@@ -225,6 +228,8 @@ pub struct TableView {
     changes: ChangesNode,
     /// The background auto compaction: running, and asked to look again when it ends.
     compacting: Arc<(std::sync::atomic::AtomicBool, std::sync::atomic::AtomicBool)>,
+    /// Why the last edit of a version's `data.jsonl` failed, by version (`v/<n>/data.jsonl.error`).
+    pub(super) edit_notes: Mutex<HashMap<u64, String>>,
 }
 
 /// Up to `limit` entries of a listing of `total` entries computed from their index (`entry(i)`:
@@ -291,6 +296,7 @@ impl TableView {
             last_listing: Mutex::new(None),
             changes: ChangesNode::default(),
             compacting: Arc::default(),
+            edit_notes: Mutex::default(),
         };
         view.restore_staged(found, &committed)?;
         Ok(view)
@@ -450,6 +456,12 @@ impl TableView {
                 let t = ms_to_time(self.versions.head(v)?.timestamp_ms);
                 // 2 + the `parts/` sub-folder.
                 let nlink = if v <= MAX_PARTS_VERSION { 3 } else { 2 };
+                // The newest version's folder takes edits (docs/MOUNT.md "Editing
+                // latest/data.jsonl"): writable, and TTL 0 so that it shows read-only once a
+                // newer version exists.
+                if self.is_newest(v) {
+                    return Ok(self.attr(ino, Kind::Dir, 0, 0o755, nlink, t, Duration::ZERO));
+                }
                 Ok(self.attr(ino, Kind::Dir, 0, 0o555, nlink, t, vttl))
             }
             Node::VersionFile(v, f) => {
@@ -471,9 +483,14 @@ impl TableView {
                 };
                 let mut a = self.attr(ino, Kind::File, size, 0o444, 1, ms_to_time(head.timestamp_ms), vttl);
                 a.large_io = large_io;
+                if f == VersionFile::Data && self.is_newest(v) {
+                    a.perm = 0o644;
+                    a.ttl = Duration::ZERO;
+                }
                 Ok(a)
             }
             Node::Staged(_) | Node::ErrorNote(_) => self.staged_attr(node),
+            Node::EditNote(v) => self.edit_note_attr(v),
             // TTL 0: the size grows the moment a commit is published (docs/MOUNT.md "Following a
             // table: `changes.jsonl`").
             Node::Changes => {
@@ -548,7 +565,10 @@ impl TableView {
             Node::AtDir => Node::AtLink(self.changes.lookup(self.table(), name)?),
             Node::VDir => Node::VersionDir(parse_version(name).ok_or(FsError::NotFound)?),
             Node::VersionDir(v) if name == "parts" => Node::PartsDir(v),
-            Node::VersionDir(v) => Node::VersionFile(v, VersionFile::from_name(name).ok_or(FsError::NotFound)?),
+            Node::VersionDir(v) => match VersionFile::from_name(name) {
+                Some(f) => Node::VersionFile(v, f),
+                None => self.version_dir_node(v, name)?,
+            },
             Node::PartsDir(v) => Node::Part(v, inode::parse_part_name(name).ok_or(FsError::NotFound)?),
             Node::Incoming => self.incoming_node(name)?,
             Node::Latest
@@ -557,6 +577,7 @@ impl TableView {
             | Node::ErrorNote(_)
             | Node::Changes
             | Node::AtLink(_)
+            | Node::EditNote(_)
             | Node::Part(..) => {
                 return Err(FsError::NotDir);
             }
@@ -612,6 +633,7 @@ impl TableView {
             | Node::ErrorNote(_)
             | Node::Changes
             | Node::AtLink(_)
+            | Node::EditNote(_)
             | Node::Part(..) => Err(FsError::NotDir),
         }
     }
@@ -676,6 +698,7 @@ impl TableView {
                 if !gone && v <= MAX_PARTS_VERSION {
                     list.push((Node::PartsDir(v).ino(), Kind::Dir, "parts".to_string()));
                 }
+                list.extend(self.version_dir_list(v));
                 Ok(fixed(list))
             }
             Node::PartsDir(v) => {
@@ -708,6 +731,7 @@ impl TableView {
             | Node::ErrorNote(_)
             | Node::Changes
             | Node::AtLink(_)
+            | Node::EditNote(_)
             | Node::Part(..) => Err(FsError::NotDir),
         }
     }
@@ -761,6 +785,10 @@ impl TableView {
         let node = Node::from_ino(ino).ok_or(FsError::NotFound)?;
         match node {
             Node::VersionFile(v, f) => {
+                if write && f == VersionFile::Data {
+                    self.check_version(v)?;
+                    return self.open_edit(v, flags, caller);
+                }
                 if write {
                     return Err(FsError::ReadOnly);
                 }
@@ -791,11 +819,15 @@ impl TableView {
                 })
             }
             Node::Staged(seq) => self.open_staged(seq, write, trunc, append, caller),
-            Node::ErrorNote(seq) => {
+            Node::ErrorNote(_) | Node::EditNote(_) => {
                 if write {
                     return Err(FsError::Denied);
                 }
-                let text = self.note_text(seq)?;
+                let text = match node {
+                    Node::ErrorNote(seq) => self.note_text(seq)?,
+                    Node::EditNote(v) => self.edit_note_text(v)?,
+                    _ => return Err(FsError::NotFound),
+                };
                 Ok(Opened {
                     fh: self.new_handle(Handle::Bytes(Arc::from(text.into_bytes()))),
                     keep_cache: false,
@@ -885,8 +917,14 @@ impl TableView {
         flags: i32,
         caller: Caller,
     ) -> FsResult<(Attr, Opened)> {
-        self.writable_dir(parent)?;
-        let name = Self::check_name(name)?;
+        let name = match Node::from_ino(parent) {
+            Some(Node::VersionDir(v)) => edit::key(v, self.version_dir_name(v, name)?),
+            _ => {
+                self.writable_dir(parent)?;
+                Self::check_name(name)?.to_string()
+            }
+        };
+        let name = name.as_str();
         let excl = flags & libc::O_EXCL != 0;
         let trunc = flags & libc::O_TRUNC != 0;
         let append = write && flags & libc::O_APPEND != 0;
@@ -897,8 +935,14 @@ impl TableView {
 
     /// Create `name` in `parent` (only `incoming/`) without opening it (`mknod`).
     pub fn mknod(&self, parent: u64, name: &OsStr) -> FsResult<Attr> {
-        self.writable_dir(parent)?;
-        let name = Self::check_name(name)?;
+        let name = match Node::from_ino(parent) {
+            Some(Node::VersionDir(v)) => edit::key(v, self.version_dir_name(v, name)?),
+            _ => {
+                self.writable_dir(parent)?;
+                Self::check_name(name)?.to_string()
+            }
+        };
+        let name = name.as_str();
         let seq = self.new_staged(name)?;
         self.node_attr(Node::Staged(seq))
     }
@@ -915,6 +959,7 @@ impl TableView {
             | Node::ErrorNote(_)
             | Node::Changes
             | Node::AtLink(_)
+            | Node::EditNote(_)
             | Node::Part(..) => Err(FsError::NotDir),
         }
     }
@@ -981,6 +1026,7 @@ impl TableView {
                 Ok(b[start..end].to_vec())
             }
             Handle::Staged { seq, .. } => self.read_staged(*seq, offset, size),
+            Handle::Edit(e) => self.edit_read(e, offset, size),
             Handle::Dir(_) => Err(FsError::IsDir),
             Handle::Changes => {
                 let mut buf = Vec::new();
@@ -995,7 +1041,7 @@ impl TableView {
             Handle::Staged {
                 seq, writable, opener, ..
             } => Ok((*seq, *writable, *opener)),
-            Handle::Concat(_) | Handle::Bytes(_) | Handle::Changes => Err(FsError::ReadOnly),
+            Handle::Concat(_) | Handle::Bytes(_) | Handle::Changes | Handle::Edit(_) => Err(FsError::ReadOnly),
             Handle::Dir(_) => Err(FsError::IsDir),
         }
     }
@@ -1011,6 +1057,9 @@ impl TableView {
     /// handle of the inode: the offset is then the page's, even through an `O_APPEND` handle
     /// (whose own writes go to the end of its batch).
     pub fn write_from(&self, fh: u64, offset: u64, data: &[u8], cached: bool) -> FsResult<usize> {
+        if let Handle::Edit(e) = self.handle(fh)?.as_ref() {
+            return self.edit_write(e, offset, data);
+        }
         let (_, writable, _) = self.staged_handle(fh)?;
         if !writable {
             return Err(FsError::BadHandle);
@@ -1039,6 +1088,21 @@ impl TableView {
                 a.ino = ino;
                 Ok(a)
             }
+            // An edit's truncate (`truncate -s`, vim's ftruncate); other changes through it are
+            // accepted and dropped, as in incoming/.
+            Node::VersionFile(_, VersionFile::Data) if fh.is_some_and(|f| matches!(self.handle(f).as_deref(), Ok(Handle::Edit(_)))) => {
+                let h = self.handle(fh.unwrap_or_default())?;
+                let Handle::Edit(e) = h.as_ref() else {
+                    return Err(FsError::BadHandle);
+                };
+                if let Some(size) = set.size {
+                    self.edit_truncate(e, size)?;
+                }
+                let mut a = self.node_attr(node)?;
+                a.size = self.edit_size(e);
+                Ok(a)
+            }
+            Node::EditNote(_) if changes => Err(FsError::Denied),
             // rsync -a and cp -p set the times and mode of the directory they copy into.
             Node::Incoming if set.size.is_none() => self.node_attr(node),
             Node::ErrorNote(_) if changes => Err(FsError::Denied),
@@ -1061,7 +1125,33 @@ impl TableView {
     /// Whether `fh` is a staged file opened for writing by process `tgid` (whose close may be a
     /// commit point).
     pub fn opened_by(&self, fh: u64, tgid: u32) -> bool {
-        matches!(self.handle(fh).as_deref(), Ok(Handle::Staged { writable: true, opener: Some(o), .. }) if *o == tgid)
+        match self.handle(fh).as_deref() {
+            Ok(Handle::Staged {
+                writable: true,
+                opener: Some(o),
+                ..
+            }) => *o == tgid,
+            Ok(Handle::Edit(e)) => e.opener == Some(tgid),
+            _ => false,
+        }
+    }
+
+    /// Whether `fh` is an open of the newest version's `data.jsonl` for writing, whose close
+    /// may commit (docs/MOUNT.md "Editing latest/data.jsonl").
+    pub fn is_edit(&self, fh: u64) -> bool {
+        matches!(self.handle(fh).as_deref(), Ok(Handle::Edit(_)))
+    }
+
+    /// [`TableView::getattr`] through handle `fh`: an edit shows its writer its own size.
+    pub fn getattr_fh(&self, ino: u64, fh: Option<u64>) -> FsResult<Attr> {
+        let mut a = self.getattr(ino)?;
+        if let Some(fh) = fh
+            && let Ok(h) = self.handle(fh)
+            && let Handle::Edit(e) = h.as_ref()
+        {
+            a.size = self.edit_size(e);
+        }
+        Ok(a)
     }
 
     /// The process behind request `pid` (a thread id), as commit points care: its thread-group
@@ -1112,6 +1202,7 @@ impl TableView {
     pub fn flush(&self, fh: u64, caller: Caller) -> FsResult<()> {
         match self.handle(fh)?.as_ref() {
             Handle::Staged { writable, opener, .. } => self.flush_staged(fh, *writable, *opener, caller),
+            Handle::Edit(e) => self.edit_flush(e, caller),
             Handle::Concat(_) | Handle::Bytes(_) | Handle::Dir(_) | Handle::Changes => Ok(()),
         }
     }
@@ -1121,6 +1212,7 @@ impl TableView {
     pub fn fsync(&self, fh: u64) -> FsResult<()> {
         match self.handle(fh)?.as_ref() {
             Handle::Staged { writable, opener, .. } => self.fsync_staged(fh, *writable, *opener),
+            Handle::Edit(e) => self.edit_fsync(e),
             Handle::Concat(_) | Handle::Bytes(_) | Handle::Dir(_) | Handle::Changes => Ok(()),
         }
     }
@@ -1129,14 +1221,19 @@ impl TableView {
     pub fn release(&self, fh: u64) {
         if matches!(self.handle(fh).as_deref(), Ok(Handle::Staged { .. })) {
             self.release_staged(fh);
-        } else {
-            lock(&self.handles).remove(&fh);
+        } else if let Some(h) = lock(&self.handles).remove(&fh)
+            && let Handle::Edit(e) = h.as_ref()
+        {
+            self.edit_release(e);
         }
     }
 
     /// Remove `name` from `parent` (only `incoming/`): discards a staged file, forgets a
     /// committed name, or clears the note of a failed commit (`rm NAME.error`).
     pub fn unlink(&self, parent: u64, name: &OsStr) -> FsResult<()> {
+        if let Some(Node::VersionDir(v)) = Node::from_ino(parent) {
+            return self.version_dir_unlink(v, name);
+        }
         self.writable_dir(parent)?;
         let name = name.to_str().ok_or(FsError::NotFound)?;
         self.unlink_staged(name)
@@ -1153,6 +1250,15 @@ impl TableView {
         noreplace: bool,
         caller: Caller,
     ) -> FsResult<()> {
+        match (Node::from_ino(parent), Node::from_ino(newparent)) {
+            (Some(Node::VersionDir(v)), Some(Node::VersionDir(w))) if v == w => {
+                return self.version_dir_rename(v, name, newname, noreplace, caller);
+            }
+            (Some(Node::VersionDir(_)), Some(Node::Incoming)) | (Some(Node::Incoming), Some(Node::VersionDir(_))) => {
+                return Err(FsError::CrossDevice);
+            }
+            _ => {}
+        }
         self.writable_dir(parent)?;
         self.writable_dir(newparent)?;
         let old = name.to_str().ok_or(FsError::NotFound)?;
@@ -1166,7 +1272,8 @@ impl TableView {
         match node {
             _ if !write => Ok(()),
             Node::Incoming | Node::Staged(_) => Ok(()),
-            Node::ErrorNote(_) => Err(FsError::Denied),
+            Node::VersionDir(v) | Node::VersionFile(v, VersionFile::Data) if self.is_newest(v) => Ok(()),
+            Node::ErrorNote(_) | Node::EditNote(_) => Err(FsError::Denied),
             Node::Root
             | Node::VDir
             | Node::Latest
@@ -1241,6 +1348,7 @@ fn committed_staging_ids(table: &Table) -> std::collections::HashSet<String> {
     ids
 }
 
+mod edit;
 mod incoming;
 #[cfg(test)]
 mod tests;

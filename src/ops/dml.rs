@@ -234,6 +234,18 @@ enum Fate {
     Keep,
     Drop,
     Replace(String),
+    /// An edit's rows in place of this one (docs/MOUNT.md "Editing latest/data.jsonl"): rows
+    /// inserted before or after it, and the row itself kept, replaced, or (when no piece is
+    /// `Kept` or `Replacement`) deleted.
+    Splice(Vec<(String, Piece)>),
+}
+
+/// What one row of a [`Fate::Splice`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Piece {
+    Inserted,
+    Kept,
+    Replacement,
 }
 
 /// How a change treats rows: `affected` is a pure test (used to find the files to rewrite),
@@ -330,6 +342,38 @@ fn rewrite_file(
                     cdc.push(line, cdc::DELETE)?;
                     return Ok(true);
                 }
+                Fate::Splice(pieces) => {
+                    if !pending.is_empty() {
+                        flush(&mut check, &mut pending, &mut canon, &mut out)?;
+                    }
+                    let mut me = false;
+                    for (text, piece) in pieces {
+                        pending.extend_from_slice(text.as_bytes());
+                        pending.push(b'\n');
+                        check.feed(&source, &pending, &mut canon)?;
+                        match piece {
+                            Piece::Inserted => cdc.push(&canon, cdc::INSERT)?,
+                            Piece::Kept => {
+                                me = true;
+                                kept += 1;
+                            }
+                            Piece::Replacement => {
+                                me = true;
+                                changed += 1;
+                                cdc.push(line, cdc::PREIMAGE)?;
+                                cdc.push(&canon, cdc::POSTIMAGE)?;
+                            }
+                        }
+                        out.write_all(&canon).ctx("write", &new_path)?;
+                        pending.clear();
+                        canon.clear();
+                    }
+                    if !me {
+                        dropped += 1;
+                        cdc.push(line, cdc::DELETE)?;
+                    }
+                    return Ok(true);
+                }
                 Fate::Replace(new) => {
                     changed += 1;
                     // The rows before it first, then the new row alone, so its canonical form
@@ -402,10 +446,11 @@ struct Plan<'a> {
     params: BTreeMap<String, String>,
     /// Extra new files added at the end (MERGE's inserted rows), held, not yet fsynced.
     extra: Vec<(Add, File)>,
-    /// The canonical rows of `extra`, one per line, for the change data file.
-    inserted: Vec<u8>,
     /// Fill in the metrics from the totals (kept, changed, dropped rows; removed, added files).
     metrics: &'a dyn Fn(&Totals) -> BTreeMap<String, u64>,
+    /// The change read every live file, not only those `may` keeps (an edit of the mount's
+    /// `data.jsonl`): a concurrent commit that removed any of them conflicts.
+    read_all: bool,
 }
 
 /// The totals of a change's rewrite.
@@ -476,8 +521,13 @@ fn run_change(
     // it alone, so MERGE's inserted rows go in it too.
     let change_data = match (|| {
         if cdc.rows() > 0 {
-            for line in plan.inserted.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-                cdc.push(line, cdc::INSERT)?;
+            for (a, _) in &plan.extra {
+                let path = table.root().join(&a.path);
+                let f = table.dir().open_file(&a.path)?;
+                each_line(BufReader::with_capacity(256 << 10, f), &path, usize::MAX >> 1, |_, line| {
+                    cdc.push(line, cdc::INSERT)?;
+                    Ok(true)
+                })?;
             }
         }
         std::mem::replace(&mut cdc, ChangeData::new(table)).finish()
@@ -514,7 +564,7 @@ fn run_change(
         .files
         .iter()
         .zip(may)
-        .filter(|(_, m)| **m)
+        .filter(|(_, m)| **m || plan.read_all)
         .map(|(f, _)| f.path.clone())
         .collect();
     for (i, (f, add)) in snap.files.iter().zip(adds).enumerate().skip(first) {
@@ -675,8 +725,8 @@ fn predicate_plan<'a>(operation: &'static str, pred: &Predicate, metrics: &'a dy
         operation,
         params: BTreeMap::from([("predicate".to_string(), pred.text().to_string())]),
         extra: Vec::new(),
-        inserted: Vec::new(),
         metrics,
+        read_all: false,
     }
 }
 
@@ -1089,8 +1139,8 @@ pub fn merge(table: &Table, source: &str, input: impl BufRead, opts: &MergeOptio
         operation: "MERGE",
         params,
         extra: Vec::new(),
-        inserted: Vec::new(),
         metrics: &merge_metrics,
+        read_all: false,
     };
     let mut inserts = InsertLater {
         merge: &mut change,
@@ -1167,7 +1217,7 @@ impl RowChange for InsertLater<'_, '_> {
 
 impl InsertLater<'_, '_> {
     /// The new file of the source rows no target row matched (and not marked for deletion).
-    fn write_inserts(&mut self) -> Result<Option<(Add, File, Vec<u8>)>> {
+    fn write_inserts(&mut self) -> Result<Option<(Add, File)>> {
         if self.ignore {
             return Ok(None);
         }
@@ -1182,24 +1232,43 @@ impl InsertLater<'_, '_> {
         if count == 0 {
             return Ok(None);
         }
-        let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
-        let path = self.table.root().join(&name);
-        let created = self.table.dir().create_new(&name, 0o644)?;
-        let result = (|| {
-            crate::table::hold_data_file(self.table.dir(), &name, &created)?;
-            let mut check = LineCheck::new(self.schema.clone()).with_max_line_bytes(self.max_line);
-            let mut canon = Vec::with_capacity(data.len());
-            check.feed(self.merge.file, &data, &mut canon)?;
-            let stats = check.finish(self.merge.file, &mut canon)?;
-            (&created).write_all(&canon).ctx("write", &path)?;
-            Ok((stats, canon))
-        })();
-        match result {
-            Ok((stats, canon)) => Ok(Some((Table::new_add(name, self.schema, &stats), created, canon))),
-            Err(e) => {
-                let _ = self.table.dir().try_unlink(&name);
-                Err(e)
+        new_rows_file(self.table, self.schema, self.merge.file, &mut &data[..], self.max_line).map(Some)
+    }
+}
+
+/// A new `part-<uuid>.jsonl` of the rows read from `rows` (JSONL, validated and canonicalised
+/// against `schema`, named `source` in errors), held, not yet fsynced, with its `add`.
+/// Errors: [`Error::BadInput`]; errors of reading `rows` and of writing the file.
+fn new_rows_file(table: &Table, schema: &Schema, source: &str, rows: &mut dyn Read, max_line: usize) -> Result<(Add, File)> {
+    let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
+    let path = table.root().join(&name);
+    let created = table.dir().create_new(&name, 0o644)?;
+    let result = (|| {
+        crate::table::hold_data_file(table.dir(), &name, &created)?;
+        let mut check = LineCheck::new(schema.clone()).with_max_line_bytes(max_line);
+        let mut buf = vec![0u8; 1 << 20];
+        let mut canon = Vec::with_capacity(1 << 20);
+        let mut out = std::io::BufWriter::with_capacity(256 << 10, &created);
+        loop {
+            let n = rows.read(&mut buf).ctx("read", source)?;
+            if n == 0 {
+                break;
             }
+            check.feed(source, &buf[..n], &mut canon)?;
+            out.write_all(&canon).ctx("write", &path)?;
+            canon.clear();
+        }
+        let stats = check.finish(source, &mut canon)?;
+        out.write_all(&canon).ctx("write", &path)?;
+        out.flush().ctx("write", &path)?;
+        drop(out);
+        Ok(stats)
+    })();
+    match result {
+        Ok(stats) => Ok((Table::new_add(name, schema, &stats), created)),
+        Err(e) => {
+            let _ = table.dir().try_unlink(&name);
+            Err(e)
         }
     }
 }
@@ -1242,11 +1311,240 @@ fn run_change_then(
             Ok(true)
         })?;
     }
-    if let Some((add, file, rows)) = change.write_inserts()? {
-        plan.extra.push((add, file));
-        plan.inserted = rows;
+    if let Some(extra) = change.write_inserts()? {
+        plan.extra.push(extra);
     }
     run_change(table, read_version, snap, adds, may, skipping, change, plan, opts)
+}
+
+/// A run of rows an edit changed (docs/MOUNT.md "Editing latest/data.jsonl"): the rows `base` of
+/// the version read (numbered from 0 in `data.jsonl` order) become the rows `new` of the edited
+/// file (numbered from 0 too). An empty `base` inserts before base row `base.start` (after the
+/// last row when it is the number of rows); an empty `new` deletes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hunk {
+    /// Rows of the version read.
+    pub base: std::ops::Range<u64>,
+    /// Rows of the edited file.
+    pub new: std::ops::Range<u64>,
+}
+
+/// What an edit does to one data file it rewrites, row by row (numbers as in [`Hunk`]): the
+/// change data of Delta's change data feed (`delete`, `insert`, `update_preimage` /
+/// `update_postimage`). Rows of a hunk are paired in order: the first rows of `base` are
+/// replaced by the first rows of `new`; the rest are deleted or inserted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileChanges {
+    /// The file's index among the version's live files (snapshot order).
+    pub file: usize,
+    /// Base rows deleted.
+    pub deleted: Vec<u64>,
+    /// New rows inserted (not replacing a base row).
+    pub inserted: Vec<u64>,
+    /// (base row, new row) pairs: the base row replaced by the new one.
+    pub replaced: Vec<(u64, u64)>,
+}
+
+/// What becomes of one base row of a rewritten file, and the new rows written around it.
+#[derive(Debug, Clone)]
+struct RowFate {
+    before: Vec<u64>,
+    /// `None`: deleted; `Some(None)`: kept; `Some(Some(n))`: replaced by new row `n`.
+    me: Option<Option<u64>>,
+    after: Vec<u64>,
+}
+
+/// The file holding base row `b`, given each file's number of rows (a file without rows holds
+/// none).
+fn file_of(starts: &[u64], file_rows: &[u64], b: u64) -> usize {
+    let i = starts.partition_point(|s| *s <= b).saturating_sub(1);
+    // Skip files without rows that start at the same number.
+    (i..file_rows.len())
+        .find(|j| starts[*j] <= b && b < starts[*j] + file_rows[*j])
+        .unwrap_or(i)
+}
+
+/// Each row of the files `hunks` touch, as [`FileChanges`] per file (in file order) and the fate
+/// of every changed base row; rows inserted after the last base row are left out (they go to a
+/// new file).
+fn fates(hunks: &[Hunk], file_rows: &[u64]) -> (Vec<FileChanges>, BTreeMap<u64, RowFate>) {
+    let mut starts = Vec::with_capacity(file_rows.len());
+    let mut total = 0u64;
+    for r in file_rows {
+        starts.push(total);
+        total += r;
+    }
+    let mut by_file: BTreeMap<usize, FileChanges> = BTreeMap::new();
+    let mut rows: BTreeMap<u64, RowFate> = BTreeMap::new();
+    fn fate(rows: &mut BTreeMap<u64, RowFate>, b: u64) -> &mut RowFate {
+        rows.entry(b).or_insert(RowFate {
+            before: Vec::new(),
+            me: Some(None),
+            after: Vec::new(),
+        })
+    }
+    for h in hunks {
+        if h.base.is_empty() {
+            if h.base.start >= total {
+                continue;
+            }
+            let f = file_of(&starts, file_rows, h.base.start);
+            let c = by_file.entry(f).or_insert_with(|| FileChanges { file: f, ..Default::default() });
+            c.inserted.extend(h.new.clone());
+            fate(&mut rows, h.base.start).before.extend(h.new.clone());
+            continue;
+        }
+        let paired = (h.base.end - h.base.start).min(h.new.end - h.new.start);
+        for k in 0..(h.base.end - h.base.start) {
+            let b = h.base.start + k;
+            let f = file_of(&starts, file_rows, b);
+            let c = by_file.entry(f).or_insert_with(|| FileChanges { file: f, ..Default::default() });
+            if k < paired {
+                c.replaced.push((b, h.new.start + k));
+                fate(&mut rows, b).me = Some(Some(h.new.start + k));
+            } else {
+                c.deleted.push(b);
+                fate(&mut rows, b).me = None;
+            }
+        }
+        let last = h.base.end - 1;
+        let extra = h.new.start + paired..h.new.end;
+        if !extra.is_empty() {
+            let f = file_of(&starts, file_rows, last);
+            let c = by_file.entry(f).or_insert_with(|| FileChanges { file: f, ..Default::default() });
+            c.inserted.extend(extra.clone());
+            fate(&mut rows, last).after.extend(extra);
+        }
+    }
+    (by_file.into_values().collect(), rows)
+}
+
+/// The rows of an edit of a version's `data.jsonl`, for [`edit_rows`].
+pub struct RowsEdit<'a> {
+    /// The changed runs, in order, not overlapping ([`Hunk`]).
+    pub hunks: &'a [Hunk],
+    /// The number of rows of each live file of the version, in snapshot order.
+    pub file_rows: &'a [u64],
+    /// New row `n` of the edited file (one line, without its `\n`), asked in increasing order.
+    pub line: &'a mut dyn FnMut(u64) -> Result<String>,
+    /// The new rows after the last base row, as JSONL (read once), if any.
+    pub appended: Option<&'a mut dyn Read>,
+    /// How many rows `appended` holds.
+    pub appended_rows: u64,
+    /// The name errors give the edited file (`v/<n>/data.jsonl`).
+    pub source: &'a str,
+    /// `commitInfo.operationParameters`.
+    pub params: BTreeMap<String, String>,
+}
+
+/// [`RowChange`] of an edit: the fate of each row of the rewritten files, found by its number.
+struct EditChange<'a, 'b> {
+    starts: HashMap<PathBuf, u64>,
+    rows: BTreeMap<u64, RowFate>,
+    line: &'a mut (dyn FnMut(u64) -> Result<String> + 'b),
+}
+
+impl RowChange for EditChange<'_, '_> {
+    fn affected(&self, _: &Row<'_>) -> std::result::Result<bool, String> {
+        Ok(true)
+    }
+    fn fate(&mut self, _: &Row<'_>, line: &[u8], n: u64, path: &Path) -> Result<Fate> {
+        let Some(start) = self.starts.get(path) else {
+            return Ok(Fate::Keep);
+        };
+        let b = start + n - 1;
+        let Some(f) = self.rows.get(&b).cloned() else {
+            return Ok(Fate::Keep);
+        };
+        if f.before.is_empty() && f.after.is_empty() && f.me == Some(None) {
+            return Ok(Fate::Keep);
+        }
+        let mut out: Vec<(String, Piece)> = Vec::new();
+        for r in &f.before {
+            out.push(((self.line)(*r)?, Piece::Inserted));
+        }
+        match f.me {
+            None => {}
+            Some(None) => out.push((String::from_utf8_lossy(line).into_owned(), Piece::Kept)),
+            Some(Some(r)) => out.push(((self.line)(r)?, Piece::Replacement)),
+        }
+        for r in &f.after {
+            out.push(((self.line)(*r)?, Piece::Inserted));
+        }
+        Ok(if out.is_empty() { Fate::Drop } else { Fate::Splice(out) })
+    }
+}
+
+/// Commit an edit of version `read_version`'s `data.jsonl` (docs/MOUNT.md "Editing
+/// latest/data.jsonl"): each data file holding a changed row is rewritten once, copy-on-write as
+/// DELETE and UPDATE do (the files after it re-added in place), and the rows after the last
+/// base row become one new file. `DELETE` when the edit only deletes rows, else `UPDATE`. The
+/// change read every file of the version: a concurrent commit that removed one conflicts; a
+/// blind append is rebased over (docs/FORMAT.md "Isolation of row-level changes").
+///
+/// Errors: [`Error::BadInput`] naming `source`'s line for a row that does not fit the schema;
+/// [`Error::ConcurrentWrite`]; errors of reading and writing the files and of the commit.
+pub fn edit_rows(table: &Table, read_version: u64, edit: RowsEdit<'_>, opts: &ChangeOptions) -> Result<ChangeReport> {
+    let snap = table.snapshot(read_version)?;
+    table.check_writable_as(&snap, "update")?;
+    let (adds, _, skipping) = plan(table, &snap, None)?;
+    if edit.file_rows.len() != snap.files.len() {
+        return Err(Error::Internal(format!(
+            "an edit of version {read_version} counts {} files, the version has {}",
+            edit.file_rows.len(),
+            snap.files.len()
+        )));
+    }
+    let (changes, rows) = fates(edit.hunks, edit.file_rows);
+    let mut may = vec![false; snap.files.len()];
+    let mut starts = HashMap::new();
+    let mut at = 0u64;
+    for (i, (f, n)) in snap.files.iter().zip(edit.file_rows).enumerate() {
+        starts.insert(table.root().join(&f.path), at);
+        at += n;
+        may[i] = changes.iter().any(|c| c.file == i);
+    }
+    let deleted: u64 = changes.iter().map(|c| c.deleted.len() as u64).sum();
+    let updated: u64 = changes.iter().map(|c| c.replaced.len() as u64).sum();
+    let inserted: u64 = changes.iter().map(|c| c.inserted.len() as u64).sum::<u64>() + edit.appended_rows;
+    let copied: u64 = changes
+        .iter()
+        .map(|c| edit.file_rows[c.file] - c.deleted.len() as u64 - c.replaced.len() as u64)
+        .sum();
+    let operation = if updated == 0 && inserted == 0 { "DELETE" } else { "UPDATE" };
+    let metrics = move |t: &Totals| {
+        let mut m = BTreeMap::from([
+            ("numCopiedRows".to_string(), copied),
+            ("numOutputRows".into(), copied + updated + inserted),
+            ("numRemovedFiles".into(), t.removed_files),
+            ("numAddedFiles".into(), t.added_files),
+            ("numAddedChangeFiles".into(), t.change_files),
+            ("numDeletedRows".into(), deleted),
+        ]);
+        if operation == "UPDATE" {
+            m.insert("numUpdatedRows".into(), updated);
+            m.insert("numInsertedRows".into(), inserted);
+        }
+        m
+    };
+    let max_line = opts.write.max_line_bytes.unwrap_or(rows::DEFAULT_MAX_LINE_BYTES);
+    let mut extra = Vec::new();
+    if let Some(r) = edit.appended {
+        extra.push(new_rows_file(table, &snap.schema, edit.source, r, max_line)?);
+    }
+    let plan = Plan {
+        operation,
+        params: edit.params,
+        extra,
+        metrics: &metrics,
+        read_all: true,
+    };
+    let mut change = EditChange {
+        starts,
+        rows,
+        line: edit.line,
+    };
+    run_change(table, read_version, &snap, adds, &may, skipping, &mut change, plan, opts)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ pub mod alter;
 pub mod changes;
 pub mod check;
 pub mod dml;
+pub mod edit;
 pub mod export;
 pub mod optimize;
 pub mod properties;

@@ -18,6 +18,7 @@ mod changes;
 mod cli_mount;
 mod commit_threads;
 mod compaction;
+mod edit;
 mod incoming_limits;
 mod incoming_security;
 mod incoming_writers;

@@ -33,7 +33,8 @@ fn background_start_serves_every_version_as_the_cli_reads_it() {
         );
         let meta = fs::metadata(f.m(&format!("v/{v}/data.jsonl"))).unwrap();
         assert_eq!(meta.len(), data.len() as u64, "stat size of v/{v}");
-        assert_eq!(meta.mode() & 0o777, 0o444);
+        // The newest version's data.jsonl takes edits (docs/MOUNT.md "Editing latest/data.jsonl").
+        assert_eq!(meta.mode() & 0o777, if v == 3 { 0o644 } else { 0o444 }, "mode of v/{v}");
         let commit = fs::read(f.m(&format!("v/{v}/commit.json"))).unwrap();
         let on_disk = fs::read(f.table.join(format!("_delta_log/{v:020}.json"))).unwrap();
         assert_eq!(commit, on_disk);
@@ -359,7 +360,9 @@ fn committed_bytes_do_not_reappear_after_a_crash_between_publish_and_cleanup() {
 
 #[test]
 fn everything_outside_incoming_is_read_only() {
-    let f = Fixture::flights(&["flights-jan.jsonl"]);
+    // Version 1 is not the newest: only the newest version's folder takes edits (docs/MOUNT.md
+    // "Editing latest/data.jsonl").
+    let f = Fixture::flights(&["flights-jan.jsonl", "flights-feb.jsonl"]);
     let _m = f.mount();
     let erofs = Some(libc::EROFS);
     let e = fs::OpenOptions::new()
@@ -383,7 +386,7 @@ fn everything_outside_incoming_is_read_only() {
         &[std::ffi::OsStr::new("644"), f.m("v/1/data.jsonl").as_os_str()],
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("Read-only file system"));
-    assert_eq!(f.latest(), 1);
+    assert_eq!(f.latest(), 2);
 }
 
 #[test]

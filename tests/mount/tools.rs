@@ -196,8 +196,11 @@ fn shell_redirections() {
     // Writing anywhere else is refused.
     let out = e.sh("echo x > \"$M/v/1/data.jsonl\"");
     assert!(String::from_utf8_lossy(&out.stderr).contains("Read-only file system"));
+    // The newest version's data.jsonl takes rows (docs/MOUNT.md "Editing latest/data.jsonl"),
+    // and refuses one that is not a row.
     let out = e.sh("echo x >> \"$M/latest/data.jsonl\"");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Read-only file system"));
+    assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(e.f.latest_link(), "v/6");
 }
 
 /// The kernel sends `release` asynchronously: queued before close() returns, it may still be
@@ -429,8 +432,12 @@ fn ls_l() {
         .lines()
         .find(|l| l.ends_with("data.jsonl"))
         .expect("data.jsonl listed");
-    assert!(data.starts_with("-r--r--r--"), "{data}");
+    // v/2 is the newest version: its data.jsonl takes edits (docs/MOUNT.md "Editing
+    // latest/data.jsonl"); older versions are read-only.
+    assert!(data.starts_with("-rw-r--r--"), "{data}");
     assert!(data.split_whitespace().any(|w| w == size), "true size {size} in {data}");
+    let older = e.text("ls -l \"$M/v/1/data.jsonl\"");
+    assert!(older.starts_with("-r--r--r--"), "{older}");
     let root = e.text("ls -l \"$M\"");
     assert!(
         root.lines().any(|l| l.starts_with('l') && l.ends_with("latest -> v/2")),

@@ -1128,6 +1128,9 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                         // The mount's incoming/ name (escaped: names may hold anything), or
                         // `auto compaction` for an OPTIMIZE no one ran by hand.
                         match e.commit_info.operation_parameters.get(tinydelta::SOURCE_PARAM) {
+                            // An edit of a version's data.jsonl names itself (`v/<n>/data.jsonl`,
+                            // docs/MOUNT.md "Editing latest/data.jsonl"); incoming/ names hold no `/`.
+                            Some(s) if s.starts_with("v/") => s.escape_debug().to_string(),
                             Some(s) => format!("incoming/{}", s.escape_debug()),
                             None if e.commit_info.operation == "OPTIMIZE"
                                 && e.commit_info

@@ -40,6 +40,13 @@ enum Plan {
     Replace { old: String },
 }
 
+/// Whether a staged file under `name` is never committed by a commit point of its own: a scratch
+/// name, or a scratch file of a version folder (key `<n>/NAME`, docs/MOUNT.md "Editing
+/// latest/data.jsonl"), which only a rename onto `data.jsonl` commits.
+fn never_committed(name: &str) -> bool {
+    staging::is_scratch(name) || name.contains('/')
+}
+
 impl TableView {
     pub(super) fn file_perm(&self) -> u16 {
         if self.cfg.share_incoming { 0o644 } else { 0o600 }
@@ -62,7 +69,7 @@ impl TableView {
     }
 
     fn line_check(&self, name: &str) -> FsResult<Option<Stream>> {
-        if staging::is_scratch(name) {
+        if never_committed(name) {
             return Ok(None);
         }
         Ok(Some(Stream::new(
@@ -87,6 +94,14 @@ impl TableView {
     ) -> FsResult<()> {
         let mut inc = lock(&self.incoming);
         for f in found {
+            if f.name.contains('/') {
+                // A scratch file or an edit of a version folder: never committed by itself;
+                // an edit not committed before the daemon stopped is not committed
+                // (docs/MOUNT.md "Editing latest/data.jsonl").
+                info!("staged file {:?} ({}) of an unfinished edit; removing it", f.name, f.id);
+                self.staging.remove(&f.id)?;
+                continue;
+            }
             if committed.contains(&f.id) {
                 info!(
                     "staged file {:?} ({}) was committed before a crash; removing it",
@@ -167,7 +182,9 @@ impl TableView {
     pub(super) fn incoming_list(&self) -> Vec<(u64, Kind, String)> {
         let inc = lock(&self.incoming);
         let mut list = Vec::new();
-        for (name, seq) in &inc.names {
+        // Keys with a `/` are version folders' scratch files (docs/MOUNT.md "Editing
+        // latest/data.jsonl").
+        for (name, seq) in inc.names.iter().filter(|(n, _)| !n.contains('/')) {
             match inc.files.get(seq).map(|e| &e.state) {
                 Some(State::Listed(b)) => {
                     list.push((Node::Staged(*seq).ino(), Kind::File, name.clone()));
@@ -473,7 +490,7 @@ impl TableView {
     /// would otherwise run beside an operation holding `seq`'s new lock (a commit finishing on the
     /// number a racing `O_TRUNC` had just given a fresh batch: its writer got EPERM). `seq`'s lock
     /// only changes under the lock, so once it matches it stays.
-    fn with_io<R>(&self, seq: u64, f: impl FnOnce() -> FsResult<R>) -> FsResult<R> {
+    pub(super) fn with_io<R>(&self, seq: u64, f: impl FnOnce() -> FsResult<R>) -> FsResult<R> {
         loop {
             let io = self.io_lock(seq)?;
             let _g = lock(&io);
@@ -663,7 +680,7 @@ impl TableView {
             let mut inc = lock(&self.incoming);
             let e = inc.get(seq)?;
             match e.bytes_mut() {
-                Some(b) if !staging::is_scratch(&name) && b.check.as_ref().is_some_and(|s| s.check.offset() == at) => {
+                Some(b) if !never_committed(&name) && b.check.as_ref().is_some_and(|s| s.check.offset() == at) => {
                     b.check.take().map(|s| (s, b.id.clone()))
                 }
                 _ => None,
@@ -874,7 +891,7 @@ impl TableView {
                 let mut inc = lock(&self.incoming);
                 let e = inc.get(seq)?;
                 let others = e.live_writers().any(|w| w.fh != fh);
-                let sync_only = !writable || others || e.in_place || staging::is_scratch(&e.name);
+                let sync_only = !writable || others || e.in_place || never_committed(&e.name);
                 let Some(b) = e.bytes() else { return Ok(()) };
                 (sync_only, b.id.clone(), e.name.clone(), b.data(&self.staging)?, b.len)
             };
@@ -936,7 +953,7 @@ impl TableView {
     /// the file (a real other writer of the batch; other processes may write other batches of
     /// the same name behind the same inode), and after [`RELEASE_WAIT`] in any case (a mapping
     /// without a descriptor); the caller then checks the counts as before.
-    fn await_released(&self, fh: Option<u64>, seq: u64, ino: u64) {
+    pub(super) fn await_released(&self, fh: Option<u64>, seq: u64, ino: u64) {
         let deadline = Instant::now() + RELEASE_WAIT;
         let mut inc = lock(&self.incoming);
         let mut checked = false;
@@ -984,7 +1001,7 @@ impl TableView {
         if e.handles > 0 || b.len > 0 || e.in_place || b.blocked.is_some() {
             return;
         }
-        if !continues && (b.note.is_some() || staging::is_scratch(&e.name)) {
+        if !continues && (b.note.is_some() || never_committed(&e.name)) {
             return;
         }
         if continues {
@@ -1038,7 +1055,7 @@ impl TableView {
             let mut inc = lock(&self.incoming);
             self.sweep(&mut inc);
             let e = inc.get(seq)?;
-            if staging::is_scratch(&e.name) {
+            if never_committed(&e.name) {
                 return Ok(());
             }
             let Some(b) = e.bytes() else { return Ok(()) };
@@ -1463,6 +1480,11 @@ impl TableView {
     /// name, `NAME.error` explains, and the rename reports the error.
     pub(super) fn rename_staged(&self, old: &str, newname: &OsStr, noreplace: bool, caller: Caller) -> FsResult<()> {
         let new = Self::check_name(newname)?;
+        self.rename_checked(old, new, noreplace, caller)
+    }
+
+    /// [`TableView::rename_staged`] onto a checked name (or a version folder's scratch key).
+    pub(super) fn rename_checked(&self, old: &str, new: &str, noreplace: bool, caller: Caller) -> FsResult<()> {
         // An in-place edit (`sed -i`): it read the name it replaces, and saves it again.
         let edit;
         let seq = {
@@ -1512,7 +1534,7 @@ impl TableView {
             let e = inc.get(seq)?;
             e.name = new.to_string();
             debug!("incoming/{old:?} renamed to {new:?}");
-            if e.bytes().is_none() || staging::is_scratch(new) {
+            if e.bytes().is_none() || never_committed(new) {
                 return Ok(());
             }
             edit = e.in_place;

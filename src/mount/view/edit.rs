@@ -1,0 +1,509 @@
+//! Editing the newest version's `data.jsonl` (docs/MOUNT.md "Editing latest/data.jsonl"):
+//! opens for writing, the scratch files tools create beside it in `v/<n>/` (staged like
+//! `incoming/`'s scratch names, under the key `<n>/NAME`), the rename of one onto `data.jsonl`,
+//! and the commit of the difference ([`crate::ops::edit::commit_edit`]).
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use log::{debug, info, warn};
+
+use crate::format::rows::LineCheck;
+use crate::mount::errno::{FsError, FsResult};
+use crate::mount::incoming::State;
+use crate::mount::inode::{Node, VersionFile};
+use crate::mount::versions::ConcatReader;
+use crate::ops::edit::{EditOptions, EditSource, commit_edit};
+use crate::table::WriteOptions;
+use crate::table::staging;
+use crate::util::sync::lock;
+
+use super::{Attr, Caller, Handle, Kind, Opened, TableView};
+
+/// The name `data.jsonl.error` of the note of a failed edit.
+const NOTE_NAME: &str = "data.jsonl.error";
+
+/// The key of scratch file `name` of `v/<v>/` among the staged files (names hold no `/`).
+pub(super) fn key(v: u64, name: &str) -> String {
+    format!("{v}/{name}")
+}
+
+/// Whether `name` is one of a version folder's own entries.
+fn fixed(name: &str) -> bool {
+    VersionFile::from_name(name).is_some() || name == "parts"
+}
+
+/// An open of the newest version's `data.jsonl` for writing: the bytes the writer sees are the
+/// version's first `prefix` bytes, then the writer's own bytes from `prefix` to `len`, which
+/// live in a private staged file at the same offsets (below `prefix` the staged file is a hole).
+/// A write below `prefix` first copies the version's bytes from there to `prefix` into the staged
+/// file. Nothing of it reaches the version's own file or its readers.
+#[derive(Debug)]
+pub(crate) struct Edit {
+    pub(super) version: u64,
+    base: ConcatReader,
+    base_len: u64,
+    id: String,
+    file: File,
+    pub(super) opener: Option<u32>,
+    append: bool,
+    st: Mutex<EditState>,
+}
+
+#[derive(Debug)]
+struct EditState {
+    prefix: u64,
+    len: u64,
+    /// A write or truncate happened since the open (or the last commit).
+    changed: bool,
+    /// Rows written in order from `check.offset() + check_from` on are validated as they
+    /// arrive, as in incoming/, so a bad line fails the write that completes it (a shell's
+    /// `>>` closes its descriptor with `dup2`, whose close status nobody sees). `None` once
+    /// writes are not in order: the close validates them.
+    check: Option<LineCheck>,
+    check_from: u64,
+}
+
+/// The bytes an [`Edit`] holds now.
+struct EditBytes<'a> {
+    edit: &'a Edit,
+    prefix: u64,
+    len: u64,
+}
+
+impl EditSource for EditBytes<'_> {
+    fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<usize> {
+        if at >= self.len {
+            return Ok(0);
+        }
+        let want = (buf.len() as u64).min(self.len - at);
+        if at < self.prefix {
+            let n = want.min(self.prefix - at) as usize;
+            let got = self.edit.base.read(at, n).map_err(|e| io::Error::other(e.to_string()))?;
+            buf[..got.len()].copy_from_slice(&got);
+            return Ok(got.len());
+        }
+        let n = self.edit.file.read_at(&mut buf[..want as usize], at)?;
+        if n == 0 {
+            // A hole past the staged file's end (a truncate that extended the file).
+            buf[..want as usize].fill(0);
+            return Ok(want as usize);
+        }
+        Ok(n)
+    }
+}
+
+/// A staged scratch file's bytes, for a rename onto `data.jsonl`.
+struct StagedBytes {
+    file: Arc<File>,
+    len: u64,
+}
+
+impl EditSource for StagedBytes {
+    fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<usize> {
+        if at >= self.len {
+            return Ok(0);
+        }
+        let want = (buf.len() as u64).min(self.len - at) as usize;
+        self.file.read_at(&mut buf[..want], at)
+    }
+}
+
+impl TableView {
+    /// `v/<v>/` takes changes: it is the newest version of a table of JSONL files.
+    pub(super) fn editable(&self, v: u64) -> FsResult<()> {
+        if self.versions.latest()? != v {
+            return Err(FsError::ReadOnly);
+        }
+        Ok(self.table().check_accepts_writes("an edit of data.jsonl")?)
+    }
+
+    /// Whether `v` is the newest version (its folder and `data.jsonl` are shown writable, with
+    /// TTL 0, so the mode changes when it stops being the newest).
+    pub(super) fn is_newest(&self, v: u64) -> bool {
+        self.versions.latest().is_ok_and(|l| l == v)
+    }
+
+    /// Open `v/<v>/data.jsonl` for writing (`flags`: `O_TRUNC`, `O_APPEND`).
+    pub(super) fn open_edit(&self, v: u64, flags: i32, caller: Caller) -> FsResult<Opened> {
+        self.editable(v)?;
+        let data = self.versions.body(v)?.data.clone();
+        let base_len = data.len;
+        let (id, file) = self.staging.create(&key(v, "data.jsonl"))?;
+        let trunc = flags & libc::O_TRUNC != 0;
+        let st = EditState {
+            prefix: if trunc { 0 } else { base_len },
+            len: if trunc { 0 } else { base_len },
+            changed: trunc,
+            check: Some(self.edit_check()?),
+            check_from: if trunc { 0 } else { base_len },
+        };
+        let edit = Edit {
+            version: v,
+            base: ConcatReader::new(data, self.versions.files().clone()),
+            base_len,
+            id,
+            file,
+            opener: caller.tgid,
+            append: flags & libc::O_APPEND != 0,
+            st: Mutex::new(st),
+        };
+        debug!("v/{v}/data.jsonl: opened for writing ({} bytes)", base_len);
+        Ok(Opened {
+            fh: self.new_handle(Handle::Edit(Arc::new(edit))),
+            keep_cache: false,
+            no_flush: false,
+        })
+    }
+
+    /// A check of rows written in order (see `EditState::check`).
+    fn edit_check(&self) -> FsResult<LineCheck> {
+        let schema = self.table().latest_snapshot_arc()?.schema.clone();
+        Ok(LineCheck::new(schema).with_max_line_bytes(self.cfg.max_line_bytes))
+    }
+
+    /// The size an edit handle shows its writer.
+    pub(super) fn edit_size(&self, e: &Edit) -> u64 {
+        lock(&e.st).len
+    }
+
+    /// Read an edit's bytes.
+    pub(super) fn edit_read(&self, e: &Edit, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+        let st = {
+            let g = lock(&e.st);
+            EditState {
+                check: None,
+                ..*g
+            }
+        };
+        let src = EditBytes {
+            edit: e,
+            prefix: st.prefix,
+            len: st.len,
+        };
+        let mut buf = vec![0u8; size as usize];
+        let mut done = 0;
+        while done < buf.len() {
+            let n = src.read_at(&mut buf[done..], offset + done as u64)?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        buf.truncate(done);
+        Ok(buf)
+    }
+
+    /// Copy the version's bytes `to..prefix` into the staged file: the edit's bytes from `to` on
+    /// are the staged file's.
+    fn materialize(&self, e: &Edit, st: &mut EditState, to: u64) -> FsResult<()> {
+        let mut at = to;
+        while at < st.prefix {
+            let n = (st.prefix - at).min(1 << 20) as usize;
+            let got = e.base.read(at, n)?;
+            if got.is_empty() {
+                return Err(FsError::Io(io::Error::other(format!(
+                    "v/{}/data.jsonl: the version's bytes end at {at}, before {}",
+                    e.version, st.prefix
+                ))));
+            }
+            e.file.write_all_at(&got, at)?;
+            at += got.len() as u64;
+        }
+        st.prefix = to;
+        Ok(())
+    }
+
+    /// Write into an edit (`O_APPEND`: at its end, whatever the kernel's offset).
+    pub(super) fn edit_write(&self, e: &Edit, offset: u64, data: &[u8]) -> FsResult<usize> {
+        let mut st = lock(&e.st);
+        let at = if e.append { st.len } else { offset };
+        if at < st.prefix {
+            self.materialize(e, &mut st, at)?;
+        }
+        e.file.write_all_at(data, at)?;
+        st.len = st.len.max(at + data.len() as u64);
+        st.changed = true;
+        let from = st.check_from;
+        if let Some(check) = &mut st.check {
+            if check.offset() + from != at {
+                st.check = None;
+            } else {
+                let mut rows = Vec::new();
+                if let Err(bad) = check.feed(&format!("v/{}/data.jsonl", e.version), data, &mut rows) {
+                    st.check = None;
+                    let msg = format!("not committed: {bad}");
+                    lock(&self.edit_notes).insert(e.version, msg);
+                    return Err(FsError::Table(bad));
+                }
+            }
+        }
+        Ok(data.len())
+    }
+
+    /// Truncate an edit to `size` bytes (a zero-byte truncate commits a DELETE of every row at
+    /// the close).
+    pub(super) fn edit_truncate(&self, e: &Edit, size: u64) -> FsResult<()> {
+        let mut st = lock(&e.st);
+        if size < st.prefix {
+            st.prefix = size;
+        }
+        e.file.set_len(size)?;
+        st.len = size;
+        st.changed = true;
+        st.check = None;
+        if size == 0 {
+            st.check = Some(self.edit_check()?);
+            st.check_from = 0;
+        }
+        Ok(())
+    }
+
+    /// The opener's last close of an edit: commit it (docs/MOUNT.md "Editing
+    /// latest/data.jsonl"). A writer that changed nothing commits nothing.
+    pub(super) fn edit_flush(&self, e: &Edit, caller: Caller) -> FsResult<()> {
+        if caller.killed {
+            info!("v/{}/data.jsonl: not committed: the writing process was killed by a signal", e.version);
+            return Ok(());
+        }
+        if e.opener != caller.tgid {
+            return Ok(());
+        }
+        // Another descriptor of the file open for writing (a shell's redirection saved with
+        // `dup`): not the last close. One open for reading only (the tool read the file it
+        // rewrites) does not count.
+        let ino = caller.ino.unwrap_or_else(|| Node::VersionFile(e.version, VersionFile::Data).ino());
+        if caller.still_open && caller.tgid.is_some_and(|t| self.procs.writes_open(t, ino)) {
+            return Ok(());
+        }
+        let mut st = lock(&e.st);
+        if !st.changed {
+            return Ok(());
+        }
+        let v = e.version;
+        let source = format!("v/{v}/data.jsonl");
+        let result = if st.prefix == e.base_len && st.len >= e.base_len {
+            // The version's bytes untouched: the rows written after them are one APPEND
+            // (`>>`), as in incoming/.
+            if st.len == e.base_len {
+                Ok(None)
+            } else {
+                let src = EditBytes {
+                    edit: e,
+                    prefix: st.prefix,
+                    len: st.len,
+                };
+                let reader = io::BufReader::with_capacity(1 << 20, ReadFrom { src: &src, at: e.base_len });
+                let opts = WriteOptions {
+                    extra_params: vec![(staging::SOURCE_PARAM.to_string(), source.clone())],
+                    max_line_bytes: Some(self.cfg.max_line_bytes),
+                    ..Default::default()
+                };
+                self.table().append(&source, reader, &opts)
+            }
+        } else {
+            let src = EditBytes {
+                edit: e,
+                prefix: st.prefix,
+                len: st.len,
+            };
+            self.commit_edit_of(v, &source, &src)
+        };
+        match result {
+            Ok(version) => {
+                st.changed = false;
+                // Later writes through the handle start from what was committed.
+                match version {
+                    Some(n) => info!("{source}: edit committed as version {n}"),
+                    None => info!("{source}: no row changed, nothing committed"),
+                }
+                lock(&self.edit_notes).remove(&v);
+                Ok(())
+            }
+            Err(err) => Err(self.edit_failed(v, &source, err)),
+        }
+    }
+
+    /// Commit `src` as an edit of version `v` (docs/MOUNT.md "Editing latest/data.jsonl").
+    fn commit_edit_of(&self, v: u64, source: &str, src: &dyn EditSource) -> crate::error::Result<Option<u64>> {
+        let opts = EditOptions {
+            max_line_bytes: Some(self.cfg.max_line_bytes),
+            extra_params: Vec::new(),
+        };
+        let r = commit_edit(self.table(), v, source, src, &opts)?;
+        if let Some(n) = r.version {
+            info!(
+                "{source}: {} of {} deleted, {} updated, {} inserted rows as version {n}",
+                r.operation, r.deleted, r.updated, r.inserted
+            );
+        }
+        Ok(r.version)
+    }
+
+    /// Record why an edit of version `v` failed (`v/<v>/data.jsonl.error`) and give the error.
+    fn edit_failed(&self, v: u64, source: &str, err: crate::error::Error) -> FsError {
+        let msg = match &err {
+            crate::error::Error::ConcurrentWrite { .. } => format!(
+                "not committed: {err}; the edit read version {v}, which a later commit changed: read the newest version and edit again"
+            ),
+            _ => format!("not committed: {err}"),
+        };
+        warn!("{source}: {}", msg.escape_debug());
+        lock(&self.edit_notes).insert(v, msg);
+        FsError::Table(err)
+    }
+
+    /// `fsync` of an edit: its bytes are synced; the commit is at the close.
+    pub(super) fn edit_fsync(&self, e: &Edit) -> FsResult<()> {
+        e.file.sync_data()?;
+        Ok(())
+    }
+
+    /// The last descriptor of an edit was closed: its staged bytes go.
+    pub(super) fn edit_release(&self, e: &Edit) {
+        if let Err(err) = self.staging.remove(&e.id) {
+            warn!("v/{}/data.jsonl: cannot remove an edit's staged bytes: {err}", e.version);
+        }
+    }
+
+    /// The node `name` in `v/<v>/` that is not one of the folder's own: a scratch file or the
+    /// note of a failed edit.
+    pub(super) fn version_dir_node(&self, v: u64, name: &str) -> FsResult<Node> {
+        if name == NOTE_NAME {
+            return match lock(&self.edit_notes).contains_key(&v) {
+                true => Ok(Node::EditNote(v)),
+                false => Err(FsError::NotFound),
+            };
+        }
+        let inc = lock(&self.incoming);
+        match inc.names.get(&key(v, name)) {
+            Some(seq) if matches!(inc.files.get(seq).map(|e| &e.state), Some(State::Listed(_))) => Ok(Node::Staged(*seq)),
+            _ => Err(FsError::NotFound),
+        }
+    }
+
+    /// The scratch files and the note of `v/<v>/`.
+    pub(super) fn version_dir_list(&self, v: u64) -> Vec<(u64, Kind, String)> {
+        let mut list = Vec::new();
+        if lock(&self.edit_notes).contains_key(&v) {
+            list.push((Node::EditNote(v).ino(), Kind::File, NOTE_NAME.to_string()));
+        }
+        let prefix = key(v, "");
+        let inc = lock(&self.incoming);
+        for (k, seq) in inc.names.range(prefix.clone()..) {
+            let Some(name) = k.strip_prefix(&prefix) else { break };
+            if matches!(inc.files.get(seq).map(|e| &e.state), Some(State::Listed(_))) {
+                list.push((Node::Staged(*seq).ino(), Kind::File, name.to_string()));
+            }
+        }
+        list
+    }
+
+    /// Attributes of `v/<v>/data.jsonl.error`.
+    pub(super) fn edit_note_attr(&self, v: u64) -> FsResult<Attr> {
+        let len = lock(&self.edit_notes).get(&v).map(|n| n.len() as u64 + 1).ok_or(FsError::NotFound)?;
+        let perm = if self.cfg.share_incoming { 0o444 } else { 0o400 };
+        Ok(self.attr(Node::EditNote(v).ino(), Kind::File, len, perm, 1, std::time::SystemTime::now(), Duration::ZERO))
+    }
+
+    /// The text of `v/<v>/data.jsonl.error`.
+    pub(super) fn edit_note_text(&self, v: u64) -> FsResult<String> {
+        lock(&self.edit_notes).get(&v).map(|n| format!("{n}\n")).ok_or(FsError::NotFound)
+    }
+
+    /// A name for a new scratch file in `v/<v>/`: the newest version's folder only.
+    pub(super) fn version_dir_name<'a>(&self, v: u64, name: &'a OsStr) -> FsResult<&'a str> {
+        self.editable(v)?;
+        let name = Self::check_name(name)?;
+        if fixed(name) {
+            return Err(FsError::Exists);
+        }
+        Ok(name)
+    }
+
+    /// `rm v/<v>/NAME`: a scratch file, or the note (the version's own files: EROFS).
+    pub(super) fn version_dir_unlink(&self, v: u64, name: &OsStr) -> FsResult<()> {
+        let name = name.to_str().ok_or(FsError::NotFound)?;
+        if fixed(name) {
+            return Err(FsError::ReadOnly);
+        }
+        if name == NOTE_NAME {
+            return match lock(&self.edit_notes).remove(&v) {
+                Some(_) => Ok(()),
+                None => Err(FsError::NotFound),
+            };
+        }
+        self.unlink_staged(&key(v, name))
+    }
+
+    /// A rename inside `v/<v>/`: a scratch file onto another scratch name, or onto
+    /// `data.jsonl`, which commits its bytes as the edit of version `v` (`sed -i`, `perl -pi`,
+    /// `os.replace`, `mv`). If the commit fails, the file keeps its old name and
+    /// `data.jsonl.error` says why.
+    pub(super) fn version_dir_rename(&self, v: u64, old: &OsStr, new: &OsStr, noreplace: bool, caller: Caller) -> FsResult<()> {
+        let old = old.to_str().ok_or(FsError::NotFound)?;
+        let new = new.to_str().ok_or(FsError::NotFound)?;
+        if fixed(old) || old == NOTE_NAME {
+            return Err(FsError::ReadOnly);
+        }
+        let old_key = key(v, old);
+        if new != "data.jsonl" {
+            if fixed(new) || new == NOTE_NAME {
+                return Err(FsError::ReadOnly);
+            }
+            let new = Self::check_name(OsStr::new(new))?;
+            return self.rename_checked(&old_key, &key(v, new), noreplace, caller);
+        }
+        if noreplace {
+            return Err(FsError::Exists);
+        }
+        let seq = {
+            let inc = lock(&self.incoming);
+            *inc.names.get(&old_key).ok_or(FsError::NotFound)?
+        };
+        // A writer whose close was seen but whose release is on its way writes no more.
+        self.await_released(None, seq, Node::Staged(seq).ino());
+        let source = format!("v/{v}/data.jsonl");
+        self.with_io(seq, || {
+            let src = {
+                let mut inc = lock(&self.incoming);
+                let e = inc.get(seq)?;
+                let Some(b) = e.bytes() else { return Err(FsError::NotFound) };
+                if let Some(why) = &b.blocked {
+                    return Err(FsError::Blocked(why.clone()));
+                }
+                StagedBytes {
+                    file: b.data(&self.staging)?,
+                    len: b.len,
+                }
+            };
+            match self.commit_edit_of(v, &source, &src) {
+                Ok(_) => {
+                    lock(&self.edit_notes).remove(&v);
+                    Ok(())
+                }
+                Err(err) => Err(self.edit_failed(v, &source, err)),
+            }
+        })?;
+        debug!("v/{v}/{old:?} renamed onto data.jsonl and committed");
+        self.unlink_staged(&old_key)
+    }
+}
+
+/// Reads an [`EditSource`] from `at` on, in order.
+struct ReadFrom<'a> {
+    src: &'a dyn EditSource,
+    at: u64,
+}
+
+impl io::Read for ReadFrom<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.src.read_at(buf, self.at)?;
+        self.at += n as u64;
+        Ok(n)
+    }
+}

@@ -1,0 +1,427 @@
+//! Editing the newest version's `data.jsonl` through the mount with real tools
+//! (docs/MOUNT.md "Editing latest/data.jsonl"): `sed -i`, `perl -pi`, vim, `jq` + `mv`,
+//! Python's `os.replace` and `open('w')`, `>>`, `truncate`; bad rows refused with their line;
+//! older versions read-only; a conflicting concurrent change fails the close; and a model-based
+//! test of random edits, appends, truncations and CLI changes.
+
+use std::fs;
+use std::io::Write;
+use std::process::Output;
+
+use proptest::prelude::*;
+use serde_json::Value;
+
+use crate::support::mount::*;
+
+/// A table `id:int! s:str` with one file per append: ids 1-2, 3-4, 5-6 (versions 1-3).
+struct Env {
+    f: Fixture,
+    m: Mount,
+}
+
+fn row(id: i64, s: &str) -> String {
+    format!("{{\"id\":{id},\"s\":\"{s}\"}}")
+}
+
+fn setup() -> Env {
+    let f = Fixture::empty(&["id:int!", "s:str"]);
+    for (a, b) in [(1, 2), (3, 4), (5, 6)] {
+        let file = f.dir.path().join(format!("in{a}.jsonl"));
+        fs::write(&file, format!("{}\n{}\n", row(a, "a"), row(b, "b"))).expect("write input");
+        f.td(&["append", &f.t(), "--file", &file.display().to_string()]);
+    }
+    let m = f.mount();
+    Env { f, m }
+}
+
+impl Env {
+    fn sh(&self, script: &str) -> Output {
+        sh(self.f.dir.path(), script, &self.f.mnt, &self.f.table)
+    }
+
+    fn ok(&self, script: &str) {
+        let out = self.sh(script);
+        assert!(
+            out.status.success(),
+            "`{script}` failed ({}): {}\nlog:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr),
+            fs::read_to_string(&self.m.log).unwrap_or_default()
+        );
+    }
+
+    /// The rows `tinydelta read` gives.
+    fn rows(&self) -> Vec<String> {
+        String::from_utf8_lossy(&self.f.td(&["read", &self.f.t()]))
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The commit of version `v`: (operation, removed paths, added paths with dataChange).
+    fn commit(&self, v: u64) -> (String, Vec<String>, Vec<(String, bool)>) {
+        let text = fs::read_to_string(self.f.table.join(format!("_delta_log/{v:020}.json"))).expect("commit");
+        let mut op = String::new();
+        let (mut removes, mut adds) = (Vec::new(), Vec::new());
+        for l in text.lines() {
+            let a: Value = serde_json::from_str(l).expect("action");
+            if let Some(ci) = a.get("commitInfo") {
+                op = ci["operation"].as_str().unwrap_or_default().to_string();
+            }
+            if let Some(r) = a.get("remove") {
+                removes.push(r["path"].as_str().unwrap_or_default().to_string());
+            }
+            if let Some(x) = a.get("add") {
+                adds.push((
+                    x["path"].as_str().unwrap_or_default().to_string(),
+                    x["dataChange"].as_bool().unwrap_or(true),
+                ));
+            }
+        }
+        (op, removes, adds)
+    }
+
+    /// The paths added by version `v`.
+    fn added(&self, v: u64) -> Vec<String> {
+        self.commit(v).2.into_iter().map(|(p, _)| p).collect()
+    }
+}
+
+#[test]
+fn sed_i_deletes_one_row_rewriting_only_its_file() {
+    let e = setup();
+    let before = fs::read(e.f.m("v/3/data.jsonl")).expect("read v/3");
+    e.ok(r#"sed -i '/"id":3,/d' "$M/latest/data.jsonl""#);
+    assert_eq!(e.f.latest(), 4, "exactly one commit");
+    let (op, removes, adds) = e.commit(4);
+    assert_eq!(op, "DELETE");
+    assert_eq!(removes, e.added(2), "only the file holding id 3 is removed");
+    assert_eq!(adds.len(), 2, "its new copy and the later file re-added: {adds:?}");
+    assert!(adds[0].1, "the rewritten file is a data change");
+    assert_eq!(
+        adds[1],
+        (e.added(3)[0].clone(), false),
+        "the later file is re-added in place"
+    );
+    assert_eq!(
+        e.rows(),
+        vec![row(1, "a"), row(2, "b"), row(4, "b"), row(5, "a"), row(6, "b")]
+    );
+    // What v/3 serves never changes.
+    assert_eq!(fs::read(e.f.m("v/3/data.jsonl")).expect("read v/3"), before);
+    assert_eq!(e.f.latest_link(), "v/4");
+    // The change feed of the edit is the deleted row alone (its change data file), not the
+    // rewritten file's other rows (docs/FORMAT.md "The change feed").
+    let feed = e.f.td(&["changes", &e.f.t(), "--from-version", "4"]);
+    let feed: Vec<serde_json::Value> = feed
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).expect("a feed row"))
+        .collect();
+    assert_eq!(feed.len(), 1, "{feed:?}");
+    assert_eq!(
+        (feed[0]["_change_type"].as_str(), feed[0]["id"].as_i64()),
+        (Some("delete"), Some(3))
+    );
+}
+
+#[test]
+fn echo_append_is_one_append() {
+    let e = setup();
+    let before = fs::read(e.f.m("v/3/data.jsonl")).expect("read v/3");
+    e.ok(&format!("echo '{}' >> \"$M/latest/data.jsonl\"", row(7, "c")));
+    assert_eq!(e.f.latest(), 4);
+    let (op, removes, adds) = e.commit(4);
+    assert_eq!((op.as_str(), removes.len(), adds.len()), ("WRITE", 0, 1));
+    assert_eq!(e.rows().last(), Some(&row(7, "c")));
+    assert_eq!(e.rows().len(), 7);
+    assert_eq!(fs::read(e.f.m("v/3/data.jsonl")).expect("read v/3"), before);
+    assert_eq!(
+        fs::metadata(e.f.m("v/3/data.jsonl")).expect("stat").len(),
+        before.len() as u64
+    );
+}
+
+#[test]
+fn tools_edit_latest() {
+    let e = setup();
+    // perl -pi: an update of one row in place.
+    e.ok(r#"perl -pi -e 's/"id":4,"s":"b"/"id":4,"s":"B"/' "$M/latest/data.jsonl""#);
+    assert_eq!(e.commit(4).0, "UPDATE");
+    let feed = String::from_utf8(e.f.td(&["changes", &e.f.t(), "--from-version", "4"])).expect("utf-8");
+    let kinds: Vec<&str> = feed
+        .lines()
+        .map(|l| {
+            if l.contains("update_preimage") {
+                "pre"
+            } else if l.contains("update_postimage") {
+                "post"
+            } else {
+                "other"
+            }
+        })
+        .collect();
+    assert_eq!(kinds, ["pre", "post"], "{feed}");
+    assert_eq!(e.commit(4).1, e.added(2));
+    assert_eq!(e.rows()[3], row(4, "B"));
+    // vim, scripted: it writes data.jsonl in place (open without O_TRUNC, ftruncate, write,
+    // fsync, close), with its swap file beside it.
+    e.ok(r#"vim -u NONE -N -es -c 'g/"id":1,/d' -c wq "$M/latest/data.jsonl""#);
+    assert_eq!(e.commit(5).0, "DELETE");
+    assert_eq!(e.rows().len(), 5);
+    // jq to a temporary in the folder, then mv onto data.jsonl.
+    e.ok(r#"jq -c 'select(.id != 6)' "$M/latest/data.jsonl" > "$M/latest/tmp.jsonl" && mv "$M/latest/tmp.jsonl" "$M/latest/data.jsonl""#);
+    assert_eq!(e.commit(6).0, "DELETE");
+    assert_eq!(e.rows(), vec![row(2, "b"), row(3, "a"), row(4, "B"), row(5, "a")]);
+    // Python: a temporary written and os.replace()d onto data.jsonl; a row inserted.
+    e.ok(r#"python3 -c '
+import os, sys, tempfile
+p = os.path.realpath(os.environ["M"] + "/latest/data.jsonl")
+rows = open(p).read().splitlines()
+rows.insert(1, "{\"id\": 10, \"s\": \"new\"}")
+fd, tmp = tempfile.mkstemp(dir=os.path.dirname(p))
+with os.fdopen(fd, "w") as f:
+    f.write("\n".join(rows) + "\n")
+os.replace(tmp, p)'"#);
+    assert_eq!(e.commit(7).0, "UPDATE");
+    assert_eq!(e.rows()[1], row(10, "new"), "the row is stored canonical");
+    // Python open('w'): a rewrite from offset 0 committed at its close.
+    e.ok(&format!(
+        r#"python3 -c 'open(__import__("os").environ["M"] + "/latest/data.jsonl", "w").write({:?})'"#,
+        format!("{}\n{}\n", row(2, "b"), row(3, "a"))
+    ));
+    assert_eq!(e.rows(), vec![row(2, "b"), row(3, "a")]);
+    // No scratch file is left behind.
+    let left: Vec<String> = fs::read_dir(e.f.m("latest"))
+        .expect("ls")
+        .map(|d| d.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !left
+            .iter()
+            .any(|n| n.starts_with('.') || n.starts_with("sed") || n.starts_with("tmp")),
+        "{left:?}"
+    );
+    // truncate -s 0: a DELETE of every row.
+    e.ok(r#"truncate -s 0 "$M/latest/data.jsonl""#);
+    let v = e.f.latest();
+    assert_eq!(e.commit(v).0, "DELETE");
+    assert!(e.rows().is_empty());
+    // An open for writing that writes nothing commits nothing.
+    e.ok(r#"python3 -c 'open(__import__("os").environ["M"] + "/latest/data.jsonl", "a").close()'"#);
+    assert_eq!(e.f.latest(), v);
+    let check = e.f.td(&["check", &e.f.t()]);
+    assert!(
+        String::from_utf8_lossy(&check).contains("whole"),
+        "{}",
+        String::from_utf8_lossy(&check)
+    );
+}
+
+#[test]
+fn a_bad_row_is_refused_with_its_line() {
+    let e = setup();
+    let out = e.sh(r#"sed -i 's/"id":5,/"id":"five",/' "$M/latest/data.jsonl""#);
+    assert!(!out.status.success(), "sed must fail");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Invalid argument"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(e.f.latest(), 3, "nothing committed");
+    let note = fs::read_to_string(e.f.m("v/3/data.jsonl.error")).expect("the note");
+    assert!(note.contains("line 5") && note.contains("\"id\""), "{note}");
+    // `>>` of a bad row: the write that completes it fails (the shell's close status is lost).
+    let out = e.sh(r#"echo '{"id":"x"}' >> "$M/latest/data.jsonl""#);
+    assert!(!out.status.success(), "the append must fail");
+    assert_eq!(e.f.latest(), 3);
+    // The note goes with rm.
+    e.ok(r#"rm "$M/v/3/data.jsonl.error""#);
+    assert!(!e.f.m("v/3/data.jsonl.error").exists());
+}
+
+#[test]
+fn older_versions_are_read_only() {
+    let e = setup();
+    for script in [
+        r#"echo '{"id":9}' >> "$M/v/2/data.jsonl""#,
+        r#"touch "$M/v/2/x.jsonl""#,
+        r#"sed -i '/"id":1,/d' "$M/v/2/data.jsonl""#,
+        r#"truncate -s 0 "$M/v/1/data.jsonl""#,
+    ] {
+        let out = e.sh(script);
+        assert!(!out.status.success(), "{script} must fail");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("Read-only file system"),
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(e.f.latest(), 3);
+    let meta = fs::metadata(e.f.m("v/2/data.jsonl")).expect("stat");
+    assert!(meta.permissions().readonly());
+}
+
+/// Open latest/data.jsonl for writing in this process, let `between` run, then write `rows` and
+/// close (the close is the commit point). Returns the close's result.
+fn edit_around(e: &Env, rows: &str, between: impl FnOnce()) -> std::io::Result<()> {
+    let path = e.f.m("latest/data.jsonl");
+    let mut f = fs::OpenOptions::new().write(true).truncate(true).open(&path)?;
+    between();
+    f.write_all(rows.as_bytes())?;
+    // close(2) through libc, to see its status (std ignores it).
+    use std::os::fd::IntoRawFd;
+    let fd = f.into_raw_fd();
+    // SAFETY: fd is ours, closed once.
+    match unsafe { libc::close(fd) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
+#[test]
+fn a_conflicting_cli_delete_fails_the_close() {
+    let e = setup();
+    let r = edit_around(&e, &format!("{}\n", row(1, "only")), || {
+        e.f.td(&["delete", &e.f.t(), "--where", "id = 3"]);
+    });
+    let err = r.expect_err("the close must fail");
+    assert_eq!(err.raw_os_error(), Some(libc::EBUSY), "{err}");
+    assert_eq!(e.f.latest(), 4, "only the CLI's delete");
+    assert_eq!(
+        e.rows(),
+        vec![row(1, "a"), row(2, "b"), row(4, "b"), row(5, "a"), row(6, "b")]
+    );
+    let note = fs::read_to_string(e.f.m("v/3/data.jsonl.error")).expect("note");
+    assert!(note.contains("version 3"), "{note}");
+    // A concurrent blind append does not conflict: its rows stay after the edit's.
+    let r = edit_around(&e, &format!("{}\n", row(1, "only")), || {
+        let file = e.f.dir.path().join("more.jsonl");
+        fs::write(&file, format!("{}\n", row(8, "appended"))).expect("write");
+        e.f.td(&["append", &e.f.t(), "--file", &file.display().to_string()]);
+    });
+    r.expect("an append does not conflict");
+    assert_eq!(e.rows(), vec![row(1, "only"), row(8, "appended")]);
+}
+
+/// One step of the model test.
+#[derive(Debug, Clone)]
+enum Step {
+    /// Delete row i (mod len) through a rename onto data.jsonl.
+    Delete(usize),
+    /// Replace row i with a new row.
+    Replace(usize, i64),
+    /// Insert a new row before row i.
+    Insert(usize, i64),
+    /// `>>` of a new row.
+    Append(i64),
+    /// Open with O_TRUNC and write nothing: a DELETE of every row.
+    Truncate,
+    /// `tinydelta delete --where 'id = <row i's id>'` beside the mount.
+    CliDelete(usize),
+    /// `tinydelta append` beside the mount.
+    CliAppend(i64),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => (0usize..20).prop_map(Step::Delete),
+        3 => (0usize..20, 100i64..200).prop_map(|(i, n)| Step::Replace(i, n)),
+        2 => (0usize..20, 200i64..300).prop_map(|(i, n)| Step::Insert(i, n)),
+        2 => (300i64..400).prop_map(Step::Append),
+        1 => Just(Step::Truncate),
+        1 => (0usize..20).prop_map(Step::CliDelete),
+        1 => (400i64..500).prop_map(Step::CliAppend),
+    ]
+}
+
+/// Write `rows` to a temporary in the newest version's folder and rename it onto data.jsonl.
+fn replace_with(e: &Env, rows: &[String]) {
+    let dir = fs::canonicalize(e.f.m("latest")).expect("latest");
+    let tmp = dir.join(".edit.tmp");
+    let mut text = rows.join("\n");
+    if !rows.is_empty() {
+        text.push('\n');
+    }
+    fs::write(&tmp, text).expect("write the temporary");
+    fs::rename(&tmp, dir.join("data.jsonl")).expect("rename onto data.jsonl");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, max_shrink_iters: 0, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn edits_match_a_model(steps in proptest::collection::vec(step(), 1..7)) {
+        let e = setup();
+        let mut model: Vec<String> = [(1, "a"), (2, "b"), (3, "a"), (4, "b"), (5, "a"), (6, "b")].iter().map(|(i, s)| row(*i, s)).collect();
+        let mut version = 3u64;
+        for s in steps {
+            // (expected operation, or None when nothing is committed)
+            let op: Option<&str> = match &s {
+                Step::Delete(i) if !model.is_empty() => {
+                    let mut rows = model.clone();
+                    rows.remove(i % model.len());
+                    replace_with(&e, &rows);
+                    model = rows;
+                    Some("DELETE")
+                }
+                Step::Replace(i, n) if !model.is_empty() => {
+                    let mut rows = model.clone();
+                    let k = i % model.len();
+                    rows[k] = row(*n, "r");
+                    replace_with(&e, &rows);
+                    let same = rows == model;
+                    model = rows;
+                    (!same).then_some("UPDATE")
+                }
+                Step::Insert(i, n) => {
+                    let mut rows = model.clone();
+                    let k = i % (model.len() + 1);
+                    rows.insert(k, row(*n, "i"));
+                    replace_with(&e, &rows);
+                    let tail = k == model.len();
+                    model = rows;
+                    Some(if tail { "WRITE" } else { "UPDATE" })
+                }
+                Step::Append(n) => {
+                    let mut f = fs::OpenOptions::new().append(true).open(e.f.m("latest/data.jsonl")).expect("open >>");
+                    f.write_all(format!("{}\n", row(*n, "ap")).as_bytes()).expect("append");
+                    drop(f);
+                    model.push(row(*n, "ap"));
+                    Some("WRITE")
+                }
+                Step::Truncate => {
+                    fs::OpenOptions::new().write(true).truncate(true).open(e.f.m("latest/data.jsonl")).expect("open O_TRUNC");
+                    let had = !model.is_empty();
+                    model.clear();
+                    had.then_some("DELETE")
+                }
+                Step::CliDelete(i) if !model.is_empty() => {
+                    let id: Value = serde_json::from_str(&model[i % model.len()]).expect("row");
+                    let id = id["id"].as_i64().expect("id");
+                    e.f.td(&["delete", &e.f.t(), "--where", &format!("id = {id}")]);
+                    let before = model.len();
+                    model.retain(|r| serde_json::from_str::<Value>(r).map(|v| v["id"].as_i64() != Some(id)).unwrap_or(true));
+                    (model.len() != before).then_some("DELETE")
+                }
+                Step::CliAppend(n) => {
+                    let file = e.f.dir.path().join("cli.jsonl");
+                    fs::write(&file, format!("{}\n", row(*n, "cli"))).expect("write");
+                    e.f.td(&["append", &e.f.t(), "--file", &file.display().to_string()]);
+                    model.push(row(*n, "cli"));
+                    Some("WRITE")
+                }
+                _ => None,
+            };
+            if let Some(op) = op {
+                version += 1;
+                prop_assert_eq!(e.commit(version).0, op, "step {:?}", s);
+            }
+            prop_assert_eq!(e.f.latest(), version, "step {:?}", s);
+            prop_assert_eq!(e.rows(), model.clone(), "step {:?}", s);
+            // Every version the mount serves is the CLI's.
+            let served = fs::read(e.f.m("latest/data.jsonl")).expect("read latest");
+            prop_assert_eq!(String::from_utf8_lossy(&served).lines().map(str::to_string).collect::<Vec<_>>(), model.clone());
+        }
+    }
+}
