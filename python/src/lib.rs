@@ -4,7 +4,6 @@
 //! (`tinydelta/__init__.py`) turns inputs into JSONL bytes, a file path or an Arrow C stream, and
 //! the JSON documents returned here into dicts.
 
-use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::PathBuf;
@@ -684,7 +683,7 @@ impl ArrowStream {
         let schema = tinydelta::arrow::arrow_schema(&self.snap.schema);
         let ffi = FFI_ArrowSchema::try_from(schema.as_ref())
             .map_err(|e| TinyDeltaError::new_err(format!("Arrow schema: {e}")))?;
-        PyCapsule::new_with_value(py, ffi, Some(CString::from(c"arrow_schema")))
+        PyCapsule::new_with_value(py, ffi, c"arrow_schema")
     }
 
     /// The rows as an `arrow_array_stream` capsule. `requested_schema` is not applied (the
@@ -699,7 +698,7 @@ impl ArrowStream {
         let reader = lib(py.detach(|| tinydelta::arrow::batches(&self.t, &self.snap)))?;
         let reader: Box<dyn RecordBatchReader + Send> = Box::new(reader);
         let ffi = FFI_ArrowArrayStream::new(reader);
-        PyCapsule::new_with_value(py, ffi, Some(CString::from(c"arrow_array_stream")))
+        PyCapsule::new_with_value(py, ffi, c"arrow_array_stream")
     }
 }
 
