@@ -28,11 +28,11 @@ pub struct VersionBatches {
 /// The rows of `snap` (a version of `t`) as Arrow record batches (types as docs/EXPORT.md
 /// "Table": a `json` column is its canonical text).
 ///
-/// Errors: as [`Table::open_data_files`]; [`crate::Error::InvalidArgument`] for a column type
+/// Errors: as [`Table::open_data_files`]; [`crate::error::Error::InvalidArgument`] for a column type
 /// with no Arrow form (a map whose keys are not strings).
 pub fn batches(t: &Table, snap: &Snapshot) -> Result<VersionBatches> {
     if let Some(c) = snap.schema.columns.iter().find(|c| !writes_type(&c.ty)) {
-        return Err(crate::Error::InvalidArgument(format!(
+        return Err(crate::error::Error::InvalidArgument(format!(
             "column {} of type {} has no Arrow form (a map whose keys are not strings)",
             crate::util::quote::quoted(&c.name),
             c.ty
