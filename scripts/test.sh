@@ -14,7 +14,10 @@
 #      integration-test binaries lib (the library in-process), cli (the `tinydelta` binary) and
 #      mount (real FUSE mounts), see tests/*/main.rs, after the unit tests.
 #
-#      TINYDELTA_DELTA_PYTHON points at .venv-delta/bin/python.
+#      TINYDELTA_DELTA_PYTHON points at .venv-delta/bin/python;
+#   5. installs the Python package into .venv (`pip install ./python`: maturin builds the extension
+#      in release mode into target/, reused between runs) and runs its pytest suite
+#      (python/tests, docs/PYTHON.md "Tests"), which also drives target/release/tinydelta.
 # Extra arguments go to cargo test:  scripts/test.sh --test cli delta_compat::
 # Exits non-zero if any step or any test fails. Needs root (or passwordless sudo) only when
 # apt packages are missing.
@@ -75,10 +78,10 @@ fi
 echo "/dev/fuse ok"
 
 # --- 3. Python venv for the Delta interop test ---------------------------------------------
-step "Python venv (.venv): deltalake duckdb pyarrow polars selenium"
+step "Python venv (.venv): deltalake duckdb pyarrow polars selenium pandas pytest"
 venv_ok() {
     [[ -x .venv/bin/python ]] &&
-        .venv/bin/python -c 'import deltalake, duckdb, pyarrow, polars, selenium' >/dev/null 2>&1
+        .venv/bin/python -c 'import deltalake, duckdb, pyarrow, polars, selenium, pandas, pytest' >/dev/null 2>&1
 }
 if venv_ok; then
     echo "already set up"
@@ -88,9 +91,9 @@ else
         python3 -m venv .venv || die "python3 -m venv .venv failed"
     fi
     .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-        'deltalake>=1.0' 'duckdb>=1.0' 'pyarrow>=15' polars 'selenium>=4.11' </dev/null ||
-        die "pip install deltalake duckdb pyarrow polars selenium into .venv failed"
-    venv_ok || die ".venv/bin/python still cannot import deltalake, duckdb, pyarrow, polars and selenium"
+        'deltalake>=1.0' 'duckdb>=1.0' 'pyarrow>=15' polars 'selenium>=4.11' pandas pytest </dev/null ||
+        die "pip install deltalake duckdb pyarrow polars selenium pandas pytest into .venv failed"
+    venv_ok || die ".venv/bin/python still cannot import deltalake, duckdb, pyarrow, polars, selenium, pandas and pytest"
 fi
 .venv/bin/python -c 'import deltalake, duckdb, pyarrow, polars, sys
 print(f"python {sys.version.split()[0]}, deltalake {deltalake.__version__}, duckdb {duckdb.__version__}, pyarrow {pyarrow.__version__}, polars {polars.__version__}")'
@@ -121,10 +124,26 @@ cargo_started=$SECONDS
 status=0
 cargo test --release "$@" </dev/null || status=$?
 
+# --- 5. the Python package -------------------------------------------------------------------
+step "Python package: pip install ./python into .venv, then pytest python/tests"
+py_started=$SECONDS
+py_status=0
+.venv/bin/python -m pip install --quiet --disable-pip-version-check ./python </dev/null || py_status=$?
+if ((py_status == 0)); then
+    # The race tests run the CLI binary that cargo test built.
+    TINYDELTA_BIN="$repo/target/release/tinydelta" .venv/bin/python -m pytest -q python/tests </dev/null || py_status=$?
+    echo "pytest: $((SECONDS - py_started))s"
+else
+    echo "pip install ./python failed (exit status $py_status)" >&2
+fi
+if ((status == 0 && py_status != 0)); then
+    status=$py_status
+fi
+
 echo
 if ((status == 0)); then
     echo "==> all tests passed (cargo test: $((SECONDS - cargo_started))s, total: $((SECONDS - started))s)"
 else
-    echo "==> TESTS FAILED (cargo test exit status $status; total: $((SECONDS - started))s)" >&2
+    echo "==> TESTS FAILED (exit status $status: cargo test, then pip install and pytest; total: $((SECONDS - started))s)" >&2
 fi
 exit "$status"

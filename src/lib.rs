@@ -118,6 +118,14 @@ pub mod export {
     pub use crate::ops::export::{Mode, Progress, Report, export};
 }
 
+/// Arrow record batches in and out: a version's rows streamed as batches, and batches given as
+/// input written as JSONL rows (docs/PYTHON.md "Inputs" and "Outputs").
+pub mod arrow {
+    pub use crate::format::parquet::batch_jsonl;
+    pub use crate::ops::arrow::{VersionBatches, batches};
+    pub use crate::ops::export::convert::{JsonlBatches, arrow_schema};
+}
+
 /// Parquet data files read as JSONL: the bounds of their conversion (docs/FORMAT.md "Parquet
 /// data files").
 pub mod parquet {

@@ -200,17 +200,7 @@ pub fn write_jsonl(
         .build()
         .map_err(|e| corrupt(path, format!("data file is not readable Parquet: {e}")))?;
     // Key prefixes (`"name":`) and partition values (already JSON), once.
-    let prefixes: Vec<Vec<u8>> = schema
-        .columns
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let mut p = if i == 0 { b"{".to_vec() } else { b",".to_vec() };
-            let _ = serde_json::to_writer(&mut p, &c.name);
-            p.push(b':');
-            p
-        })
-        .collect();
+    let prefixes = key_prefixes(schema);
     let mut fixed: Vec<Option<Vec<u8>>> = Vec::with_capacity(schema.columns.len());
     for c in &schema.columns {
         // Keyed by physical name under column mapping (PROTOCOL "Column Mapping").
@@ -259,38 +249,12 @@ pub fn write_jsonl(
                 continue;
             }
             line.clear();
-            for (ci, c) in schema.columns.iter().enumerate() {
-                line.extend_from_slice(&prefixes[ci]);
-                let at = line.len();
-                match (&fixed[ci], cols[ci]) {
-                    (Some(v), _) => line.extend_from_slice(v),
-                    (None, None) => line.extend_from_slice(b"null"),
-                    (None, Some(a)) => match (&keys[ci], a.as_any_dictionary_opt()) {
-                        (Some(k), Some(d)) if !a.is_null(r) && r < k.len() => {
-                            value_json(d.values().as_ref(), k[r], &c.ty, &mut line)
-                        }
-                        _ => value_json(a, r, &c.ty, &mut line),
-                    }
-                    .map_err(|why| {
-                        corrupt(path, format!("row {}, column {}: {why}", rows + r as u64 + 1, quoted(&c.name)))
-                    })?,
-                }
-                // A NOT NULL column holds no null, whatever the file format (as JSONL data).
-                if !c.nullable && &line[at..] == b"null" {
-                    return Err(corrupt(
-                        path,
-                        format!(
-                            "row {}, column {}: null value for a NOT NULL column",
-                            rows + r as u64 + 1,
-                            quoted(&c.name)
-                        ),
-                    ));
-                }
-            }
-            if schema.columns.is_empty() {
-                line.push(b'{');
-            }
-            line.extend_from_slice(b"}\n");
+            row_json(schema, &prefixes, &fixed, &cols, &keys, r, &mut line).map_err(|(ci, why)| {
+                corrupt(
+                    path,
+                    format!("row {}, column {}: {why}", rows + r as u64 + 1, quoted(&schema.columns[ci].name)),
+                )
+            })?;
             out.write_all(&line)
                 .map_err(|e| Error::io("write", "<converted rows>", e))?;
         }
@@ -312,6 +276,101 @@ pub fn write_jsonl(
         ));
     }
     Ok(rows - d.len())
+}
+
+/// The key prefixes (`{"name":`, `,"name":`) of the schema's columns, once per file.
+fn key_prefixes(schema: &Schema) -> Vec<Vec<u8>> {
+    schema
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut p = if i == 0 { b"{".to_vec() } else { b",".to_vec() };
+            let _ = serde_json::to_writer(&mut p, &c.name);
+            p.push(b':');
+            p
+        })
+        .collect()
+}
+
+/// Row `r` of a batch (its columns `cols` as [`batch_columns`] found them, dictionary keys
+/// `keys`, fixed partition values `fixed`) as one canonical JSONL line with its `\n`, appended
+/// to `line`. Errors: the index of the column to blame and why.
+fn row_json(
+    schema: &Schema,
+    prefixes: &[Vec<u8>],
+    fixed: &[Option<Vec<u8>>],
+    cols: &[Option<&dyn Array>],
+    keys: &[Option<Vec<usize>>],
+    r: usize,
+    line: &mut Vec<u8>,
+) -> std::result::Result<(), (usize, String)> {
+    for (ci, c) in schema.columns.iter().enumerate() {
+        line.extend_from_slice(&prefixes[ci]);
+        let at = line.len();
+        match (&fixed[ci], cols[ci]) {
+            (Some(v), _) => line.extend_from_slice(v),
+            (None, None) => line.extend_from_slice(b"null"),
+            (None, Some(a)) => match (&keys[ci], a.as_any_dictionary_opt()) {
+                (Some(k), Some(d)) if !a.is_null(r) && r < k.len() => value_json(d.values().as_ref(), k[r], &c.ty, line),
+                _ => value_json(a, r, &c.ty, line),
+            }
+            .map_err(|why| (ci, why))?,
+        }
+        // A NOT NULL column holds no null, whatever the file format (as JSONL data).
+        if !c.nullable && &line[at..] == b"null" {
+            return Err((ci, "null value for a NOT NULL column".into()));
+        }
+    }
+    if schema.columns.is_empty() {
+        line.push(b'{');
+    }
+    line.extend_from_slice(b"}\n");
+    Ok(())
+}
+
+/// The rows of an Arrow record batch given as input (the Python package's `append` of a
+/// pyarrow, pandas or polars table: docs/PYTHON.md "Inputs") as canonical JSONL lines of
+/// `schema`, appended to `out`, for the same write path as a JSONL input. Columns are matched
+/// by name (exact, else regardless of case); a column the batch lacks is null. `name` and
+/// `first_row` (1-based number of the batch's first row in the whole input) name a bad value.
+///
+/// Errors: [`Error::BadInput`] naming `name`, the row as its line and the column, when the batch
+/// has a column the schema lacks or a value does not fit its column's type.
+pub fn batch_jsonl(batch: &RecordBatch, schema: &Schema, name: &str, first_row: u64, out: &mut Vec<u8>) -> Result<()> {
+    let bad = |line: u64, column: &str, reason: String| Error::BadInput {
+        file: name.to_string(),
+        line,
+        column: quoted(column),
+        reason,
+    };
+    if let Some(f) = batch.schema_ref().fields().iter().find(|f| {
+        !schema.columns.iter().any(|c| c.name == *f.name() || c.name.eq_ignore_ascii_case(f.name()))
+    }) {
+        return Err(bad(
+            first_row,
+            f.name(),
+            "unknown column (not in the table's schema; `alter add-column` adds it)".into(),
+        ));
+    }
+    let fixed = vec![None; schema.columns.len()];
+    let cols = batch_columns(batch, schema, &fixed);
+    let keys: Vec<Option<Vec<usize>>> = cols
+        .iter()
+        .map(|c| c.and_then(|a| a.as_any_dictionary_opt()).map(|d| d.normalized_keys()))
+        .collect();
+    let prefixes = key_prefixes(schema);
+    for r in 0..batch.num_rows() {
+        row_json(schema, &prefixes, &fixed, &cols, &keys, r, out)
+            .map_err(|(ci, why)| {
+                bad(
+                    first_row + r as u64,
+                    &schema.columns[ci].name,
+                    why.replacen("Parquet type", "Arrow type", 1),
+                )
+            })?;
+    }
+    Ok(())
 }
 
 /// Refuse a file that holds shredded Delta `variant` values (PROTOCOL "Variant Shredding": a

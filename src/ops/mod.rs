@@ -2,6 +2,7 @@
 //! optimize, alter, the change data feed and export (docs/CLI.md, docs/ARCHITECTURE.md).
 
 pub mod alter;
+pub mod arrow;
 pub mod changes;
 pub mod check;
 pub mod dml;

@@ -100,3 +100,35 @@ pub fn readable_versions(table: &Table) -> Result<Vec<(u64, u64)>> {
     }
     Ok(ranges)
 }
+
+impl Table {
+    /// The version that time travel by `time` reads (`read --as-of`, the Python package's
+    /// `read(as_of=...)`): the newest version committed at or before it ([`Table::version_as_of`];
+    /// `time` in any form of [`crate::util::time::parse`], docs/CLI.md "Usage").
+    ///
+    /// Errors: [`Error::InvalidArgument`] when `time` does not parse; [`Error::NoVersionAsOf`]
+    /// when it is before version 0's commit; as [`Table::commit_times`].
+    pub fn version_at_time(&self, time: &str) -> Result<u64> {
+        use crate::util::time::{now_ms, parse, shown_ms};
+        let ms = parse(time, now_ms()).map_err(|e| Error::InvalidArgument(format!("--as-of {e}")))?;
+        if let Some(v) = self.version_as_of(ms)? {
+            return Ok(v);
+        }
+        let shown = match shown_ms(ms) {
+            r if r == time => time.to_string(),
+            r => format!("{time} ({r})"),
+        };
+        Err(Error::NoVersionAsOf {
+            table: self.root().to_path_buf(),
+            time: shown,
+            first: shown_ms(
+                self.commit_times(self.segment()?.first)?
+                    .1
+                    .first()
+                    .copied()
+                    .unwrap_or_default(),
+            ),
+        })
+    }
+}
+

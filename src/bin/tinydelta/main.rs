@@ -916,31 +916,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             let t = Table::open(&table)?;
             let v = match (version, as_of) {
                 (Some(v), _) => v,
-                (None, Some(time)) => {
-                    let ms = tinydelta::time::parse(&time, tinydelta::time::now_ms())
-                        .map_err(|e| Error::InvalidArgument(format!("--as-of {e}")))?;
-                    let time = match rfc3339_ms(ms) {
-                        r if r == time => time,
-                        r => format!("{time} ({r})"),
-                    };
-                    match t.version_as_of(ms)? {
-                        Some(v) => v,
-                        None => {
-                            return Err(Error::NoVersionAsOf {
-                                table: table.clone(),
-                                time,
-                                first: rfc3339_ms(
-                                    t.commit_times(t.segment()?.first)?
-                                        .1
-                                        .first()
-                                        .copied()
-                                        .unwrap_or_default(),
-                                ),
-                            }
-                            .into());
-                        }
-                    }
-                }
+                (None, Some(time)) => t.version_at_time(&time)?,
                 (None, None) => t.latest_version()?,
             };
             let snap = t.snapshot(v)?;

@@ -706,9 +706,120 @@ fn parquet_err(path: &Path, e: impl fmt::Display) -> Error {
     Error::io("write", path, std::io::Error::other(e.to_string()))
 }
 
+/// JSONL rows read as Arrow record batches of up to [`BATCH_ROWS`] rows under a schema (the
+/// type mapping of docs/EXPORT.md "Table"), every row checked as it is read: the reader behind
+/// [`write_parquet`] and the Python package's `to_arrow` (docs/PYTHON.md "Outputs"). Memory:
+/// one batch of builders.
+pub struct JsonlBatches<R> {
+    input: R,
+    src: std::path::PathBuf,
+    arrow: SchemaRef,
+    cols: Vec<Col>,
+    line: Vec<u8>,
+    rows: u64,
+    bytes_in: u64,
+    lineno: u64,
+}
+
+impl<R: BufRead> JsonlBatches<R> {
+    /// Batches of the rows of `input` (the data file `src`, for errors) under `schema`.
+    ///
+    /// Errors: [`Error::InvalidArgument`] when a column's type has no Arrow form here (see
+    /// [`writes_type`]).
+    pub fn new(input: R, src: &Path, schema: &Schema) -> Result<Self> {
+        if let Some(c) = schema.columns.iter().find(|c| !writes_type(&c.ty)) {
+            return Err(Error::InvalidArgument(format!(
+                "column {} of type {} has no Arrow form (a map whose keys are not strings)",
+                quoted(&c.name),
+                c.ty
+            )));
+        }
+        Ok(JsonlBatches {
+            input,
+            src: src.to_path_buf(),
+            arrow: arrow_schema(schema),
+            cols: schema
+                .columns
+                .iter()
+                .map(|c| Col::new(&c.name, &c.ty, c.nullable))
+                .collect(),
+            line: Vec::with_capacity(4096),
+            rows: 0,
+            bytes_in: 0,
+            lineno: 0,
+        })
+    }
+
+    /// The Arrow schema of the batches ([`arrow_schema`]).
+    pub fn schema(&self) -> SchemaRef {
+        self.arrow.clone()
+    }
+
+    /// The next batch, `None` at the end of the input.
+    ///
+    /// Errors: [`Error::Corrupt`] naming the file and the 1-based line when a line is not an
+    /// object of the schema's columns with values of their types, or the last line has no
+    /// newline; [`Error::Io`] for read failures.
+    pub fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        let corrupt = |lineno: u64, reason: String| Error::Corrupt {
+            path: self.src.clone(),
+            reason: format!("line {lineno}: {reason}"),
+        };
+        let mut n_rows = 0;
+        while n_rows < BATCH_ROWS {
+            self.line.clear();
+            let n = self.input.read_until(b'\n', &mut self.line).ctx("read", &self.src)?;
+            if n == 0 {
+                break;
+            }
+            self.lineno += 1;
+            self.bytes_in += n as u64;
+            let lineno = self.lineno;
+            if self.line.last() != Some(&b'\n') {
+                return Err(corrupt(
+                    lineno,
+                    "the last line has no newline (the file was cut short)".into(),
+                ));
+            }
+            let text = &self.line[..self.line.len() - 1];
+            if text.first() != Some(&b'{') {
+                return Err(corrupt(lineno, "not a JSON object".into()));
+            }
+            let mut de = serde_json::Deserializer::from_slice(text);
+            Row { cols: &mut self.cols }
+                .deserialize(&mut de)
+                .and_then(|()| de.end())
+                .map_err(|e| {
+                    let msg = e.to_string();
+                    let msg = msg.rsplit_once(" at line ").map(|(m, _)| m.to_string()).unwrap_or(msg);
+                    corrupt(lineno, msg)
+                })?;
+            // Columns the row did not name are null (rows written before an ADD COLUMNS lack them).
+            for c in self.cols.iter_mut().filter(|c| c.len() == n_rows) {
+                c.null().map_err(|r| corrupt(lineno, r))?;
+            }
+            n_rows += 1;
+            self.rows += 1;
+        }
+        if n_rows == 0 {
+            return Ok(None);
+        }
+        let arrays = self
+            .cols
+            .iter_mut()
+            .map(|c| c.b.finish())
+            .collect::<std::result::Result<Vec<ArrayRef>, _>>()
+            .map_err(|e| Error::Internal(format!("arrow batch of {}: {e}", self.src.display())))?;
+        RecordBatch::try_new(self.arrow.clone(), arrays)
+            .map(Some)
+            .map_err(|e| Error::Internal(format!("arrow batch of {}: {e}", self.src.display())))
+    }
+}
+
 /// Stream the JSONL rows of `input` (the data file `src`, for errors) under `schema` into the
 /// Parquet file `out` (its path `out_path`, for errors), snappy-compressed, in batches of
-/// [`BATCH_ROWS`] rows. `out` is flushed but not fsynced. Returns what was written.
+/// [`BATCH_ROWS`] rows ([`JsonlBatches`]). `out` is flushed but not fsynced. Returns what was
+/// written.
 ///
 /// Errors: [`Error::Corrupt`] naming `src` and the 1-based line when a line is not an object of
 /// the schema's columns with values of their types, or the last line has no newline;
@@ -720,64 +831,16 @@ pub fn write_parquet(input: impl BufRead, src: &Path, schema: &Schema, out: &Fil
             c.name, c.ty
         )));
     }
-    let arrow = arrow_schema(schema);
-    let mut cols: Vec<Col> = schema
-        .columns
-        .iter()
-        .map(|c| Col::new(&c.name, &c.ty, c.nullable))
-        .collect();
+    let mut batches = JsonlBatches::new(input, src, schema)?;
     let props = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         .set_created_by(concat!("tinydelta version ", env!("CARGO_PKG_VERSION")).to_string())
         .build();
     let sink = BufWriter::with_capacity(1 << 20, out);
-    let mut writer = ArrowWriter::try_new(sink, arrow.clone(), Some(props)).map_err(|e| parquet_err(out_path, e))?;
-    let mut input = input;
-    let mut line = Vec::with_capacity(4096);
-    let (mut rows, mut bytes_in, mut lineno) = (0u64, 0u64, 0u64);
-    let corrupt = |lineno: u64, reason: String| Error::Corrupt {
-        path: src.to_path_buf(),
-        reason: format!("line {lineno}: {reason}"),
-    };
-    loop {
-        line.clear();
-        let n = input.read_until(b'\n', &mut line).ctx("read", src)?;
-        if n == 0 {
-            break;
-        }
-        lineno += 1;
-        bytes_in += n as u64;
-        if line.last() != Some(&b'\n') {
-            return Err(corrupt(
-                lineno,
-                "the last line has no newline (the file was cut short)".into(),
-            ));
-        }
-        let text = &line[..line.len() - 1];
-        if text.first() != Some(&b'{') {
-            return Err(corrupt(lineno, "not a JSON object".into()));
-        }
-        let mut de = serde_json::Deserializer::from_slice(text);
-        Row { cols: &mut cols }
-            .deserialize(&mut de)
-            .and_then(|()| de.end())
-            .map_err(|e| {
-                let msg = e.to_string();
-                let msg = msg.rsplit_once(" at line ").map(|(m, _)| m.to_string()).unwrap_or(msg);
-                corrupt(lineno, msg)
-            })?;
-        // Columns the row did not name are null (rows written before an ADD COLUMNS lack them).
-        let row = rows as usize % BATCH_ROWS;
-        for c in cols.iter_mut().filter(|c| c.len() == row) {
-            c.null().map_err(|r| corrupt(lineno, r))?;
-        }
-        rows += 1;
-        if (rows as usize).is_multiple_of(BATCH_ROWS) {
-            write_batch(&mut writer, &arrow, &mut cols, out_path)?;
-        }
-    }
-    if !(rows as usize).is_multiple_of(BATCH_ROWS) {
-        write_batch(&mut writer, &arrow, &mut cols, out_path)?;
+    let mut writer =
+        ArrowWriter::try_new(sink, batches.schema(), Some(props)).map_err(|e| parquet_err(out_path, e))?;
+    while let Some(batch) = batches.next_batch()? {
+        write_batch(&mut writer, &batch, out_path)?;
     }
     let sink = writer.into_inner().map_err(|e| parquet_err(out_path, e))?;
     let file = sink
@@ -785,26 +848,15 @@ pub fn write_parquet(input: impl BufRead, src: &Path, schema: &Schema, out: &Fil
         .map_err(|e| Error::io("write", out_path, e.into_error()))?;
     let size = file.metadata().ctx("stat", out_path)?.len();
     Ok(Written {
-        rows,
+        rows: batches.rows,
         size,
-        bytes_in,
-        stats: stats_json(schema, rows, &mut cols),
+        bytes_in: batches.bytes_in,
+        stats: stats_json(schema, batches.rows, &mut batches.cols),
     })
 }
 
-fn write_batch(
-    writer: &mut ArrowWriter<impl Write + Send>,
-    arrow: &SchemaRef,
-    cols: &mut [Col],
-    path: &Path,
-) -> Result<()> {
-    let arrays = cols
-        .iter_mut()
-        .map(|c| c.b.finish())
-        .collect::<std::result::Result<Vec<ArrayRef>, _>>()
-        .map_err(|e| parquet_err(path, e))?;
-    let batch = RecordBatch::try_new(arrow.clone(), arrays).map_err(|e| parquet_err(path, e))?;
-    writer.write(&batch).map_err(|e| parquet_err(path, e))?;
+fn write_batch(writer: &mut ArrowWriter<impl Write + Send>, batch: &RecordBatch, path: &Path) -> Result<()> {
+    writer.write(batch).map_err(|e| parquet_err(path, e))?;
     if writer.in_progress_size() > ROW_GROUP_BYTES {
         writer.flush().map_err(|e| parquet_err(path, e))?;
     }

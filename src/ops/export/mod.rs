@@ -18,7 +18,7 @@
 //! are exactly those of that source version.
 
 
-mod convert;
+pub mod convert;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;

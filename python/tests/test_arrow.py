@@ -1,0 +1,160 @@
+"""Inputs through the Arrow PyCapsule interface and outputs to pyarrow, polars, DuckDB and
+pandas (docs/PYTHON.md "Inputs" and "Outputs")."""
+
+import datetime
+import subprocess
+import sys
+
+import duckdb
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pytest
+
+import tinydelta
+
+SCHEMA = "id:int! region:str year:int amount:float day:date"
+ROWS = [
+    {"id": 1, "region": "EU", "year": 2024, "amount": 1.5, "day": "2024-01-02"},
+    {"id": 2, "region": None, "year": 2025, "amount": None, "day": None},
+]
+
+
+@pytest.fixture
+def t(table_path):
+    return tinydelta.create(table_path, SCHEMA)
+
+
+def arrow_table():
+    return pa.table(
+        {
+            "id": pa.array([1, 2], pa.int64()),
+            "region": ["EU", None],
+            "year": pa.array([2024, 2025], pa.int32()),
+            "amount": [1.5, None],
+            "day": pa.array([datetime.date(2024, 1, 2), None], pa.date32()),
+        }
+    )
+
+
+def test_input_dicts(t):
+    assert t.append(ROWS) == 1
+    assert t.read() == ROWS
+
+
+def test_input_jsonl_path_and_bytes(t, tmp_path):
+    p = tmp_path / "rows.jsonl"
+    p.write_text("".join(__import__("json").dumps(r) + "\n" for r in ROWS))
+    assert t.append(p) == 1
+    assert t.append(str(p)) == 2
+    assert t.append(p.read_bytes()) == 3
+    assert t.read() == ROWS * 3
+
+
+def test_input_pyarrow_table_and_reader(t):
+    assert t.append(arrow_table()) == 1
+    reader = pa.RecordBatchReader.from_batches(arrow_table().schema, arrow_table().to_batches())
+    assert t.append(reader) == 2
+    assert t.read() == ROWS * 2
+
+
+def test_input_pandas(t):
+    df = pd.DataFrame(
+        {
+            "id": [1, 2],
+            "region": ["EU", None],
+            "year": [2024, 2025],
+            "amount": [1.5, None],
+            "day": [datetime.date(2024, 1, 2), None],
+        }
+    )
+    assert t.append(df) == 1
+    assert t.read() == ROWS
+
+
+def test_input_polars(t):
+    df = pl.DataFrame(
+        {
+            "id": [1, 2],
+            "region": ["EU", None],
+            "year": [2024, 2025],
+            "amount": [1.5, None],
+            "day": [datetime.date(2024, 1, 2), None],
+        }
+    )
+    assert t.append(df) == 1
+    assert t.read() == ROWS
+
+
+def test_arrow_input_errors_name_row_and_column(t):
+    bad = pa.table({"id": [1, 2, 3], "year": ["x", "y", "z"]})
+    with pytest.raises(tinydelta.BadInputError) as e:
+        t.append(bad)
+    assert (e.value.file, e.value.line, e.value.column) == ("<arrow>", 1, "year")
+    nulls = pa.table({"id": pa.array([1, None], pa.int64())})
+    with pytest.raises(tinydelta.BadInputError) as e:
+        t.append(nulls)
+    assert (e.value.line, e.value.column) == (2, "id")
+    with pytest.raises(tinydelta.SchemaError) as e:
+        t.append(pa.table({"id": [1], "nope": [1]}))
+    assert e.value.column == "nope"
+    assert t.version == 0
+
+
+def test_outputs(t):
+    t.append(ROWS)
+    x = t.to_arrow()
+    tab = pa.table(x)
+    assert tab.num_rows == 2
+    assert tab.schema.field("id").type == pa.int64()
+    assert tab.schema.field("day").type == pa.date32()
+    assert tab.to_pylist()[0] == {**ROWS[0], "day": datetime.date(2024, 1, 2)}
+    assert pa.RecordBatchReader.from_stream(x).read_all().num_rows == 2
+    df = pl.DataFrame(t.to_arrow())
+    assert df["id"].to_list() == [1, 2]
+    assert pl.from_arrow(pa.table(t.to_arrow()))["region"].to_list() == ["EU", None]
+    rel = duckdb.sql("select sum(id) as s, count(*) as n from x")
+    assert rel.fetchall() == [(3, 2)]
+    pdf = t.to_pandas()
+    assert list(pdf["id"]) == [1, 2]
+    assert t.to_pandas(version=0).shape == (0, 5)
+
+
+def test_to_arrow_of_a_multi_file_table_streams_batches(table_path):
+    t = tinydelta.create(table_path, "id:int! pad:str")
+    per_file = 20_000
+    for f in range(3):
+        rows = b"".join(b'{"id":%d,"pad":"x"}\n' % (f * per_file + i) for i in range(per_file))
+        t.append(rows)
+    assert t.describe()["numFiles"] == 3
+    reader = pa.RecordBatchReader.from_stream(t.to_arrow())
+    sizes = [b.num_rows for b in reader]
+    assert sum(sizes) == 3 * per_file
+    assert max(sizes) <= 8192, sizes
+    assert len(sizes) >= 9, sizes  # each file in batches of at most 8192 rows
+
+
+def test_to_arrow_memory_is_bounded(table_path):
+    """Reading ~98 MB of rows batch by batch keeps the peak RSS growth to a few batches (8192
+    rows of ~1 KB are ~8 MB; the builders and the consumer's batch hold a few of them), far
+    below the version's size."""
+    t = tinydelta.create(table_path, "id:int! pad:str")
+    pad = "p" * 1000
+    for f in range(4):
+        t.append(b"".join(b'{"id":%d,"pad":"%s"}\n' % (i, pad.encode()) for i in range(24_000)))
+    size = t.describe()["bytes"]
+    assert size > 90_000_000
+    code = (
+        "import sys, pyarrow as pa, tinydelta\n"
+        "def hwm():\n"
+        "    for l in open('/proc/self/status'):\n"
+        "        if l.startswith('VmHWM:'): return int(l.split()[1]) * 1024\n"
+        "t = tinydelta.Table(sys.argv[1]); x = t.to_arrow()\n"
+        "base = hwm(); n = 0\n"
+        "for b in pa.RecordBatchReader.from_stream(x): n += b.num_rows\n"
+        "print(n, hwm() - base)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(table_path)], capture_output=True, text=True, check=True)
+    rows, grew = map(int, out.stdout.split())
+    assert rows == 96_000
+    assert grew < 40 << 20, f"peak RSS grew {grew} bytes reading {size} bytes"

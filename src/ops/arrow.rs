@@ -1,0 +1,89 @@
+//! A version's rows as Arrow record batches, read file by file in batches of
+//! [`crate::ops::export::convert::BATCH_ROWS`] rows (docs/PYTHON.md "Outputs"): the reader behind
+//! the Python package's `to_arrow`. Memory: one batch and one read buffer, whatever the size of
+//! the version.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::PathBuf;
+
+use arrow_array::{RecordBatch, RecordBatchReader};
+use arrow_schema::{ArrowError, SchemaRef};
+
+use crate::error::Result;
+use crate::log::snapshot::Snapshot;
+use crate::ops::export::convert::{JsonlBatches, arrow_schema, writes_type};
+use crate::table::Table;
+
+/// The record batches of one version: its data files in the order of the snapshot, each
+/// streamed through [`JsonlBatches`]. Every data file is opened (and its size checked) before
+/// the first batch, as `tinydelta read` does: a version is read whole or not at all.
+pub struct VersionBatches {
+    schema: crate::format::schema::Schema,
+    arrow: SchemaRef,
+    files: std::vec::IntoIter<(PathBuf, File)>,
+    current: Option<JsonlBatches<BufReader<File>>>,
+}
+
+/// The rows of `snap` (a version of `t`) as Arrow record batches (types as docs/EXPORT.md
+/// "Table": a `json` column is its canonical text).
+///
+/// Errors: as [`Table::open_data_files`]; [`crate::error::Error::InvalidArgument`] for a column type
+/// with no Arrow form (a map whose keys are not strings).
+pub fn batches(t: &Table, snap: &Snapshot) -> Result<VersionBatches> {
+    if let Some(c) = snap.schema.columns.iter().find(|c| !writes_type(&c.ty)) {
+        return Err(crate::error::Error::InvalidArgument(format!(
+            "column {} of type {} has no Arrow form (a map whose keys are not strings)",
+            crate::util::quote::quoted(&c.name),
+            c.ty
+        )));
+    }
+    let files = t.open_data_files(snap)?;
+    let files: Vec<(PathBuf, File)> = snap.files.iter().map(|f| t.root().join(&f.path)).zip(files).collect();
+    Ok(VersionBatches {
+        arrow: arrow_schema(&snap.schema),
+        schema: snap.schema.clone(),
+        files: files.into_iter(),
+        current: None,
+    })
+}
+
+impl VersionBatches {
+    /// The next batch, `None` after the last file.
+    ///
+    /// Errors: as [`JsonlBatches::next_batch`], naming the data file and the line.
+    pub fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        loop {
+            if let Some(cur) = &mut self.current {
+                match cur.next_batch()? {
+                    Some(b) => return Ok(Some(b)),
+                    None => self.current = None,
+                }
+            }
+            let Some((path, file)) = self.files.next() else {
+                return Ok(None);
+            };
+            self.current = Some(JsonlBatches::new(
+                BufReader::with_capacity(1 << 20, file),
+                &path,
+                &self.schema,
+            )?);
+        }
+    }
+}
+
+impl Iterator for VersionBatches {
+    type Item = std::result::Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_batch()
+            .map_err(|e| ArrowError::ExternalError(Box::new(e)))
+            .transpose()
+    }
+}
+
+impl RecordBatchReader for VersionBatches {
+    fn schema(&self) -> SchemaRef {
+        self.arrow.clone()
+    }
+}
