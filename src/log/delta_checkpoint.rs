@@ -30,7 +30,9 @@ pub struct State<'a> {
     /// The metaData in force.
     pub metadata: Option<&'a Metadata>,
     /// Live files.
-    pub live: &'a BTreeMap<String, Add>,
+    /// Live files in the order of the version's rows (a checkpoint keeps that order, so a
+    /// reader that replays from it reads the rows in the same order as from the commits).
+    pub live: Vec<(&'a str, &'a Add)>,
     /// Removed files not re-added.
     pub tombstones: &'a BTreeMap<String, Remove>,
 }

@@ -576,11 +576,9 @@ impl Table {
     /// the live files; [`Error::Io`] writing, naming the file.
     pub(crate) fn write_delta_checkpoint(&self, snap: &Snapshot) -> Result<()> {
         let files: Vec<&crate::log::snapshot::FileEntry> = snap.files.iter().map(|f| &**f).collect();
-        let live: BTreeMap<String, Add> = self
-            .add_actions(&files)?
-            .into_iter()
-            .map(|a| (a.path.clone(), a))
-            .collect();
+        // In snapshot order: the order of the version's rows.
+        let adds = self.add_actions(&files)?;
+        let live: std::collections::HashSet<&str> = adds.iter().map(|a| a.path.as_str()).collect();
         let mut tombstones: BTreeMap<String, Remove> = BTreeMap::new();
         let from = snap.version.saturating_sub(checkpoint_interval(&snap.metadata) - 1);
         for v in from..=snap.version {
@@ -588,7 +586,7 @@ impl Table {
             let Ok(c) = self.read_commit(v) else { continue };
             for a in c.actions {
                 if let Some(r) = a.remove
-                    && !live.contains_key(&r.path)
+                    && !live.contains(r.path.as_str())
                 {
                     tombstones.insert(r.path.clone(), r);
                 }
@@ -600,7 +598,7 @@ impl Table {
         let state = crate::log::delta_checkpoint::State {
             protocol: snap.protocol.clone(),
             metadata: Some(&snap.metadata),
-            live: &live,
+            live: adds.iter().map(|a| (a.path.as_str(), a)).collect(),
             tombstones: &tombstones,
         };
         crate::log::delta_checkpoint::write(&self.log, snap.version, &state)

@@ -425,3 +425,33 @@ proptest! {
         }
     }
 }
+
+/// Two separate opens of `data.jsonl` for writing in one process are two edits: the close of
+/// the first, while the second is open, commits nothing and must not answer 0 (docs/MOUNT.md
+/// "Limits"); the second's close commits its own edit.
+#[test]
+fn a_second_separate_open_makes_the_first_close_fail_not_lie() {
+    let e = setup();
+    e.ok(&format!(
+        r#"python3 -c '
+import os, errno
+p = os.environ["M"] + "/latest/data.jsonl"
+a = os.open(p, os.O_WRONLY | os.O_APPEND)
+b = os.open(p, os.O_WRONLY | os.O_APPEND)
+os.write(a, {:?}.encode() + b"\n")
+try:
+    os.close(a)
+    raise SystemExit("the first close answered 0 but its edit is not committed")
+except OSError as err:
+    assert err.errno == errno.EINVAL, err
+os.write(b, {:?}.encode() + b"\n")
+os.close(b)
+'"#,
+        row(8, "x"),
+        row(9, "y")
+    ));
+    assert_eq!(e.f.latest(), 4, "one commit: the second open's");
+    let rows = e.rows();
+    assert_eq!(rows.last(), Some(&row(9, "y")));
+    assert!(!rows.contains(&row(8, "x")), "{rows:?}");
+}

@@ -278,6 +278,18 @@ impl TableView {
         // rewrites) does not count.
         let ino = caller.ino.unwrap_or_else(|| Node::VersionFile(e.version, VersionFile::Data).ino());
         if caller.still_open && caller.tgid.is_some_and(|t| self.procs.writes_open(t, ino)) {
+            // A separate open of the same file by this process is another edit: this one would
+            // be dropped at its release, so its close must not answer 0 (docs/MOUNT.md
+            // "Limits"). A descriptor duplicated from this one is the same edit: its close
+            // commits.
+            if lock(&e.st).changed && self.other_edit_open(e) {
+                let err = crate::error::Error::InvalidArgument(format!(
+                    "this process holds another descriptor of v/{}/data.jsonl open for writing through a \
+                     separate open, whose close commits its own edit; write through one open",
+                    e.version
+                ));
+                return Err(self.edit_failed(e.version, &format!("v/{}/data.jsonl", e.version), err));
+            }
             return Ok(());
         }
         let mut st = lock(&e.st);
@@ -326,6 +338,15 @@ impl TableView {
             }
             Err(err) => Err(self.edit_failed(v, &source, err)),
         }
+    }
+
+    /// Whether another open of `e`'s file for writing by the same process (a separate edit, not
+    /// a descriptor duplicated from `e`'s) is live.
+    fn other_edit_open(&self, e: &Edit) -> bool {
+        lock(&self.handles).values().any(|h| match &**h {
+            Handle::Edit(o) => !std::ptr::eq(&**o, e) && o.opener == e.opener && o.version == e.version,
+            _ => false,
+        })
     }
 
     /// Commit `src` as an edit of version `v` (docs/MOUNT.md "Editing latest/data.jsonl").

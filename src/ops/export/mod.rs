@@ -1053,7 +1053,7 @@ impl Dest {
             // Every DEST version 0 (and a first version after vacuumed ones) has a protocol.
             protocol: self.protocol.clone().unwrap_or_else(|| crate::log::snapshot::protocol_with(&[], None)),
             metadata: self.metadata.as_ref(),
-            live: &self.live,
+            live: self.live.iter().map(|(p, a)| (p.as_str(), a)).collect(),
             tombstones: &self.tombstones,
         }
     }
