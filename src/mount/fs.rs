@@ -555,6 +555,12 @@ impl Filesystem for TableFs {
             );
         let who = if edit || super::inode::Node::from_ino(ino.0).is_some_and(|n| matches!(n, super::inode::Node::Staged(_))) {
             self.view.caller(req.pid(), None)
+        } else if matches!(
+            super::inode::Node::from_ino(ino.0),
+            Some(super::inode::Node::VersionFile(_, super::inode::VersionFile::Data))
+        ) {
+            // A read of data.jsonl is the base of the reader's next edit (its thread group).
+            self.view.closing_caller(req.pid(), None)
         } else {
             Caller::default()
         };

@@ -230,6 +230,10 @@ pub struct TableView {
     compacting: Arc<(std::sync::atomic::AtomicBool, std::sync::atomic::AtomicBool)>,
     /// Why the last edit of a version's `data.jsonl` failed, by version (`v/<n>/data.jsonl.error`).
     pub(super) edit_notes: Mutex<HashMap<u64, String>>,
+    /// The version of the `data.jsonl` each process (thread-group id) last opened for reading:
+    /// the base of its next edit (docs/MOUNT.md "Editing latest/data.jsonl"), since `latest`
+    /// may move between the tool's read and its write.
+    pub(super) read_bases: Mutex<HashMap<u32, u64>>,
 }
 
 /// Up to `limit` entries of a listing of `total` entries computed from their index (`entry(i)`:
@@ -297,6 +301,7 @@ impl TableView {
             changes: ChangesNode::default(),
             compacting: Arc::default(),
             edit_notes: Mutex::default(),
+            read_bases: Mutex::default(),
         };
         view.restore_staged(found, &committed)?;
         Ok(view)
@@ -788,6 +793,9 @@ impl TableView {
                 if write && f == VersionFile::Data {
                     self.check_version(v)?;
                     return self.open_edit(v, flags, caller);
+                }
+                if f == VersionFile::Data {
+                    self.note_read_base(v, caller);
                 }
                 if write {
                     return Err(FsError::ReadOnly);

@@ -544,6 +544,25 @@ impl PartReader {
         if line.first() != Some(&b'{') {
             return Err(self.bad("a row does not start with '{'".into()));
         }
+        // A change data file's row ends with its own `_change_type`, one of Delta's four, and
+        // is one JSON object (docs/FORMAT.md "The change feed").
+        if self.part.change == ChangeType::Recorded {
+            let kinds = [
+                crate::table::cdc::DELETE,
+                crate::table::cdc::INSERT,
+                crate::table::cdc::PREIMAGE,
+                crate::table::cdc::POSTIMAGE,
+            ];
+            let ends_with_kind = kinds
+                .iter()
+                .any(|k| body.ends_with(format!("\"_change_type\":\"{k}\"").as_bytes()));
+            if !ends_with_kind {
+                return Err(self.bad("a change data row does not end with a _change_type of delete, insert, update_preimage or update_postimage".into()));
+            }
+            if serde_json::from_slice::<serde::de::IgnoredAny>(line).is_err() {
+                return Err(self.bad("a change data row is not one JSON object".into()));
+            }
+        }
         out.extend_from_slice(body);
         if body[1..].iter().all(u8::is_ascii_whitespace) {
             // `{}`: no column before ours, so a space takes the comma's place (same length).

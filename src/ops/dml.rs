@@ -1511,7 +1511,11 @@ pub fn edit_rows(table: &Table, read_version: u64, edit: RowsEdit<'_>, opts: &Ch
         .iter()
         .map(|c| edit.file_rows[c.file] - c.deleted.len() as u64 - c.replaced.len() as u64)
         .sum();
-    let operation = if updated == 0 && inserted == 0 { "DELETE" } else { "UPDATE" };
+    let operation = match (deleted, updated, inserted == edit.appended_rows) {
+        (0, 0, true) if inserted > 0 => "WRITE",
+        _ if updated == 0 && inserted == 0 => "DELETE",
+        _ => "UPDATE",
+    };
     let metrics = move |t: &Totals| {
         let mut m = BTreeMap::from([
             ("numCopiedRows".to_string(), copied),
@@ -1525,8 +1529,16 @@ pub fn edit_rows(table: &Table, read_version: u64, edit: RowsEdit<'_>, opts: &Ch
             m.insert("numUpdatedRows".into(), updated);
             m.insert("numInsertedRows".into(), inserted);
         }
+        if operation == "WRITE" {
+            m.insert("numOutputRows".into(), inserted);
+            m.insert("numFiles".into(), t.added_files);
+        }
         m
     };
+    let mut params = edit.params;
+    if operation == "WRITE" {
+        params.insert("mode".into(), "Append".into());
+    }
     let max_line = opts.write.max_line_bytes.unwrap_or(rows::DEFAULT_MAX_LINE_BYTES);
     let mut extra = Vec::new();
     if let Some(r) = edit.appended {
@@ -1534,7 +1546,7 @@ pub fn edit_rows(table: &Table, read_version: u64, edit: RowsEdit<'_>, opts: &Ch
     }
     let plan = Plan {
         operation,
-        params: edit.params,
+        params,
         extra,
         metrics: &metrics,
         read_all: true,

@@ -16,7 +16,7 @@ use std::io::{self, Read};
 use crate::error::{Error, Result};
 use crate::format::rows::LineCheck;
 use crate::ops::dml::{self, ChangeOptions, Hunk, RowsEdit};
-use crate::table::{Table, WriteOptions};
+use crate::table::Table;
 
 /// The bytes of an edited file, read at any offset.
 pub trait EditSource: Sync {
@@ -287,24 +287,10 @@ pub fn commit_edit(table: &Table, base: u64, source: &str, src: &dyn EditSource,
     drop(a);
     let mut params = BTreeMap::from([("source".to_string(), source.to_string())]);
     params.extend(opts.extra_params.iter().cloned());
-    // Rows only added after the last one: a blind append (docs/MOUNT.md "Editing
-    // latest/data.jsonl").
+    // Rows only added after the last one are still no blind append: the tool read the whole
+    // version, so a commit since that removed one of its files conflicts (docs/MOUNT.md
+    // "Editing latest/data.jsonl"); `edit_rows` commits them as a WRITE (Append).
     let tail = hunks.last().filter(|h| h.base.is_empty() && h.base.start == total).cloned();
-    if hunks.len() == 1
-        && let Some(t) = &tail
-    {
-        let from = offsets[t.new.start as usize];
-        let wopts = WriteOptions {
-            extra_params: params.into_iter().collect(),
-            max_line_bytes: Some(max_line),
-            ..Default::default()
-        };
-        let reader = io::BufReader::with_capacity(1 << 20, SourceReader { src, at: from });
-        report.version = table.append(source, reader, &wopts)?;
-        report.operation = "WRITE";
-        report.inserted = t.new.end - t.new.start;
-        return Ok(report);
-    }
     let mut line = |n: u64| -> Result<String> { read_line(src, source, offsets[n as usize], max_line) };
     let mut appended_reader;
     let appended: Option<&mut dyn Read> = match &tail {

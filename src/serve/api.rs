@@ -171,7 +171,24 @@ fn changes(st: &State, q: &Query) -> Result<Value> {
     }
     let parts = feed.parts();
     let count = |c: ChangeType| parts.iter().filter(|p| p.change == c).map(|p| p.rows).sum::<u64>();
-    let (deleted, inserted) = (count(ChangeType::Delete), count(ChangeType::Insert));
+    let (mut deleted, mut inserted) = (count(ChangeType::Delete), count(ChangeType::Insert));
+    // A change data file's rows carry their own `_change_type` (docs/FORMAT.md "The change
+    // feed"): counted from the file (pre-images as deleted, post-images as inserted rows).
+    let mut updated = 0u64;
+    for p in parts.iter().filter(|p| p.change == ChangeType::Recorded) {
+        let f = t.open_data_file(&p.path, p.size)?;
+        for line in std::io::BufRead::split(std::io::BufReader::new(f), b'\n') {
+            let line = line.map_err(|e| Error::io("read", t.root().join(&p.path), e))?;
+            let kind = |k: &str| line.ends_with(format!("\"_change_type\":\"{k}\"}}").as_bytes());
+            if kind("delete") {
+                deleted += 1;
+            } else if kind("insert") {
+                inserted += 1;
+            } else if kind("update_preimage") {
+                updated += 1;
+            }
+        }
+    }
     let n: Vec<u64> = parts.iter().map(|p| p.rows).collect();
     let schema = t.snapshot_arc(to)?.schema.clone();
     let mut out = Vec::new();
@@ -199,10 +216,20 @@ fn changes(st: &State, q: &Query) -> Result<Value> {
         let whole = st.pager.read_run(t, &f, schema, &run, &mut rows, &mut budget)?;
         let last = !whole || budget == 0;
         for r in rows {
+            let (change, row) = match p.change.as_str() {
+                Some(c) => (json!(c), json!(r)),
+                // A change data row: its own `_change_type`, taken out of the row.
+                None => {
+                    let mut v: Value = serde_json::from_str(r.get())
+                        .map_err(|e| Error::Internal(format!("a change data row read back is not JSON: {e}")))?;
+                    let c = v.as_object_mut().and_then(|o| o.remove("_change_type")).unwrap_or(Value::Null);
+                    (c, v)
+                }
+            };
             out.push(json!({
-                "_change_type": p.change.as_str(),
+                "_change_type": change,
                 "_commit_version": p.version,
-                "row": r,
+                "row": row,
             }));
         }
         if last {
@@ -214,7 +241,8 @@ fn changes(st: &State, q: &Query) -> Result<Value> {
         "to": to,
         "deleted": deleted,
         "inserted": inserted,
-        "total": deleted + inserted,
+        "updated": updated,
+        "total": deleted + inserted + 2 * updated,
         "offset": offset,
         "limit": limit,
         "rows": out,

@@ -455,3 +455,56 @@ os.close(b)
     assert_eq!(rows.last(), Some(&row(9, "y")));
     assert!(!rows.contains(&row(8, "x")), "{rows:?}");
 }
+
+/// The base of an edit is the version the tool read, even when `latest` moved before it made
+/// its temporary (docs/MOUNT.md "Editing latest/data.jsonl"): a blind append committed in
+/// between stays, and a delete committed in between makes the rename fail with EBUSY instead
+/// of bringing the deleted row back. A rewrite that only adds rows is checked the same way.
+#[test]
+fn an_edit_is_checked_against_the_version_its_tool_read() {
+    let e = setup();
+    let edit = |between: &str, tool: &str| {
+        e.sh(&format!(
+            r#"python3 -c '
+import os, subprocess, sys
+m = os.environ["M"]
+d = open(m + "/latest/data.jsonl").read()
+subprocess.run(["sh", "-c", sys.argv[1]], check=True)
+d = d.replace("\"s\":\"a\"", "\"s\":\"E\"", 1) if sys.argv[2] == "rename" else d + "{}\n"
+if sys.argv[2] == "rename":
+    open(m + "/latest/tmp.jsonl", "w").write(d)
+    os.rename(m + "/latest/tmp.jsonl", m + "/latest/data.jsonl")
+else:
+    with open(m + "/latest/data.jsonl", "w") as f:
+        f.write(d)
+' '{between}' '{tool}'"#,
+            row(50, "z").replace('"', "\\\"")
+        ))
+    };
+    let td = e.f.t();
+    // A blind append in between: no conflict, its row stays, the edit applies.
+    let out = edit(
+        &format!("echo \"{}\" | {TD_BIN} append {td}", row(99, "c").replace('"', "\\\"")),
+        "rename",
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows = e.rows();
+    assert!(rows.contains(&row(99, "c")), "the appended row was lost: {rows:?}");
+    assert_eq!(rows[0], row(1, "E"));
+    // A delete in between: the rename fails, the deleted row does not come back.
+    let out = edit(&format!("{TD_BIN} delete {td} --where \"id = 2\""), "rename");
+    assert!(!out.status.success(), "the rename answered 0");
+    assert!(!e.rows().contains(&row(2, "b")), "{:?}", e.rows());
+    // A rewrite that only adds a row, racing a delete: refused too.
+    let out = edit(&format!("{TD_BIN} delete {td} --where \"id = 4\""), "rewrite");
+    assert!(
+        !out.status.success(),
+        "the close answered 0; log: {}",
+        fs::read_to_string(&e.m.log).unwrap_or_default()
+    );
+    let rows = e.rows();
+    assert!(
+        !rows.contains(&row(4, "b")) && !rows.contains(&row(50, "z")),
+        "{rows:?}"
+    );
+}

@@ -323,7 +323,10 @@ impl TableView {
                 prefix: st.prefix,
                 len: st.len,
             };
-            self.commit_edit_of(v, &source, &src)
+            // Bytes all written by the tool (none read through from `v`): their base is the
+            // version the tool read.
+            let base = if st.prefix == 0 { self.edit_base(v, caller) } else { v };
+            self.commit_edit_of(base, &source, &src)
         };
         match result {
             Ok(version) => {
@@ -349,13 +352,36 @@ impl TableView {
         })
     }
 
-    /// Commit `src` as an edit of version `v` (docs/MOUNT.md "Editing latest/data.jsonl").
-    fn commit_edit_of(&self, v: u64, source: &str, src: &dyn EditSource) -> crate::error::Result<Option<u64>> {
+    /// Remember that `caller` opened version `v`'s `data.jsonl` for reading (the base of its
+    /// next edit). Bounded: past 4096 processes the oldest knowledge is dropped (an edit then
+    /// takes its folder's version as its base).
+    pub(super) fn note_read_base(&self, v: u64, caller: Caller) {
+        let Some(t) = caller.tgid else { return };
+        let mut m = lock(&self.read_bases);
+        if m.len() >= 4096 && !m.contains_key(&t) {
+            m.clear();
+        }
+        m.insert(t, v);
+    }
+
+    /// The base of an edit written into version `v`'s folder by `caller`: the version of the
+    /// `data.jsonl` it last opened for reading when that is older than `v` (the tool read it
+    /// before `latest` moved: its edit is checked against the commits since), else `v`.
+    pub(super) fn edit_base(&self, v: u64, caller: Caller) -> u64 {
+        caller
+            .tgid
+            .and_then(|t| lock(&self.read_bases).get(&t).copied())
+            .filter(|r| *r < v)
+            .unwrap_or(v)
+    }
+
+    /// Commit `src` as an edit of version `base` (docs/MOUNT.md "Editing latest/data.jsonl").
+    fn commit_edit_of(&self, base: u64, source: &str, src: &dyn EditSource) -> crate::error::Result<Option<u64>> {
         let opts = EditOptions {
             max_line_bytes: Some(self.cfg.max_line_bytes),
             extra_params: Vec::new(),
         };
-        let r = commit_edit(self.table(), v, source, src, &opts)?;
+        let r = commit_edit(self.table(), base, source, src, &opts)?;
         if let Some(n) = r.version {
             info!(
                 "{source}: {} of {} deleted, {} updated, {} inserted rows as version {n}",
@@ -502,7 +528,7 @@ impl TableView {
                     len: b.len,
                 }
             };
-            match self.commit_edit_of(v, &source, &src) {
+            match self.commit_edit_of(self.edit_base(v, caller), &source, &src) {
                 Ok(_) => {
                     lock(&self.edit_notes).remove(&v);
                     Ok(())
