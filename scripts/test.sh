@@ -9,7 +9,8 @@
 #      tests/cli/serve.rs, with Debian's chromium-driver: selenium downloads nothing) for the Delta interop tests
 #      (tests/cli/delta_compat.rs, tests/cli/export.rs), unless .venv already has them, and .venv-delta
 #      with DuckDB's delta extension as packaged for pip (duckdb-extension-delta, which pins the
-#      duckdb it was built for, so it lives apart; tests/cli/export.rs reads exports with delta_scan);
+#      duckdb it was built for, so it lives apart; tests/cli/export.rs reads exports with delta_scan)
+#      and duckdb-cli (the `duckdb` command the CSV hint names; tests/cli/cli.rs runs the hint offline);
 #   4. runs `cargo test --release` with TINYDELTA_PYTHON pointing at .venv/bin/python: the
 #      integration-test binaries lib (the library in-process), cli (the `tinydelta` binary) and
 #      mount (real FUSE mounts), see tests/*/main.rs, after the unit tests.
@@ -99,9 +100,9 @@ fi
 print(f"python {sys.version.split()[0]}, deltalake {deltalake.__version__}, duckdb {duckdb.__version__}, pyarrow {pyarrow.__version__}, polars {polars.__version__}")'
 export TINYDELTA_PYTHON="$repo/.venv/bin/python"
 
-step "Python venv (.venv-delta): duckdb-extension-delta (DuckDB's delta_scan)"
+step "Python venv (.venv-delta): duckdb-extension-delta (DuckDB's delta_scan) and duckdb-cli (the duckdb command of the CSV hint)"
 delta_ok() {
-    [[ -x .venv-delta/bin/python ]] &&
+    [[ -x .venv-delta/bin/python && -x .venv-delta/bin/duckdb ]] &&
         .venv-delta/bin/python -c 'import duckdb, duckdb_extension_delta' >/dev/null 2>&1
 }
 if delta_ok; then
@@ -111,9 +112,9 @@ else
         rm -rf .venv-delta
         python3 -m venv .venv-delta || die "python3 -m venv .venv-delta failed"
     fi
-    .venv-delta/bin/python -m pip install --quiet --disable-pip-version-check duckdb-extension-delta </dev/null ||
-        die "pip install duckdb-extension-delta into .venv-delta failed"
-    delta_ok || die ".venv-delta/bin/python still cannot import duckdb and duckdb_extension_delta"
+    .venv-delta/bin/python -m pip install --quiet --disable-pip-version-check duckdb-extension-delta duckdb-cli </dev/null ||
+        die "pip install duckdb-extension-delta duckdb-cli into .venv-delta failed"
+    delta_ok || die ".venv-delta/bin/python still cannot import duckdb and duckdb_extension_delta, or has no bin/duckdb"
 fi
 .venv-delta/bin/python -c 'import duckdb; print(f"duckdb {duckdb.__version__} with the delta extension")'
 export TINYDELTA_DELTA_PYTHON="$repo/.venv-delta/bin/python"

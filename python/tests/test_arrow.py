@@ -158,3 +158,34 @@ def test_to_arrow_memory_is_bounded(table_path):
     rows, grew = map(int, out.stdout.split())
     assert rows == 96_000
     assert grew < 40 << 20, f"peak RSS grew {grew} bytes reading {size} bytes"
+
+
+def test_a_json_column_round_trips_through_arrow(table_path, tmp_path):
+    # to_arrow gives a json column as its canonical text; append takes that text back.
+    src = tinydelta.create(table_path, "id:int! doc:json")
+    rows = [{"id": 1, "doc": {"a": [1, 2.5, None], "b": {"c": "x"}}}, {"id": 2, "doc": None}, {"id": 3, "doc": "s"}]
+    src.append(rows)
+    copy = tinydelta.create(str(tmp_path / "copy"), "id:int! doc:json")
+    assert copy.append(src.to_arrow()) == 1
+    assert copy.read() == src.read() == rows
+    bad = pa.table({"id": pa.array([1, 2], pa.int64()), "doc": ["[1]", "{not json"]})
+    with pytest.raises(tinydelta.BadInputError) as e:
+        copy.append(bad)
+    assert e.value.line == 2 and e.value.column == "doc", e.value
+    assert "not JSON" in str(e.value)
+    assert copy.describe()["version"] == 1
+
+
+def test_decimals_from_dicts_keep_every_digit(table_path):
+    import decimal
+
+    t = tinydelta.create(table_path, "id:int! price:decimal(38,18) small:decimal(10,9)")
+    big = decimal.Decimal("12345678901234567890.123456789012345678")
+    tiny = decimal.Decimal("1E-9")
+    assert float(big) == float(decimal.Decimal("12345678901234567890.123456789012345677"))  # a float loses them
+    t.append([{"id": 1, "price": big, "small": tiny}, {"id": 2, "price": decimal.Decimal("-0.5"), "small": None}])
+    # to_arrow gives decimal128 values: the exact digits that were written.
+    got = pa.table(t.to_arrow()).to_pylist()
+    assert [(r["price"], r["small"]) for r in got] == [(big, tiny), (decimal.Decimal("-0.5"), None)], got
+    with pytest.raises(ValueError):
+        t.append([{"id": 3, "price": decimal.Decimal("NaN"), "small": None}])

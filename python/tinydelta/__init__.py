@@ -87,7 +87,7 @@ def _json_default(v: Any) -> Any:
     if isinstance(v, _dt.date):
         return v.isoformat()
     if isinstance(v, _decimal.Decimal):
-        return float(v)
+        raise _HasDecimal
     if isinstance(v, (bytes, bytearray, memoryview)):
         return base64.b64encode(bytes(v)).decode("ascii")
     if isinstance(v, (set, frozenset, tuple)):
@@ -95,12 +95,40 @@ def _json_default(v: Any) -> Any:
     raise TypeError(f"{type(v).__name__} is not a JSON value")
 
 
+class _HasDecimal(Exception):
+    """A row holds a ``decimal.Decimal``: encode it with :func:`_exact_json` instead."""
+
+
+def _exact_json(v: Any) -> str:
+    """``v`` as JSON text as ``json.dumps`` writes it, except that a ``Decimal`` is written as its
+    exact digits (a JSON number, never through ``float``), so a ``decimal(38,s)`` column gets the
+    value the caller holds. NaN and infinities raise ``ValueError`` as ``allow_nan=False`` does."""
+    if isinstance(v, _decimal.Decimal):
+        if not v.is_finite():
+            raise ValueError(f"Out of range decimal values are not JSON compliant: {v}")
+        return str(v)
+    if isinstance(v, Mapping):
+        parts = []
+        for k, x in v.items():
+            if not isinstance(k, str):
+                # json.dumps's own key rules (int, float, bool, None keys become text).
+                k = next(iter(json.loads(json.dumps({k: None}))))
+            parts.append(json.dumps(k, ensure_ascii=False) + ":" + _exact_json(x))
+        return "{" + ",".join(parts) + "}"
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return "[" + ",".join(_exact_json(x) for x in v) + "]"
+    return json.dumps(v, default=_json_default, ensure_ascii=False, allow_nan=False)
+
+
 def _dict_rows(rows: Iterable[Mapping[str, Any]]) -> bytes:
     out = []
     for r in rows:
         if not isinstance(r, Mapping):
             raise TypeError(f"rows must be dicts, got {type(r).__name__}")
-        out.append(json.dumps(r, default=_json_default, ensure_ascii=False, allow_nan=False))
+        try:
+            out.append(json.dumps(r, default=_json_default, ensure_ascii=False, allow_nan=False))
+        except _HasDecimal:
+            out.append(_exact_json(r))
         out.append("\n")
     return "".join(out).encode("utf-8")
 

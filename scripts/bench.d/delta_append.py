@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Figure 7 baseline: one-row appends with the `deltalake` package, all in one process.
 
-Usage: delta_append.py TABLE_DIR COMMITS ROW_JSON_FILE
+Usage: delta_append.py TABLE_DIR COMMITS ROW_JSON_FILE [--keep]
 
 Creates a fresh Delta table at TABLE_DIR (untimed) with the first row of ROW_JSON_FILE, then
 times COMMITS calls of write_deltalake(TABLE_DIR, one_row, mode="append") and prints the seconds
-per commit (total / COMMITS).
+per commit (total / COMMITS). With --keep, TABLE_DIR is an existing table: only the COMMITS
+appends are made.
 """
 import json
 import shutil
@@ -35,8 +36,9 @@ def main():
     r = dict(row)
     r["time_hour"] = datetime.fromisoformat(r["time_hour"].replace("Z", "+00:00"))
     tbl = pa.Table.from_pylist([r], schema=schema)
-    shutil.rmtree(path, ignore_errors=True)
-    write_deltalake(path, tbl, mode="append")  # version 0, untimed
+    if "--keep" not in sys.argv[4:]:
+        shutil.rmtree(path, ignore_errors=True)
+        write_deltalake(path, tbl, mode="append")  # version 0, untimed
     t = time.perf_counter()
     for _ in range(n):
         write_deltalake(path, tbl, mode="append")

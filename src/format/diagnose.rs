@@ -415,7 +415,7 @@ fn hint(
                 None => "duckdb -c \"COPY (FROM read_csv('/dev/stdin')) TO '/dev/stdout' (FORMAT json)\"".into(),
             };
             hints.push(format!(
-                "line {line} looks like a {kind} header (column names separated by {name}), but tinydelta reads JSON Lines (one object per line): convert it first, e.g. `{cmd} | tinydelta append TABLE`."
+                "line {line} looks like a {kind} header (column names separated by {name}), but tinydelta reads JSON Lines (one object per line): convert it first, e.g. `{cmd} | tinydelta append TABLE` (the `duckdb` command from `pip install duckdb-cli`, which needs no network)."
             ));
         }
     }

@@ -220,6 +220,12 @@ pub fn write_jsonl(
     }
     let mut rows = 0u64;
     let mut line = Vec::with_capacity(1 << 10);
+    let layout = RowLayout {
+        schema,
+        prefixes: &prefixes,
+        fixed: &fixed,
+        src: Source::Parquet,
+    };
     for batch in reader {
         let batch = batch.map_err(|e| corrupt(path, format!("data file is not readable Parquet: {e}")))?;
         let mut cols = batch_columns(&batch, schema, &fixed);
@@ -249,7 +255,7 @@ pub fn write_jsonl(
                 continue;
             }
             line.clear();
-            row_json(schema, &prefixes, &fixed, &cols, &keys, r, &mut line).map_err(|(ci, why)| {
+            row_json(&layout, &cols, &keys, r, &mut line).map_err(|(ci, why)| {
                 corrupt(
                     path,
                     format!("row {}, column {}: {why}", rows + r as u64 + 1, quoted(&schema.columns[ci].name)),
@@ -293,18 +299,32 @@ fn key_prefixes(schema: &Schema) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// What stays the same for every row of a batch turned into JSONL: the table's schema, each
+/// column's `"name":` prefix ([`key_prefixes`]), the fixed partition values, and where the
+/// batch comes from.
+struct RowLayout<'a> {
+    schema: &'a Schema,
+    prefixes: &'a [Vec<u8>],
+    fixed: &'a [Option<Vec<u8>>],
+    src: Source,
+}
+
 /// Row `r` of a batch (its columns `cols` as [`batch_columns`] found them, dictionary keys
-/// `keys`, fixed partition values `fixed`) as one canonical JSONL line with its `\n`, appended
-/// to `line`. Errors: the index of the column to blame and why.
+/// `keys`) as one canonical JSONL line with its `\n`, appended to `line`. Errors: the index of
+/// the column to blame and why.
 fn row_json(
-    schema: &Schema,
-    prefixes: &[Vec<u8>],
-    fixed: &[Option<Vec<u8>>],
+    layout: &RowLayout<'_>,
     cols: &[Option<&dyn Array>],
     keys: &[Option<Vec<usize>>],
     r: usize,
     line: &mut Vec<u8>,
 ) -> std::result::Result<(), (usize, String)> {
+    let RowLayout {
+        schema,
+        prefixes,
+        fixed,
+        src,
+    } = *layout;
     for (ci, c) in schema.columns.iter().enumerate() {
         line.extend_from_slice(&prefixes[ci]);
         let at = line.len();
@@ -312,8 +332,10 @@ fn row_json(
             (Some(v), _) => line.extend_from_slice(v),
             (None, None) => line.extend_from_slice(b"null"),
             (None, Some(a)) => match (&keys[ci], a.as_any_dictionary_opt()) {
-                (Some(k), Some(d)) if !a.is_null(r) && r < k.len() => value_json(d.values().as_ref(), k[r], &c.ty, line),
-                _ => value_json(a, r, &c.ty, line),
+                (Some(k), Some(d)) if !a.is_null(r) && r < k.len() => {
+                    value_json_from(d.values().as_ref(), k[r], &c.ty, src, line)
+                }
+                _ => value_json_from(a, r, &c.ty, src, line),
             }
             .map_err(|why| (ci, why))?,
         }
@@ -360,8 +382,14 @@ pub fn batch_jsonl(batch: &RecordBatch, schema: &Schema, name: &str, first_row: 
         .map(|c| c.and_then(|a| a.as_any_dictionary_opt()).map(|d| d.normalized_keys()))
         .collect();
     let prefixes = key_prefixes(schema);
+    let layout = RowLayout {
+        schema,
+        prefixes: &prefixes,
+        fixed: &fixed,
+        src: Source::Arrow,
+    };
     for r in 0..batch.num_rows() {
-        row_json(schema, &prefixes, &fixed, &cols, &keys, r, out)
+        row_json(&layout, &cols, &keys, r, out)
             .map_err(|(ci, why)| {
                 bad(
                     first_row + r as u64,
@@ -606,15 +634,37 @@ fn micros_json(us: i64, out: &mut Vec<u8>) -> std::result::Result<(), String> {
     write!(out, "\"{}\"", t.format("%Y-%m-%dT%H:%M:%S%.6fZ")).map_err(|e| e.to_string())
 }
 
-/// Row `r` of `a` as canonical JSON of a column of type `ty`.
+/// Where the Arrow arrays being turned into rows come from: a Parquet data file or checkpoint
+/// (a `json` column must be a variant struct, PROTOCOL "Variant Data Type"), or Arrow data
+/// handed to the Python package (docs/PYTHON.md "Inputs"), where a `json` column may also be the
+/// JSON text `to_arrow` gives it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Parquet,
+    Arrow,
+}
+
+/// Row `r` of `a` as canonical JSON of a column of type `ty`, as read from a Parquet file.
 fn value_json(a: &dyn Array, r: usize, ty: &ColumnType, out: &mut Vec<u8>) -> std::result::Result<(), String> {
+    value_json_from(a, r, ty, Source::Parquet, out)
+}
+
+/// Row `r` of `a` as canonical JSON of a column of type `ty`, with `src` saying which Arrow
+/// types a `json` column may have.
+fn value_json_from(
+    a: &dyn Array,
+    r: usize,
+    ty: &ColumnType,
+    src: Source,
+    out: &mut Vec<u8>,
+) -> std::result::Result<(), String> {
     if a.is_null(r) {
         out.extend_from_slice(b"null");
         return Ok(());
     }
     if let Some(d) = a.as_any_dictionary_opt() {
         let k = d.normalized_keys()[r];
-        return value_json(d.values().as_ref(), k, ty, out);
+        return value_json_from(d.values().as_ref(), k, ty, src, out);
     }
     let mismatch = || format!("Parquet type {} does not hold a {ty} column", a.data_type());
     macro_rules! int {
@@ -747,7 +797,7 @@ fn value_json(a: &dyn Array, r: usize, ty: &ColumnType, out: &mut Vec<u8>) -> st
                 if i > 0 {
                     out.push(b',');
                 }
-                child_json(items.as_ref(), i, &e.ty, e.nullable, out).map_err(|why| format!("[{i}]: {why}"))?;
+                child_json(items.as_ref(), i, &e.ty, e.nullable, src, out).map_err(|why| format!("[{i}]: {why}"))?;
             }
             out.push(b']');
             Ok(())
@@ -762,7 +812,7 @@ fn value_json(a: &dyn Array, r: usize, ty: &ColumnType, out: &mut Vec<u8>) -> st
                 let _ = serde_json::to_writer(&mut *out, c.name.as_str());
                 out.push(b':');
                 match field_of(fields, c) {
-                    Some(i) => child_json(st.column(i).as_ref(), r, &c.ty, c.nullable, out),
+                    Some(i) => child_json(st.column(i).as_ref(), r, &c.ty, c.nullable, src, out),
                     None if c.nullable => {
                         out.extend_from_slice(b"null");
                         Ok(())
@@ -785,7 +835,7 @@ fn value_json(a: &dyn Array, r: usize, ty: &ColumnType, out: &mut Vec<u8>) -> st
                     out.push(b',');
                 }
                 key.clear();
-                child_json(keys.as_ref(), i, &m.key, false, &mut key).map_err(|why| format!("a key: {why}"))?;
+                child_json(keys.as_ref(), i, &m.key, false, src, &mut key).map_err(|why| format!("a key: {why}"))?;
                 // JSON object keys are strings: a string key as it is, another key as its JSON text.
                 match m.key {
                     ColumnType::Str => out.extend_from_slice(&key),
@@ -795,13 +845,25 @@ fn value_json(a: &dyn Array, r: usize, ty: &ColumnType, out: &mut Vec<u8>) -> st
                     }
                 }
                 out.push(b':');
-                child_json(values.as_ref(), i, &m.value.ty, m.value.nullable, out)
+                child_json(values.as_ref(), i, &m.value.ty, m.value.nullable, src, out)
                     .map_err(|why| format!("the value of key {}: {why}", String::from_utf8_lossy(&key)))?;
             }
             out.push(b'}');
             Ok(())
         }
         (DataType::Struct(_), ColumnType::Json) => variant_json(a.as_struct(), r, out),
+        (DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View, ColumnType::Json) if src == Source::Arrow => {
+            let text = match a.data_type() {
+                DataType::Utf8 => a.as_string::<i32>().value(r),
+                DataType::LargeUtf8 => a.as_string::<i64>().value(r),
+                _ => a.as_string_view().value(r),
+            };
+            // The text is checked here and made canonical by the write path, as a JSONL value.
+            serde_json::from_str::<&serde_json::value::RawValue>(text)
+                .map_err(|e| format!("the text of a json column is not JSON ({e})"))?;
+            out.extend_from_slice(text.trim().as_bytes());
+            Ok(())
+        }
         (_, ColumnType::Json) => Err(format!(
             "Parquet type {} does not hold variant values (a struct of metadata and value binaries)",
             a.data_type()
@@ -811,11 +873,18 @@ fn value_json(a: &dyn Array, r: usize, ty: &ColumnType, out: &mut Vec<u8>) -> st
 }
 
 /// [`value_json`] of an element or field, refusing a null where its type says NOT NULL.
-fn child_json(a: &dyn Array, r: usize, ty: &ColumnType, nullable: bool, out: &mut Vec<u8>) -> std::result::Result<(), String> {
+fn child_json(
+    a: &dyn Array,
+    r: usize,
+    ty: &ColumnType,
+    nullable: bool,
+    src: Source,
+    out: &mut Vec<u8>,
+) -> std::result::Result<(), String> {
     if !nullable && a.is_null(r) {
         return Err("null value where the type says NOT NULL".into());
     }
-    value_json(a, r, ty, out)
+    value_json_from(a, r, ty, src, out)
 }
 
 /// What one file of a Delta checkpoint holds: its actions in order, and, for a V2 checkpoint

@@ -859,3 +859,36 @@ fn export_refuses_a_symlinked_dest_and_another_users_dest_in_a_shared_folder() {
     export(&src, &trap, &[]).ok();
     assert_eq!(td(&["read", trap.to_str().unwrap()]).ok().text(), "{\"id\":1}\n");
 }
+
+/// docs/EXPORT.md "Reading an export with DuckDB, offline": its lines after the pip line, run
+/// as written (with `python3` the venv that has `duckdb-extension-delta` and the doc's DEST
+/// this test's) with no network (`unshare -n`), print the row count of the export.
+#[test]
+fn the_docs_duckdb_lines_read_an_export_offline() {
+    let doc = std::fs::read_to_string(manifest_dir().join("docs/EXPORT.md")).expect("docs/EXPORT.md");
+    let section = doc
+        .split("\n## Reading an export with DuckDB, offline\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("the section in docs/EXPORT.md");
+    let lines: Vec<&str> = section.lines().filter_map(|l| l.strip_prefix("    ")).collect();
+    assert!(lines[0].contains("pip install duckdb-extension-delta"), "{lines:?}");
+    let src = TempTable::new(&["id:int!", "name:str"]);
+    src.append(b"{\"id\":1,\"name\":\"a\"}\n{\"id\":2,\"name\":null}\n");
+    src.append(b"{\"id\":3,\"name\":\"c\"}\n");
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("orders-delta");
+    export(&src, &dest, &[]).ok();
+    let script = lines[1..].join("\n").replace(
+        "python3 - /tmp/orders-delta",
+        &format!("{} - {}", delta_python().display(), dest.display()),
+    );
+    assert!(script.contains(&dest.display().to_string()), "{script}");
+    let out = std::process::Command::new("unshare")
+        .args(["-n", "bash", "-c", &script])
+        .env("HOME", tmp.path())
+        .output()
+        .expect("run unshare");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "3\n");
+}
