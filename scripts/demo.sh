@@ -38,7 +38,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-run tinydelta create "$table" id:int! region:str year:int amount:float ordered:date
+run tinydelta create "$table" id:int! region:str year:int
 run tinydelta append "$table" --file examples/orders.jsonl
 
 # Returns only once the mount is ready; the next command can use it at once.

@@ -1,6 +1,6 @@
 """The original package's README example, verbatim, as subprocesses (docs/PYTHON.md
-"Command line"). It runs where the original's did: beside its `examples/orders.jsonl`
-(python/examples/orders.jsonl, the id/region/year rows of the repository's example)."""
+"Command line"). It runs where the original's did, beside its `examples/orders.jsonl`: in a copy
+of the repository's `examples/` (whose orders have the original's columns id, region, year)."""
 
 import json
 import shutil
@@ -29,7 +29,7 @@ def run(line, cwd):
 
 
 def test_readme_example_runs_verbatim(tmp_path):
-    shutil.copytree(PYTHON_DIR / "examples", tmp_path / "examples")
+    shutil.copytree(PYTHON_DIR.parent / "examples", tmp_path / "examples")
     expected_rows = [json.loads(l) for l in (tmp_path / "examples" / "orders.jsonl").read_text().splitlines()]
     outputs = []
     for line in EXAMPLE.splitlines():

@@ -39,7 +39,7 @@ def latest():
     return json.loads(td("describe", table, "--json").stdout)["version"]
 
 
-td("create", table, "id:int!", "region:str", "year:int", "amount:float", "ordered:date")
+td("create", table, "id:int!", "region:str", "year:int")
 td("append", table, "--file", ex("orders.jsonl"))
 td("overwrite", table, "--file", ex("orders-2025.jsonl"))
 
