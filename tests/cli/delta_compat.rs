@@ -783,3 +783,108 @@ fn deltalake_opens_the_delta_checkpoints_tinydelta_writes() {
         assert_eq!(ids, want, "version {v}");
     }
 }
+
+/// Set the modification time of `path` to `ago` before now.
+fn age(path: &Path, ago: std::time::Duration) {
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(std::time::SystemTime::now() - ago))
+        .unwrap_or_else(|e| panic!("set the mtime of {}: {e}", path.display()));
+}
+
+/// Expired log cleanup (docs/FORMAT.md "Expired log cleanup"): with
+/// `delta.enableExpiredLogCleanup` true, the commit that writes a Delta checkpoint removes the
+/// log files of the versions before the newest checkpoint whose preceding commit is older than
+/// `delta.logRetentionDuration`; every version from that checkpoint on reads as before (in
+/// tinydelta and deltalake), older ones are not found. A checkpoint that does not match its
+/// version checksum removes nothing; without the property nothing is ever removed.
+#[test]
+fn expired_log_cleanup_keeps_every_version_from_its_checkpoint_on() {
+    let day = std::time::Duration::from_secs(86_400);
+    let build = |name: &str, cleanup: bool, dir: &tempfile::TempDir| {
+        let (table, t) = tmp_table(dir, name);
+        td(&["create", &t, "id:int!"]);
+        let mut props = vec!["delta.checkpointInterval=5".to_string()];
+        if cleanup {
+            props.push("delta.enableExpiredLogCleanup=true".into());
+            props.push("delta.logRetentionDuration=interval 1 day".into());
+        }
+        let mut args = vec!["alter".to_string(), t.clone(), "set-property".into()];
+        args.extend(props);
+        td(&args.iter().map(String::as_str).collect::<Vec<_>>()); // version 1
+        let rows = dir.path().join(format!("{name}.jsonl"));
+        for i in 2..=9 {
+            std::fs::write(&rows, format!("{{\"id\":{i}}}\n")).unwrap();
+            td(&["append", &t, "--file", rows.to_str().unwrap()]);
+        }
+        let log = table.join("_delta_log");
+        for v in 0..=8u64 {
+            age(&log.join(format!("{v:020}.json")), 2 * day);
+        }
+        (table, t, log, rows)
+    };
+    let reads = |t: &str, versions: std::ops::RangeInclusive<u64>| -> Vec<Vec<u8>> {
+        versions
+            .map(|v| td(&["read", t, "--version", &v.to_string()]))
+            .collect()
+    };
+    let dir = tempfile::tempdir().unwrap();
+
+    // On: version 10's checkpoint commit removes versions 0-4 (commit 4 is older than a day,
+    // commit 9 is not, so the log starts at checkpoint 5).
+    let (table, t, log, rows) = build("on", true, &dir);
+    let before = reads(&t, 5..=9);
+    std::fs::write(&rows, "{\"id\":10}\n").unwrap();
+    td(&["append", &t, "--file", rows.to_str().unwrap()]); // version 10: checkpoint, cleanup
+    for v in 0..5u64 {
+        assert!(!log.join(format!("{v:020}.json")).exists(), "commit {v} kept");
+        assert!(!log.join(format!("{v:020}.crc")).exists(), "checksum {v} kept");
+    }
+    for v in 5..=10u64 {
+        assert!(log.join(format!("{v:020}.json")).is_file(), "commit {v} removed");
+    }
+    assert!(log.join(format!("{:020}.checkpoint.parquet", 5)).is_file());
+    assert_eq!(reads(&t, 5..=9), before);
+    let d = td_json(&["describe", &t, "--json"]);
+    assert_eq!(d["version"], 10, "{d}");
+    assert_eq!(d["readableVersions"], serde_json::json!([[5, 10]]), "{d}");
+    let old = Command::new(env!("CARGO_BIN_EXE_tinydelta"))
+        .args(["read", &t, "--version", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(old.status.code(), Some(4), "{}", String::from_utf8_lossy(&old.stderr));
+    let check = String::from_utf8(td(&["check", &t])).unwrap();
+    assert!(check.contains("whole"), "{check}");
+    // deltalake opens the cleaned-up log at its newest version and version 5.
+    let script = "import sys, deltalake\n\
+        print(deltalake.DeltaTable(sys.argv[1]).version(), len(deltalake.DeltaTable(sys.argv[1], version=5).file_uris()))\n";
+    let out = run(Command::new(python()).arg("-c").arg(script).arg(&table));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "10 4");
+    // A table that keeps appending keeps every version from 5 on.
+    std::fs::write(&rows, "{\"id\":11}\n").unwrap();
+    td(&["append", &t, "--file", rows.to_str().unwrap()]);
+    assert_eq!(reads(&t, 5..=9), before);
+
+    // A checkpoint that disagrees with its version checksum removes nothing.
+    let (_, t2, log2, rows2) = build("bad", true, &dir);
+    let crc5 = log2.join(format!("{:020}.crc", 5));
+    let text = std::fs::read_to_string(&crc5).unwrap();
+    let mut crc: Value = serde_json::from_str(&text).unwrap();
+    crc["numFiles"] = serde_json::json!(crc["numFiles"].as_u64().unwrap() + 1);
+    std::fs::write(&crc5, crc.to_string()).unwrap();
+    std::fs::write(&rows2, "{\"id\":10}\n").unwrap();
+    td(&["append", &t2, "--file", rows2.to_str().unwrap()]);
+    for v in 0..=10u64 {
+        assert!(log2.join(format!("{v:020}.json")).is_file(), "commit {v} removed");
+    }
+
+    // Off (no property): nothing is removed, however old.
+    let (_, t3, log3, rows3) = build("off", false, &dir);
+    std::fs::write(&rows3, "{\"id\":10}\n").unwrap();
+    td(&["append", &t3, "--file", rows3.to_str().unwrap()]);
+    for v in 0..=10u64 {
+        assert!(log3.join(format!("{v:020}.json")).is_file(), "commit {v} removed");
+    }
+    assert_eq!(reads(&t3, 0..=0).len(), 1);
+}
