@@ -269,6 +269,8 @@ pub struct Replay {
     vacuums: u64,
     /// Every path any `add` named so far.
     pub ever_added: Option<std::collections::HashSet<String>>,
+    /// `add` and `remove` actions applied so far.
+    file_actions: u64,
 }
 
 /// The snapshot of `commit`'s version from `base`, the snapshot of the version before, when the
@@ -444,6 +446,9 @@ impl Replay {
         if let Some(t) = &a.txn {
             self.txns.insert(t.app_id.clone(), t.version);
         }
+        if a.add.is_some() || a.remove.is_some() {
+            self.file_actions += 1;
+        }
         if let Some(add) = &a.add {
             if let Some(set) = &mut self.ever_added {
                 set.insert(add.path.clone());
@@ -546,6 +551,13 @@ impl Replay {
             ever_added: Some(Default::default()),
             ..Default::default()
         }
+    }
+
+    /// How many `add` and `remove` actions this replay applied (not counting the state it
+    /// started from, [`Replay::from_snapshot`]): what decides a checkpoint by the length of the
+    /// log segment replayed ([`crate::log::checkpoint::CHECKPOINT_ACTIONS`]).
+    pub fn file_actions(&self) -> u64 {
+        self.file_actions
     }
 
     /// Whether `path` is live so far.

@@ -955,6 +955,36 @@ fn a_commit_of_many_adds_is_replayed_in_bounded_memory() {
     assert_eq!(t.describe()["numRecords"], FILES);
 }
 
+/// A table of one huge commit gets a private checkpoint too: replaying 100,000 `add` actions
+/// past the newest checkpoint writes one (docs/FORMAT.md "Log replay and checkpoints"), however
+/// few commits held them, and the next reader starts from it with the same numbers.
+#[test]
+fn a_commit_of_100000_adds_is_checkpointed() {
+    const FILES: u64 = 100_000;
+    let t = TempTable::new(&["i:int"]);
+    write_many_adds_commit(&t.path, FILES);
+    let cp = t.path.join("_tinydelta/checkpoints").join(format!("{:020}.jsonl", 1));
+    assert!(!cp.exists());
+    let before = t.describe();
+    assert!(cp.is_file(), "no checkpoint of version 1 after replaying {FILES} adds");
+    let text = fs::read_to_string(&cp).unwrap();
+    assert_eq!(text.lines().count() as u64, FILES + 1);
+    // Read from the checkpoint: the same numbers and rows.
+    let after = t.describe();
+    assert_eq!(before["numFiles"], after["numFiles"]);
+    assert_eq!(after["numRecords"], FILES);
+    assert_eq!(t.read().len() as u64, 8 * FILES);
+    // A small commit on top does not write another one (neither count is reached).
+    t.append(b"{\"i\":2}\n");
+    assert_eq!(t.describe()["numRecords"], FILES + 1);
+    assert!(
+        !t.path
+            .join("_tinydelta/checkpoints")
+            .join(format!("{:020}.jsonl", 2))
+            .exists()
+    );
+}
+
 /// A version of more data files than the process may hold open (`ulimit -n 64`, 300 files of
 /// one distinct row each) reads whole and in order: `read`, `read --where`, `read --columns`,
 /// `describe --json`, `export` and `optimize` keep a bounded number of files open (before,
