@@ -121,16 +121,58 @@ impl Table {
     /// file that a recorded retention vacuum deleted is not damage: the version's numbers are still
     /// what the log recorded, and `describe` lists which versions are readable.
     pub fn stat_data_files(&self, snapshot: &Snapshot) -> Result<()> {
-        for f in &snapshot.files {
+        let files = &snapshot.files;
+        // The stats (the cost of a version of a million files) run on up to 4 threads, each
+        // over one stretch of the files; what they find is then taken in order, so the file
+        // named is the first one that fails, as one pass would name it.
+        let threads = if files.len() < STAT_FILES_PER_THREAD {
+            1
+        } else {
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(4)
+                .min(files.len() / STAT_FILES_PER_THREAD)
+                .max(1)
+        };
+        let chunk = files.len().div_ceil(threads).max(1);
+        let stat_chunk = |from: usize| -> Vec<(usize, Error)> {
+            let mut bad = Vec::new();
+            for (i, f) in files.iter().enumerate().skip(from).take(chunk) {
+                if let Err(e) = stat_data_file(&self.dir, &f.path, f.size) {
+                    bad.push((i, e));
+                }
+            }
+            bad
+        };
+        let failed: Vec<(usize, Error)> = if threads == 1 {
+            stat_chunk(0)
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = (0..threads).map(|t| s.spawn(move || stat_chunk(t * chunk))).collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().map_err(|_| Error::Internal("a stat thread panicked".into())))
+                    .collect::<Result<Vec<_>>>()
+            })?
+            .into_iter()
+            .flatten()
+            .collect()
+        };
+        let mut failed = failed.into_iter().peekable();
+        for (i, f) in files.iter().enumerate() {
+            let stat = match failed.peek() {
+                Some((j, _)) if *j == i => failed.next().map(|(_, e)| e),
+                _ => None,
+            };
+            if stat.is_none() && !f.converted() {
+                continue;
+            }
             // A Parquet data file must also convert (read once, then from the cache): `describe`
             // never reports a version `read` refuses.
-            let checked = stat_data_file(&self.dir, &f.path, f.size).and_then(|()| {
-                if f.converted() {
-                    self.converted(f, &snapshot.schema).map(|_| ())
-                } else {
-                    Ok(())
-                }
-            });
+            let checked = match stat {
+                Some(e) => Err(e),
+                None => self.converted(f, &snapshot.schema).map(|_| ()),
+            };
             if let Err(e) = checked {
                 match crate::table::history::explain_missing(self, snapshot.version, &f.path, e) {
                     Error::Vacuumed { .. } => {}
@@ -170,6 +212,9 @@ impl Table {
     }
 
 }
+
+/// The fewest files [`Table::stat_data_files`] gives one thread of its own.
+const STAT_FILES_PER_THREAD: usize = 16 << 10;
 
 /// How many data files [`DataFiles`] keeps open between checking a version's files and reading
 /// them: a quarter of the soft `RLIMIT_NOFILE` (getrlimit(2)), at most 256 and at least 1, so a
