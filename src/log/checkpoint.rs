@@ -296,7 +296,7 @@ fn scan(root: &Dir, version: u64, keep: bool) -> Result<(Snapshot, (u64, u64, u6
             num_records: e.rows,
             has_stats: e.stats,
             modification_time: e.mtime,
-            partition_values: e.pv,
+            partition_values: crate::log::snapshot::boxed_partition_values(&e.pv),
             added_in: e.added_in,
             deletion_vector: None,
         }));
@@ -364,7 +364,7 @@ impl<'a> EntryOut<'a> {
             mtime: f.modification_time,
             added_in: f.added_in,
             stats: f.has_stats,
-            pv: &f.partition_values,
+            pv: f.partition_values(),
         }
     }
 }
