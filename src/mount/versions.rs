@@ -748,8 +748,18 @@ impl Versions {
     /// file, beneath the table folder, asked now (never cached: a vacuum may run at any time). A
     /// missing file no recorded `VACUUM START` explains is damage: `false` here, and reading the
     /// file is EIO naming it, as before.
+    /// While the log up to the newest version holds no `VACUUM START` (counted in its snapshot),
+    /// no file can be gone by a vacuum: `false` with no stat at all (a version of a million
+    /// files is not a million stats per `getattr`).
     pub fn data_gone(&self, version: u64) -> FsResult<bool> {
         let body = self.body(version)?;
+        if let Ok(latest) = self.latest()
+            && latest >= version
+            && let Ok(snap) = self.snapshot(latest)
+            && snap.vacuums == 0
+        {
+            return Ok(false);
+        }
         for f in body.sources.iter() {
             if self.table.dir().stat(&f.path)?.is_none() {
                 return Ok(crate::table::history::vacuum_that_deleted(&self.table, version, &f.path)?.is_some());
@@ -832,14 +842,17 @@ impl Versions {
 }
 
 impl Versions {
-    /// The snapshot of `version`: from the cached tip when it is older, else a full replay.
+    /// The snapshot of `version`: the cached tip when it is of `version`, replayed from it when
+    /// it is older, else the table's ([`Table::snapshot_arc`]).
     fn snapshot(&self, version: u64) -> FsResult<Arc<Snapshot>> {
         // Stamped before the replay reads it (see `Table::commit_stamp`).
         let stamp = self.table.commit_stamp(version);
         let tip = lock(&self.tip)
             .clone()
-            .filter(|(t, st)| t.version < version && self.table.commit_stamp(t.version) == Some(*st));
+            .filter(|(t, st)| t.version <= version && self.table.commit_stamp(t.version) == Some(*st));
         let snap = match tip {
+            // The tip itself: no replay, no copy.
+            Some((t, _)) if t.version == version => return Ok(t),
             Some((t, _)) => Arc::new(self.table.snapshot_after(&t, version)?),
             None => self.table.snapshot_arc(version)?,
         };
