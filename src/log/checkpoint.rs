@@ -8,8 +8,10 @@
 //! change, so a checkpoint stays valid forever; it is written with the same no-clobber
 //! tmp + link publish as commits, and an unreadable one is ignored (log replay is the truth).
 //!
-//! Any process that replays at least [`CHECKPOINT_INTERVAL`] commits past the newest checkpoint
-//! writes one for the version it built (best effort: a read-only table just stays slower).
+//! Any process that replays at least [`CHECKPOINT_INTERVAL`] commits, or at least
+//! [`CHECKPOINT_ACTIONS`] `add`/`remove` actions, past the newest checkpoint writes one for the
+//! version it built (best effort: a read-only table just stays slower). Checkpoints are written
+//! and read streamed, one line in memory at a time besides the snapshot itself.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -28,6 +30,11 @@ pub const CHECKPOINT_DIR: &str = "_tinydelta/checkpoints";
 
 /// Replaying this many commits past the newest checkpoint writes a new one.
 pub const CHECKPOINT_INTERVAL: u64 = 1000;
+
+/// Replaying this many `add` and `remove` actions past the newest checkpoint (in one replay)
+/// writes a new one too, however few commits held them: a table of a few huge commits is not
+/// replayed whole by every process.
+pub const CHECKPOINT_ACTIONS: u64 = 100_000;
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -55,14 +62,6 @@ struct Header {
     /// Required on read: a checkpoint without it, or whose body does not match, is damaged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     body_fnv1a64: Option<String>,
-}
-
-/// FNV-1a 64 of `bytes`, as 16 lowercase hex digits (the checkpoint's body checksum).
-fn body_hash(bytes: &[u8]) -> String {
-    use std::hash::Hasher;
-    let mut h = fnv::FnvHasher::default();
-    h.write(bytes);
-    format!("{:016x}", h.finish())
 }
 
 #[derive(Serialize, Deserialize)]
@@ -145,24 +144,84 @@ pub struct Totals {
     pub files_without_stats: u64,
 }
 
-/// The totals of the checkpoint of `version`, after [`read`] has verified it whole (body
-/// checksum, header totals against the body). Errors: as [`read`].
+/// The totals of the checkpoint of `version`, after it was verified whole as [`read`] does
+/// (body checksum, header totals against the body), streamed without keeping its files.
+/// Errors: as [`read`].
 pub fn read_totals(root: &Dir, version: u64) -> Result<Totals> {
-    let snap = read(root, version)?;
+    let (snap, t) = scan(root, version, false)?;
     Ok(Totals {
         version,
-        num_files: snap.files.len() as u64,
-        num_records: snap.num_records(),
-        size_bytes: snap.size_bytes(),
-        files_without_stats: snap.files.iter().filter(|f| !f.has_stats).count() as u64,
+        num_files: t.0,
+        num_records: t.1,
+        size_bytes: t.2,
+        files_without_stats: t.3,
         commit_info: snap.commit_info,
         metadata: snap.metadata,
     })
 }
 
-/// Read the checkpoint of `version`. Errors: [`Error::Io`]; [`Error::Corrupt`] when it is
-/// malformed, names an unsafe path, or disagrees with its own header.
+/// The longest line of a checkpoint tinydelta reads (its header, with the schema and the
+/// commitInfo, or one file's line): a longer one is damage, never buffered whole.
+pub const MAX_CHECKPOINT_LINE_BYTES: usize = 64 << 20;
+
+/// The fewest bytes one file's line takes (`{"path":"x","size":0,"rows":0,"mtime":0,"added_in":0}`
+/// and its newline): what bounds the file list sized before the body is read.
+const MIN_ENTRY_LINE_BYTES: u64 = 60;
+
+/// Read the next line of `r` into `buf` (without its `\n`; cleared first), feeding every byte
+/// read (the `\n` too) to `hash` when given. Returns `None` at the end of input, else whether
+/// the line ended with `\n` (a last line without one is still a line). Errors: [`Error::Io`] naming `path`;
+/// [`Error::Corrupt`] for a line longer than [`MAX_CHECKPOINT_LINE_BYTES`].
+fn read_line(
+    r: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    mut hash: Option<&mut fnv::FnvHasher>,
+    path: &Path,
+) -> Result<Option<bool>> {
+    use std::hash::Hasher;
+    buf.clear();
+    loop {
+        let chunk = match r.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io("read", path, e)),
+        };
+        if chunk.is_empty() {
+            return Ok((!buf.is_empty()).then_some(false));
+        }
+        let (take, done) = match memchr::memchr(b'\n', chunk) {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        if let Some(h) = hash.as_deref_mut() {
+            h.write(&chunk[..take]);
+        }
+        buf.extend_from_slice(&chunk[..take - usize::from(done)]);
+        r.consume(take);
+        if buf.len() > MAX_CHECKPOINT_LINE_BYTES {
+            return Err(Error::Corrupt {
+                path: path.to_path_buf(),
+                reason: format!("a line longer than {MAX_CHECKPOINT_LINE_BYTES} bytes"),
+            });
+        }
+        if done {
+            return Ok(Some(true));
+        }
+    }
+}
+
+/// Read the checkpoint of `version`, streamed: one line in memory at a time besides the
+/// snapshot it builds (docs/FORMAT.md "Private checkpoints"). Errors: [`Error::Io`];
+/// [`Error::Corrupt`] when it is malformed, names an unsafe path, or disagrees with its own
+/// header.
 pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
+    scan(root, version, true).map(|(snap, _)| snap)
+}
+
+/// [`read`], keeping the files in the snapshot only when `keep`; also returns the verified
+/// totals (files, rows, bytes, files without stats).
+fn scan(root: &Dir, version: u64, keep: bool) -> Result<(Snapshot, (u64, u64, u64, u64))> {
+    use std::hash::Hasher;
     let (file, path) = open(root, version)?;
     let corrupt = |reason: String| Error::Corrupt {
         path: path.clone(),
@@ -175,30 +234,21 @@ pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
             crate::log::files::MAX_COMMIT_BYTES
         )));
     }
-    let mut bytes = Vec::with_capacity(len as usize);
-    std::io::Read::read_to_end(
-        &mut std::io::Read::take(file, crate::log::files::MAX_COMMIT_BYTES + 1),
-        &mut bytes,
-    )
-    .ctx("read", &path)?;
-    let Some(nl) = memchr::memchr(b'\n', &bytes) else {
+    let mut r = BufReader::with_capacity(
+        256 << 10,
+        std::io::Read::take(file, crate::log::files::MAX_COMMIT_BYTES + 1),
+    );
+    let mut line = Vec::new();
+    if read_line(&mut r, &mut line, None, &path)? != Some(true) {
         return Err(corrupt("empty checkpoint or no complete header line".into()));
-    };
-    let header: Header = serde_json::from_slice(&bytes[..nl]).map_err(|e| corrupt(format!("header: {e}")))?;
+    }
+    let header: Header = serde_json::from_slice(&line).map_err(|e| corrupt(format!("header: {e}")))?;
     if header.version != version {
         return Err(corrupt(format!("header says version {}", header.version)));
     }
-    let body = &bytes[nl + 1..];
-    match &header.body_fnv1a64 {
-        Some(h) if *h == body_hash(body) => {}
-        Some(h) => {
-            return Err(corrupt(format!(
-                "its body does not match the checksum in its header ({h})"
-            )));
-        }
-        None => return Err(corrupt("its header has no body checksum (bodyFnv1a64)".into())),
-    }
-    let lines = BufReader::new(body).lines();
+    let Some(want_hash) = header.body_fnv1a64.clone() else {
+        return Err(corrupt("its header has no body checksum (bodyFnv1a64)".into()));
+    };
     let Some(txns) = header.txns else {
         return Err(corrupt("written before txn versions were recorded".into()));
     };
@@ -206,21 +256,39 @@ pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
         return Err(corrupt("written before vacuum counts were recorded".into()));
     };
     let schema = Schema::of_metadata(&header.meta_data).map_err(corrupt)?;
-    // The header is outside the body's checksum: its count is checked against the body's lines
-    // before anything is sized by it (docs/FORMAT.md "Private checkpoints").
-    let body_lines = memchr::memchr_iter(b'\n', body).count() as u64 + u64::from(!body.is_empty() && !body.ends_with(b"\n"));
-    if body_lines != header.num_files {
-        return Err(corrupt(format!(
-            "its header says {} files, its body holds {body_lines} lines",
-            header.num_files
-        )));
-    }
-    let mut files = Vec::with_capacity(body_lines as usize);
-    for (i, line) in lines.enumerate() {
-        let e: Entry =
-            serde_json::from_str(&line.ctx("read", &path)?).map_err(|e| corrupt(format!("line {}: {e}", i + 2)))?;
+    // The header is outside the body's checksum: the list is sized by the file's length, never
+    // by the header's count (docs/FORMAT.md "Private checkpoints"); the count is checked at the end.
+    let mut files = Vec::with_capacity(if keep {
+        header.num_files.min(len / MIN_ENTRY_LINE_BYTES) as usize
+    } else {
+        0
+    });
+    let mut hash = fnv::FnvHasher::default();
+    let (mut rows, mut bytes_total, mut no_stats) = (Some(0u64), Some(0u64), 0u64);
+    // Parse errors are kept until the checksum is known: a body that fails it is named as such.
+    let mut bad: Option<String> = None;
+    let mut body_lines = 0u64;
+    while read_line(&mut r, &mut line, Some(&mut hash), &path)?.is_some() {
+        body_lines += 1;
+        if bad.is_some() {
+            continue;
+        }
+        let e: Entry = match serde_json::from_slice(&line) {
+            Ok(e) => e,
+            Err(e) => {
+                bad = Some(format!("line {}: {e}", body_lines + 1));
+                continue;
+            }
+        };
         if !is_safe_relative_path(&e.path) || e.added_in > version {
-            return Err(corrupt(format!("line {}: bad entry for {:?}", i + 2, e.path)));
+            bad = Some(format!("line {}: bad entry for {:?}", body_lines + 1, e.path));
+            continue;
+        }
+        rows = rows.and_then(|n| n.checked_add(e.rows));
+        bytes_total = bytes_total.and_then(|n| n.checked_add(e.size));
+        no_stats += u64::from(!e.stats);
+        if !keep {
+            continue;
         }
         files.push(std::sync::Arc::new(FileEntry {
             path: e.path,
@@ -228,22 +296,26 @@ pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
             num_records: e.rows,
             has_stats: e.stats,
             modification_time: e.mtime,
-            partition_values: e.pv,
+            partition_values: crate::log::snapshot::boxed_partition_values(&e.pv),
             added_in: e.added_in,
             deletion_vector: None,
         }));
     }
-    if files.len() as u64 != header.num_files {
+    let got_hash = format!("{:016x}", hash.finish());
+    if want_hash != got_hash {
         return Err(corrupt(format!(
-            "{} files, header says {}",
-            files.len(),
+            "its body does not match the checksum in its header ({want_hash})"
+        )));
+    }
+    if body_lines != header.num_files {
+        return Err(corrupt(format!(
+            "its header says {} files, its body holds {body_lines} lines",
             header.num_files
         )));
     }
-    let sum = |f: fn(&FileEntry) -> u64| files.iter().try_fold(0u64, |a, e| a.checked_add(f(e)));
-    let rows = sum(|e| e.num_records);
-    let bytes_total = sum(|e| e.size);
-    let no_stats = files.iter().filter(|f| !f.has_stats).count() as u64;
+    if let Some(reason) = bad {
+        return Err(corrupt(reason));
+    }
     if rows != Some(header.num_records)
         || bytes_total != Some(header.size_bytes)
         || no_stats != header.files_without_stats
@@ -253,7 +325,9 @@ pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
             header.num_records, header.size_bytes, header.files_without_stats
         )));
     }
-    Ok(Snapshot {
+    files.shrink_to_fit();
+    let totals = (body_lines, header.num_records, header.size_bytes, header.files_without_stats);
+    let snap = Snapshot {
         root: root.path().to_path_buf(),
         version,
         timestamp: header.commit_info.timestamp,
@@ -264,12 +338,43 @@ pub fn read(root: &Dir, version: u64) -> Result<Snapshot> {
         files,
         txns,
         vacuums,
-    })
+    };
+    Ok((snap, totals))
+}
+
+/// One file's line, borrowed from the snapshot (the same bytes as [`Entry`]).
+#[derive(Serialize)]
+struct EntryOut<'a> {
+    path: &'a str,
+    size: u64,
+    rows: u64,
+    mtime: i64,
+    added_in: u64,
+    stats: bool,
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pv: &'a std::collections::BTreeMap<String, Option<String>>,
+}
+
+impl<'a> EntryOut<'a> {
+    fn of(f: &'a FileEntry) -> EntryOut<'a> {
+        EntryOut {
+            path: &f.path,
+            size: f.size,
+            rows: f.num_records,
+            mtime: f.modification_time,
+            added_in: f.added_in,
+            stats: f.has_stats,
+            pv: f.partition_values(),
+        }
+    }
 }
 
 /// Write the checkpoint of `snap` unless one exists, beneath the table folder `root` (never
-/// through a symlinked `_tinydelta` or `checkpoints`). Errors: [`Error::Io`], [`Error::Corrupt`].
+/// through a symlinked `_tinydelta` or `checkpoints`), streamed: the body is serialized twice,
+/// once into its checksum (the header's, which comes first) and once into the file, one line
+/// in memory at a time. Errors: [`Error::Io`], [`Error::Corrupt`].
 pub fn write(root: &Dir, snap: &Snapshot) -> Result<()> {
+    use std::hash::Hasher;
     // Its lines do not carry deletion vectors: a version with one is not checkpointed here
     // (replay, or the table's own Delta checkpoints, build it).
     if snap.files.iter().any(|f| f.deletion_vector.is_some()) {
@@ -283,18 +388,12 @@ pub fn write(root: &Dir, snap: &Snapshot) -> Result<()> {
     let tmp = format!(".{:020}.{}.tmp", snap.version, uuid::Uuid::new_v4().simple());
     let tmp_path = dir.join(&tmp);
     let res = (|| {
-        let mut body = Vec::new();
+        let mut hash = fnv::FnvHasher::default();
+        let mut line = Vec::new();
         for f in &snap.files {
-            let e = Entry {
-                path: f.path.clone(),
-                size: f.size,
-                rows: f.num_records,
-                mtime: f.modification_time,
-                added_in: f.added_in,
-                stats: f.has_stats,
-                pv: f.partition_values.clone(),
-            };
-            write_line(&mut body, &e, &tmp_path)?;
+            line.clear();
+            write_line(&mut line, &EntryOut::of(f), &tmp_path)?;
+            hash.write(&line);
         }
         let mut w = BufWriter::with_capacity(1 << 20, dir.create_new(&tmp, 0o644)?);
         let header = Header {
@@ -308,10 +407,12 @@ pub fn write(root: &Dir, snap: &Snapshot) -> Result<()> {
             commit_info: snap.commit_info.clone(),
             txns: Some(snap.txns.clone()),
             vacuums: Some(snap.vacuums),
-            body_fnv1a64: Some(body_hash(&body)),
+            body_fnv1a64: Some(format!("{:016x}", hash.finish())),
         };
         write_line(&mut w, &header, &tmp_path)?;
-        w.write_all(&body).ctx("write", &tmp_path)?;
+        for f in &snap.files {
+            write_line(&mut w, &EntryOut::of(f), &tmp_path)?;
+        }
         let f = w
             .into_inner()
             .map_err(|e| Error::io("write", &tmp_path, e.into_error()))?;

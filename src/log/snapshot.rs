@@ -144,7 +144,8 @@ pub fn protocol_with(needed: &[&str], upgrade_from: Option<&Protocol>) -> Protoc
     }
 }
 
-/// One live data file of a snapshot.
+/// One live data file of a snapshot: 80 bytes plus its path (a million live files are a
+/// million of these, docs/FORMAT.md "Log replay and checkpoints").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileEntry {
     /// Path relative to the table root (checked safe during replay).
@@ -158,14 +159,24 @@ pub struct FileEntry {
     /// `add.modificationTime`, ms since epoch.
     pub modification_time: i64,
     /// `add.partitionValues`: the partition columns' values of its rows (Delta PROTOCOL
-    /// "Partition Value Serialization"); empty for tinydelta's own files.
-    pub partition_values: BTreeMap<String, Option<String>>,
+    /// "Partition Value Serialization"); `None` when empty (tinydelta's own files), see
+    /// [`FileEntry::partition_values`].
+    #[allow(clippy::box_collection)] // 8 bytes per live file instead of a 24-byte empty map
+    pub partition_values: Option<Box<BTreeMap<String, Option<String>>>>,
     /// The version whose commit holds the `add` action that made the file live (read it again
     /// with [`crate::table::Table::add_action`]; snapshots keep no stats, to stay small).
     pub added_in: u64,
     /// The `add`'s deletion vector (PROTOCOL "Deletion Vectors"): the data file's rows at its
     /// indexes are not rows of the table. `num_records` counts the rows left.
     pub deletion_vector: Option<Arc<crate::format::dv::DeletionVector>>,
+}
+
+/// `pv` as [`FileEntry::partition_values`] keeps it: `None` when empty.
+#[allow(clippy::box_collection)] // 8 bytes per live file instead of a 24-byte empty map
+pub fn boxed_partition_values(
+    pv: &BTreeMap<String, Option<String>>,
+) -> Option<Box<BTreeMap<String, Option<String>>>> {
+    (!pv.is_empty()).then(|| Box::new(pv.clone()))
 }
 
 impl FileEntry {
@@ -179,11 +190,17 @@ impl FileEntry {
             has_stats: rows.is_some(),
             size: add.size,
             modification_time: add.modification_time,
-            partition_values: add.partition_values.clone(),
+            partition_values: boxed_partition_values(&add.partition_values),
             added_in: version,
             path: add.path.clone(),
             deletion_vector: dv,
         }
+    }
+
+    /// `add.partitionValues` (empty for tinydelta's own files).
+    pub fn partition_values(&self) -> &BTreeMap<String, Option<String>> {
+        static EMPTY: BTreeMap<String, Option<String>> = BTreeMap::new();
+        self.partition_values.as_deref().unwrap_or(&EMPTY)
     }
 
     /// `uniqueId` of its deletion vector (PROTOCOL "Derived Fields"), `None` without one: a
@@ -269,6 +286,8 @@ pub struct Replay {
     vacuums: u64,
     /// Every path any `add` named so far.
     pub ever_added: Option<std::collections::HashSet<String>>,
+    /// `add` and `remove` actions applied so far.
+    file_actions: u64,
 }
 
 /// The snapshot of `commit`'s version from `base`, the snapshot of the version before, when the
@@ -444,6 +463,9 @@ impl Replay {
         if let Some(t) = &a.txn {
             self.txns.insert(t.app_id.clone(), t.version);
         }
+        if a.add.is_some() || a.remove.is_some() {
+            self.file_actions += 1;
+        }
         if let Some(add) = &a.add {
             if let Some(set) = &mut self.ever_added {
                 set.insert(add.path.clone());
@@ -546,6 +568,13 @@ impl Replay {
             ever_added: Some(Default::default()),
             ..Default::default()
         }
+    }
+
+    /// How many `add` and `remove` actions this replay applied (not counting the state it
+    /// started from, [`Replay::from_snapshot`]): what decides a checkpoint by the length of the
+    /// log segment replayed ([`crate::log::checkpoint::CHECKPOINT_ACTIONS`]).
+    pub fn file_actions(&self) -> u64 {
+        self.file_actions
     }
 
     /// Whether `path` is live so far.

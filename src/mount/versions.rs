@@ -56,7 +56,7 @@ impl VersionBody {
             .iter()
             .map(|p| {
                 std::mem::size_of::<Part>()
-                    + p.rel.len()
+                    + p.rel.owned_len()
                     + p.dir.as_ref().map_or(0, |d| d.path().as_os_str().len() + 64)
             })
             .sum();
@@ -78,11 +78,48 @@ impl VersionBody {
     }
 }
 
+/// The path of a [`Part`] relative to its folder: a data file's is its snapshot entry's
+/// (shared, no copy of the path per version body), any other (a commit file, converted rows) its
+/// own.
+#[derive(Debug, Clone)]
+pub enum PartName {
+    /// A data file of the snapshot, named by its entry's path.
+    Entry(Arc<crate::log::snapshot::FileEntry>),
+    /// Any other file.
+    Owned(Arc<str>),
+}
+
+impl PartName {
+    /// Bytes of the path it holds itself (0 for a shared entry's).
+    fn owned_len(&self) -> usize {
+        match self {
+            PartName::Entry(_) => 0,
+            PartName::Owned(s) => s.len(),
+        }
+    }
+}
+
+impl std::ops::Deref for PartName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            PartName::Entry(f) => &f.path,
+            PartName::Owned(s) => s,
+        }
+    }
+}
+
+impl From<String> for PartName {
+    fn from(s: String) -> PartName {
+        PartName::Owned(s.into())
+    }
+}
+
 /// One file of a concatenation.
 #[derive(Debug, Clone)]
 pub struct Part {
-    /// Path relative to the table folder (`part-....jsonl`, `_delta_log/....json`).
-    pub rel: String,
+    /// Path relative to the table folder (`part-....jsonl`, `_delta_log/....json`), or to `dir`.
+    pub rel: PartName,
     /// The table folder, shared by every part (the absolute path, for messages, is
     /// [`Part::path`], made when asked: a part costs no second copy of its path).
     root: Arc<Path>,
@@ -93,13 +130,15 @@ pub struct Part {
     pub len: u64,
     /// The folder `rel` is beneath when it is not the table folder: the converted-rows cache
     /// folder of a Parquet data file ([`crate::table::parquet_cache`]).
-    pub dir: Option<Dir>,
+    pub dir: Option<Arc<Dir>>,
 }
 
 impl Part {
     /// Absolute path, for messages.
     pub fn path(&self) -> PathBuf {
-        self.dir.as_ref().map_or_else(|| self.root.join(&self.rel), |d| d.join(&self.rel))
+        self.dir
+            .as_ref()
+            .map_or_else(|| self.root.join(&*self.rel), |d| d.join(&*self.rel))
     }
 }
 
@@ -116,11 +155,11 @@ impl Concat {
     /// Concatenate `files` (path relative to `root`, length in bytes) in order; empty files are
     /// left out.
     pub fn new(root: &Path, files: impl IntoIterator<Item = (String, u64)>) -> Concat {
-        Concat::new_in(root, files.into_iter().map(|(rel, len)| (rel, len, None)))
+        Concat::new_in(root, files.into_iter().map(|(rel, len)| (PartName::from(rel), len, None)))
     }
 
     /// [`Concat::new`] for files each beneath its own folder (`None`: the table folder `root`).
-    pub fn new_in(root: &Path, files: impl IntoIterator<Item = (String, u64, Option<Dir>)>) -> Concat {
+    pub fn new_in(root: &Path, files: impl IntoIterator<Item = (PartName, u64, Option<Arc<Dir>>)>) -> Concat {
         let mut start = 0u64;
         let root: Arc<Path> = Arc::from(root);
         let parts = files
@@ -287,7 +326,7 @@ impl FilePool {
             }
         }
         // The one opener of data files, shared with the CLI (docs/FORMAT.md, "Data files").
-        let dir = part.dir.as_ref().unwrap_or(&self.root);
+        let dir = part.dir.as_deref().unwrap_or(&self.root);
         let slot = Slot(self.live.clone());
         let file = Arc::new(PooledFile {
             file: crate::table::open_data_file(dir, &part.rel, part.len)?,
@@ -709,8 +748,18 @@ impl Versions {
     /// file, beneath the table folder, asked now (never cached: a vacuum may run at any time). A
     /// missing file no recorded `VACUUM START` explains is damage: `false` here, and reading the
     /// file is EIO naming it, as before.
+    /// While the log up to the newest version holds no `VACUUM START` (counted in its snapshot),
+    /// no file can be gone by a vacuum: `false` with no stat at all (a version of a million
+    /// files is not a million stats per `getattr`).
     pub fn data_gone(&self, version: u64) -> FsResult<bool> {
         let body = self.body(version)?;
+        if let Ok(latest) = self.latest()
+            && latest >= version
+            && let Ok(snap) = self.snapshot(latest)
+            && snap.vacuums == 0
+        {
+            return Ok(false);
+        }
         for f in body.sources.iter() {
             if self.table.dir().stat(&f.path)?.is_none() {
                 return Ok(crate::table::history::vacuum_that_deleted(&self.table, version, &f.path)?.is_some());
@@ -765,9 +814,9 @@ impl Versions {
                     .table
                     .converted(f, &snap.schema)
                     .map_err(|e| crate::table::history::explain_missing(&self.table, version, &f.path, e))?;
-                files.push((c.rel, c.len, Some(c.dir)));
+                files.push((PartName::from(c.rel), c.len, Some(Arc::new(c.dir))));
             } else {
-                files.push((f.path.clone(), f.size, None));
+                files.push((PartName::Entry(f.clone()), f.size, None));
             }
         }
         let data = Concat::new_in(root, files);
@@ -793,16 +842,19 @@ impl Versions {
 }
 
 impl Versions {
-    /// The snapshot of `version`: from the cached tip when it is older, else a full replay.
-    fn snapshot(&self, version: u64) -> FsResult<Snapshot> {
+    /// The snapshot of `version`: the cached tip when it is of `version`, replayed from it when
+    /// it is older, else the table's ([`Table::snapshot_arc`]).
+    fn snapshot(&self, version: u64) -> FsResult<Arc<Snapshot>> {
         // Stamped before the replay reads it (see `Table::commit_stamp`).
         let stamp = self.table.commit_stamp(version);
         let tip = lock(&self.tip)
             .clone()
-            .filter(|(t, st)| t.version < version && self.table.commit_stamp(t.version) == Some(*st));
+            .filter(|(t, st)| t.version <= version && self.table.commit_stamp(t.version) == Some(*st));
         let snap = match tip {
-            Some((t, _)) => self.table.snapshot_after(&t, version)?,
-            None => self.table.snapshot(version)?,
+            // The tip itself: no replay, no copy.
+            Some((t, _)) if t.version == version => return Ok(t),
+            Some((t, _)) => Arc::new(self.table.snapshot_after(&t, version)?),
+            None => self.table.snapshot_arc(version)?,
         };
         if let Some(stamp) = stamp {
             let mut tip = lock(&self.tip);
@@ -810,7 +862,7 @@ impl Versions {
                 .as_ref()
                 .is_some_and(|(t, st)| self.table.commit_stamp(t.version) != Some(*st));
             if stale || tip.as_ref().is_none_or(|(t, _)| t.version <= snap.version) {
-                *tip = Some((Arc::new(snap.clone()), stamp));
+                *tip = Some((snap.clone(), stamp));
             }
         }
         Ok(snap)

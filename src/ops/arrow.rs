@@ -17,11 +17,14 @@ use crate::table::Table;
 
 /// The record batches of one version: its data files in the order of the snapshot, each
 /// streamed through [`JsonlBatches`]. Every data file is opened (and its size checked) before
-/// the first batch, as `tinydelta read` does: a version is read whole or not at all.
+/// the first batch, as `tinydelta read` does: a version is read whole or not at all (a bounded
+/// number of them kept open meanwhile, [`Table::open_data_files`]).
 pub struct VersionBatches {
     schema: crate::format::schema::Schema,
     arrow: SchemaRef,
-    files: std::vec::IntoIter<(PathBuf, File)>,
+    /// The table folder (data file paths in messages).
+    root: PathBuf,
+    files: crate::table::DataFiles,
     current: Option<JsonlBatches<BufReader<File>>>,
 }
 
@@ -39,11 +42,11 @@ pub fn batches(t: &Table, snap: &Snapshot) -> Result<VersionBatches> {
         )));
     }
     let files = t.open_data_files(snap)?;
-    let files: Vec<(PathBuf, File)> = snap.files.iter().map(|f| t.root().join(&f.path)).zip(files).collect();
     Ok(VersionBatches {
         arrow: arrow_schema(&snap.schema),
         schema: snap.schema.clone(),
-        files: files.into_iter(),
+        root: t.root().to_path_buf(),
+        files,
         current: None,
     })
 }
@@ -60,9 +63,10 @@ impl VersionBatches {
                     None => self.current = None,
                 }
             }
-            let Some((path, file)) = self.files.next() else {
+            let Some((f, file)) = self.files.next_file()? else {
                 return Ok(None);
             };
+            let path = self.root.join(&f.path);
             self.current = Some(JsonlBatches::new(
                 BufReader::with_capacity(1 << 20, file),
                 &path,

@@ -176,11 +176,15 @@ pub fn read(table: &Table, snap: &Snapshot, opts: &ReadOptions, out: &mut dyn Wr
         skipping,
         ..Default::default()
     };
-    let chosen: Vec<&Arc<FileEntry>> = snap.files.iter().zip(&may).filter(|(_, m)| **m).map(|(f, _)| f).collect();
-    let mut opened = Vec::with_capacity(chosen.len());
-    for f in &chosen {
-        opened.push(table.open_rows(f, &snap.schema)?.0);
-    }
+    let chosen: Vec<Arc<FileEntry>> = snap
+        .files
+        .iter()
+        .zip(&may)
+        .filter(|(_, m)| **m)
+        .map(|(f, _)| f.clone())
+        .collect();
+    // All opened and checked first, a bounded number kept open ([`Table::open_data_files`]).
+    let mut opened = crate::table::DataFiles::open(table, chosen, &snap.schema, None)?;
     let quoted_keys: Vec<String> = columns
         .iter()
         .flatten()
@@ -188,10 +192,10 @@ pub fn read(table: &Table, snap: &Snapshot, opts: &ReadOptions, out: &mut dyn Wr
         .collect();
     let mut line_out = Vec::new();
     let limit = opts.limit.unwrap_or(u64::MAX);
-    for (f, file) in chosen.iter().zip(opened) {
-        if report.rows_out >= limit {
+    while report.rows_out < limit {
+        let Some((f, file)) = opened.next_file()? else {
             break;
-        }
+        };
         let path = table.root().join(&f.path);
         each_line(BufReader::with_capacity(256 << 10, file), &path, usize::MAX >> 1, |n, line| {
             report.rows_read += 1;

@@ -65,20 +65,16 @@ impl Table {
         open_data_file(&self.dir, rel, expected_size)
     }
 
-    /// Open every data file of `snapshot` (checked as [`Table::open_data_file`] does), in order,
-    /// before any byte is read: a version is read whole or not at all.
-    /// A file a retention vacuum deleted is [`Error::Vacuumed`] (exit 4).
-    /// A Parquet data file is opened as its converted rows ([`Table::open_rows`]).
-    pub fn open_data_files(&self, snapshot: &Snapshot) -> Result<Vec<File>> {
-        snapshot
-            .files
-            .iter()
-            .map(|f| {
-                self.open_rows(f, &snapshot.schema)
-                    .map(|(file, _)| file)
-                    .map_err(|e| crate::table::history::explain_missing(self, snapshot.version, &f.path, e))
-            })
-            .collect()
+    /// The data files of `snapshot` (each as [`Table::open_rows`] opens it), in order, for one
+    /// pass over the version's rows: every file is opened and checked before the first one is
+    /// handed out, so a version is read whole or not at all, but at most
+    /// [`held_files_budget`] descriptors stay open between that check and the read; the rest
+    /// are opened again (and checked again) when their turn comes ([`DataFiles`]). A file a
+    /// retention vacuum deleted is [`Error::Vacuumed`] (exit 4).
+    ///
+    /// Errors: as [`Table::open_rows`], naming the file.
+    pub fn open_data_files(&self, snapshot: &Snapshot) -> Result<DataFiles> {
+        DataFiles::open(self, snapshot.files.clone(), &snapshot.schema, Some(snapshot.version))
     }
 
     /// The rows of the data file `f` as canonical JSONL under `schema` (the schema of a version
@@ -125,16 +121,58 @@ impl Table {
     /// file that a recorded retention vacuum deleted is not damage: the version's numbers are still
     /// what the log recorded, and `describe` lists which versions are readable.
     pub fn stat_data_files(&self, snapshot: &Snapshot) -> Result<()> {
-        for f in &snapshot.files {
+        let files = &snapshot.files;
+        // The stats (the cost of a version of a million files) run on up to 4 threads, each
+        // over one stretch of the files; what they find is then taken in order, so the file
+        // named is the first one that fails, as one pass would name it.
+        let threads = if files.len() < STAT_FILES_PER_THREAD {
+            1
+        } else {
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(4)
+                .min(files.len() / STAT_FILES_PER_THREAD)
+                .max(1)
+        };
+        let chunk = files.len().div_ceil(threads).max(1);
+        let stat_chunk = |from: usize| -> Vec<(usize, Error)> {
+            let mut bad = Vec::new();
+            for (i, f) in files.iter().enumerate().skip(from).take(chunk) {
+                if let Err(e) = stat_data_file(&self.dir, &f.path, f.size) {
+                    bad.push((i, e));
+                }
+            }
+            bad
+        };
+        let failed: Vec<(usize, Error)> = if threads == 1 {
+            stat_chunk(0)
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = (0..threads).map(|t| s.spawn(move || stat_chunk(t * chunk))).collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().map_err(|_| Error::Internal("a stat thread panicked".into())))
+                    .collect::<Result<Vec<_>>>()
+            })?
+            .into_iter()
+            .flatten()
+            .collect()
+        };
+        let mut failed = failed.into_iter().peekable();
+        for (i, f) in files.iter().enumerate() {
+            let stat = match failed.peek() {
+                Some((j, _)) if *j == i => failed.next().map(|(_, e)| e),
+                _ => None,
+            };
+            if stat.is_none() && !f.converted() {
+                continue;
+            }
             // A Parquet data file must also convert (read once, then from the cache): `describe`
             // never reports a version `read` refuses.
-            let checked = stat_data_file(&self.dir, &f.path, f.size).and_then(|()| {
-                if f.converted() {
-                    self.converted(f, &snapshot.schema).map(|_| ())
-                } else {
-                    Ok(())
-                }
-            });
+            let checked = match stat {
+                Some(e) => Err(e),
+                None => self.converted(f, &snapshot.schema).map(|_| ()),
+            };
             if let Err(e) = checked {
                 match crate::table::history::explain_missing(self, snapshot.version, &f.path, e) {
                     Error::Vacuumed { .. } => {}
@@ -155,8 +193,8 @@ impl Table {
         // 256 KiB reads and writes: std::io::copy's 8 KiB buffer costs 4x the syscalls of cat.
         let mut buf = vec![0u8; 256 << 10];
         let mut n = 0;
-        let files = self.open_data_files(snapshot)?;
-        for (f, mut file) in snapshot.files.iter().zip(files) {
+        let mut files = self.open_data_files(snapshot)?;
+        while let Some((f, mut file)) = files.next_file()? {
             let path = self.root.join(&f.path);
             loop {
                 let k = match file.read(&mut buf) {
@@ -173,6 +211,101 @@ impl Table {
         Ok(n)
     }
 
+}
+
+/// The fewest files [`Table::stat_data_files`] gives one thread of its own.
+const STAT_FILES_PER_THREAD: usize = 16 << 10;
+
+/// How many data files [`DataFiles`] keeps open between checking a version's files and reading
+/// them: a quarter of the soft `RLIMIT_NOFILE` (getrlimit(2)), at most 256 and at least 1, so a
+/// version of any number of files reads within the process's descriptor limit.
+pub fn held_files_budget() -> usize {
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    usize::try_from(soft / 4).unwrap_or(usize::MAX).clamp(1, 256)
+}
+
+/// The data files of one version (or of a chosen subset of them) for one pass in order
+/// ([`Table::open_data_files`]): all checked when made, at most [`held_files_budget`] kept
+/// open, the others opened again (with the same checks) when [`DataFiles::next_file`] reaches
+/// them. Owns what it needs (a clone of the table handle, the entries), so it can outlive the
+/// snapshot it came from.
+#[derive(Debug)]
+pub struct DataFiles {
+    table: Table,
+    files: Vec<Arc<crate::log::snapshot::FileEntry>>,
+    schema: Schema,
+    /// The version named when a missing file is explained as vacuumed (`None`: not explained).
+    version: Option<u64>,
+    /// The open files of `files[next..]` kept from the check, in order (a prefix of the rest).
+    held: std::collections::VecDeque<File>,
+    next: usize,
+}
+
+impl DataFiles {
+    /// Open and check every file of `files` (as [`Table::open_rows`] does, under `schema`),
+    /// keeping the first [`held_files_budget`] open. A missing file is explained against
+    /// `version` ([`crate::table::history::explain_missing`]) when it is given.
+    ///
+    /// Errors: as [`Table::open_rows`], for the first file that fails.
+    pub fn open(
+        table: &Table,
+        files: Vec<Arc<crate::log::snapshot::FileEntry>>,
+        schema: &Schema,
+        version: Option<u64>,
+    ) -> Result<DataFiles> {
+        let budget = held_files_budget();
+        let mut out = DataFiles {
+            table: table.clone(),
+            files,
+            schema: schema.clone(),
+            version,
+            held: Default::default(),
+            next: 0,
+        };
+        for i in 0..out.files.len() {
+            let file = out.open_one(i)?;
+            if out.held.len() < budget {
+                out.held.push_back(file);
+            }
+        }
+        Ok(out)
+    }
+
+    fn open_one(&self, i: usize) -> Result<File> {
+        let f = &self.files[i];
+        self.table.open_rows(f, &self.schema).map(|(file, _)| file).map_err(|e| match self.version {
+            Some(v) => crate::table::history::explain_missing(&self.table, v, &f.path, e),
+            None => e,
+        })
+    }
+
+    /// How many files it holds in all.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether it holds no file.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// The next file and its open descriptor, `None` after the last. Errors: as
+    /// [`Table::open_rows`] for a file opened again that is no longer what the log says
+    /// (deleted or changed since the check).
+    pub fn next_file(&mut self) -> Result<Option<(Arc<crate::log::snapshot::FileEntry>, File)>> {
+        let i = self.next;
+        let Some(entry) = self.files.get(i).cloned() else {
+            return Ok(None);
+        };
+        let file = match self.held.pop_front() {
+            Some(f) => f,
+            None => self.open_one(i)?,
+        };
+        self.next += 1;
+        Ok(Some((entry, file)))
+    }
 }
 
 /// [`Table::open_data_file`] beneath the table folder `root` (a directory handle): the one

@@ -50,7 +50,7 @@ pub fn readable_versions(table: &Table) -> Result<Vec<(u64, u64)>> {
         return Ok(Vec::new());
     };
     let seg = table.segment()?;
-    if table.snapshot(latest)?.vacuums == 0 {
+    if table.snapshot_arc(latest)?.vacuums == 0 {
         // No retention vacuum ever ran (counted in the snapshot and its checkpoint, so this costs
         // no walk of the history): every version the whole log reaches is readable. A file
         // missing without a vacuum is damage, which `read` names and `check` reports.

@@ -86,6 +86,9 @@ pub struct Table {
     newest_ok: Arc<AtomicU64>,
     /// Every version up to this one was checked complete ([`Table::verify_through`]).
     verified: Arc<AtomicU64>,
+    /// The newest private checkpoint this table (or a clone) read whole or wrote (`u64::MAX`:
+    /// none): not verified again by [`Table::readable_through`].
+    checkpoint_ok: Arc<AtomicU64>,
     /// The newest snapshot this table (or a clone) built, to replay later versions from, with
     /// the stamp of its version's commit file when it was built ([`CommitStamp`]): a tip whose
     /// commit file changed since (moved aside by `check --repair` and written again by another
@@ -208,6 +211,7 @@ impl Table {
             segment: Arc::new(Mutex::new(None)),
             newest_ok: Arc::new(AtomicU64::new(u64::MAX)),
             verified: Arc::new(AtomicU64::new(u64::MAX)),
+            checkpoint_ok: Arc::new(AtomicU64::new(u64::MAX)),
             tip: Arc::new(Mutex::new(None)),
             watch: None,
         }
@@ -469,7 +473,11 @@ impl Table {
     /// so older commits are not read again, as in [`Table::snapshot`]), else the segment's start.
     fn verify_start(&self, seg: &LogSegment, version: u64) -> u64 {
         match checkpoint::newest_at_or_before(&self.dir, version) {
-            Some(c) if c >= seg.first && checkpoint::read_totals(&self.dir, c).is_ok() => {
+            Some(c)
+                if c >= seg.first
+                    && (self.checkpoint_ok.load(Ordering::Acquire) == c
+                        || checkpoint::read_totals(&self.dir, c).is_ok()) =>
+            {
                 self.verified.fetch_min(c, Ordering::AcqRel);
                 c + 1
             }
@@ -689,7 +697,10 @@ impl Table {
             && base.as_ref().is_none_or(|b| b.version < c)
         {
             match checkpoint::read(&self.dir, c) {
-                Ok(snap) => base = Some(Arc::new(snap)),
+                Ok(snap) => {
+                    self.checkpoint_ok.store(c, Ordering::Release);
+                    base = Some(Arc::new(snap));
+                }
                 Err(e) => ::log::warn!("ignoring checkpoint: {e}"),
             }
         }
@@ -708,8 +719,15 @@ impl Table {
                 Err(e) => ::log::warn!("ignoring Delta checkpoint of version {d}: {e}"),
             }
         }
+        // `add`/`remove` actions replayed on top of the start (none from a checkpoint of it).
+        let mut replayed = 0u64;
         let snap = match &base {
-            Some(b) => self.snapshot_after(b, version)?,
+            Some(b) if b.version == version => b.clone(),
+            Some(b) => {
+                let (s, n) = self.replay_after_counting(b, version)?;
+                replayed = n;
+                Arc::new(s)
+            }
             None if seg.first > 0 => {
                 return Err(Error::Corrupt {
                     path: self.commit_path(0),
@@ -728,15 +746,20 @@ impl Table {
                     }
                     Ok(())
                 })?;
-                replay.snapshot(&self.root, version, last.unwrap_or_default())?
+                replayed = replay.file_actions();
+                Arc::new(replay.snapshot(&self.root, version, last.unwrap_or_default())?)
             }
         };
-        if version - cp.unwrap_or(0) >= checkpoint::CHECKPOINT_INTERVAL
-            && let Err(e) = checkpoint::write(&self.dir, &snap)
+        if (version - cp.unwrap_or(0) >= checkpoint::CHECKPOINT_INTERVAL
+            || replayed >= checkpoint::CHECKPOINT_ACTIONS)
+            && cp != Some(version)
         {
-            ::log::debug!("no checkpoint written for version {version}: {e}");
+            match checkpoint::write(&self.dir, &snap) {
+                Ok(()) => self.checkpoint_ok.store(version, Ordering::Release),
+                Err(e) => ::log::debug!("no checkpoint written for version {version}: {e}"),
+            }
         }
-        let snap = Arc::new(snap);
+
         if let Some(stamp) = stamp {
             self.set_tip(snap.clone(), stamp);
         }
@@ -904,24 +927,28 @@ impl Table {
     /// the commits after it, so it costs O(commits since the checkpoint), not O(live files);
     /// otherwise it builds the snapshot. Errors: as [`Table::snapshot`].
     pub fn totals(&self, version: u64) -> Result<checkpoint::Totals> {
-        let from_snapshot = |s: Snapshot| checkpoint::Totals {
+        let from_snapshot = |s: &Snapshot| checkpoint::Totals {
             version: s.version,
             num_files: s.files.len() as u64,
             num_records: s.num_records(),
             size_bytes: s.size_bytes(),
             files_without_stats: s.files.iter().filter(|f| !f.has_stats).count() as u64,
-            commit_info: s.commit_info,
-            metadata: s.metadata,
+            commit_info: s.commit_info.clone(),
+            metadata: s.metadata.clone(),
         };
         self.check_version(version)?;
+        // The snapshot this table built of the version, when there is one: no second read.
+        if let Some(s) = self.tip_if(|v| v == version) {
+            return Ok(from_snapshot(&s));
+        }
         let Some(cp) = checkpoint::newest_at_or_before(&self.dir, version) else {
-            return self.snapshot(version).map(from_snapshot);
+            return self.snapshot_arc(version).map(|s| from_snapshot(&s));
         };
         let Ok(mut t) = checkpoint::read_totals(&self.dir, cp) else {
-            return self.snapshot(version).map(from_snapshot);
+            return self.snapshot_arc(version).map(|s| from_snapshot(&s));
         };
         if version - cp >= checkpoint::CHECKPOINT_INTERVAL {
-            return self.snapshot(version).map(from_snapshot);
+            return self.snapshot_arc(version).map(|s| from_snapshot(&s));
         }
         let mut previous = Some(t.commit_info.timestamp);
         for v in cp + 1..=version {
@@ -933,7 +960,7 @@ impl Table {
                     .filter_map(|a| a.add.as_ref())
                     .all(|a| a.num_records().is_some());
             if !blind {
-                return self.snapshot(version).map(from_snapshot);
+                return self.snapshot_arc(version).map(|s| from_snapshot(&s));
             }
             let info = resolve_time(c.info.clone().unwrap_or_default(), c.mtime_ms, previous);
             previous = Some(info.timestamp);
@@ -971,6 +998,11 @@ impl Table {
     /// The snapshot of `version` (> `base.version`) by replaying the commits after `base`, each
     /// read and checked as [`Table::read_commit`] does, without listing the log first.
     fn replay_after(&self, base: &Snapshot, version: u64) -> Result<Snapshot> {
+        self.replay_after_counting(base, version).map(|(s, _)| s)
+    }
+
+    /// [`Table::replay_after`], also returning how many `add` and `remove` actions it replayed.
+    fn replay_after_counting(&self, base: &Snapshot, version: u64) -> Result<(Snapshot, u64)> {
         let mut replay = Replay::from_snapshot(base);
         let mut last = None;
         self.replay_range(
@@ -985,7 +1017,8 @@ impl Table {
                 Ok(())
             },
         )?;
-        replay.snapshot(&self.root, version, last.unwrap_or_default())
+        let n = replay.file_actions();
+        Ok((replay.snapshot(&self.root, version, last.unwrap_or_default())?, n))
     }
 
     /// The stamp of `version`'s commit file ([`CommitStamp`]); `None` when it cannot be

@@ -504,7 +504,7 @@ fn convert(
         next_check: GONE_CHECK_BYTES,
     };
     let rows = crate::format::parquet::contained(&data_path, || {
-        crate::format::parquet::write_jsonl(src, &data_path, schema, &file.partition_values, deleted.as_ref(), &mut capped)
+        crate::format::parquet::write_jsonl(src, &data_path, schema, file.partition_values(), deleted.as_ref(), &mut capped)
     })
     .map_err(|e| match e {
             Error::Io { source, .. } if matches!(stop_of(&source), Some(Stop::Cap)) => Error::Corrupt {

@@ -955,6 +955,86 @@ fn a_commit_of_many_adds_is_replayed_in_bounded_memory() {
     assert_eq!(t.describe()["numRecords"], FILES);
 }
 
+/// A table of one huge commit gets a private checkpoint too: replaying 100,000 `add` actions
+/// past the newest checkpoint writes one (docs/FORMAT.md "Log replay and checkpoints"), however
+/// few commits held them, and the next reader starts from it with the same numbers.
+#[test]
+fn a_commit_of_100000_adds_is_checkpointed() {
+    const FILES: u64 = 100_000;
+    let t = TempTable::new(&["i:int"]);
+    write_many_adds_commit(&t.path, FILES);
+    let cp = t.path.join("_tinydelta/checkpoints").join(format!("{:020}.jsonl", 1));
+    assert!(!cp.exists());
+    let before = t.describe();
+    assert!(cp.is_file(), "no checkpoint of version 1 after replaying {FILES} adds");
+    let text = fs::read_to_string(&cp).unwrap();
+    assert_eq!(text.lines().count() as u64, FILES + 1);
+    // Read from the checkpoint: the same numbers and rows.
+    let after = t.describe();
+    assert_eq!(before["numFiles"], after["numFiles"]);
+    assert_eq!(after["numRecords"], FILES);
+    assert_eq!(t.read().len() as u64, 8 * FILES);
+    // A small commit on top does not write another one (neither count is reached).
+    t.append(b"{\"i\":2}\n");
+    assert_eq!(t.describe()["numRecords"], FILES + 1);
+    assert!(
+        !t.path
+            .join("_tinydelta/checkpoints")
+            .join(format!("{:020}.jsonl", 2))
+            .exists()
+    );
+}
+
+/// A version of more data files than the process may hold open (`ulimit -n 64`, 300 files of
+/// one distinct row each) reads whole and in order: `read`, `read --where`, `read --columns`,
+/// `describe --json`, `export` and `optimize` keep a bounded number of files open (before,
+/// `read` opened every file first and failed with "Too many open files").
+#[test]
+fn a_version_of_more_files_than_the_descriptor_limit_reads_whole() {
+    const FILES: usize = 300;
+    let t = TempTable::new(&["id:int"]);
+    let ci = json!({"commitInfo": {
+        "timestamp": 4102444800000u64, "operation": "WRITE", "operationParameters": {"mode": "Append"},
+        "readVersion": 0, "isolationLevel": "WriteSerializable", "isBlindAppend": true,
+        "operationMetrics": {"numFiles": FILES.to_string(), "numOutputRows": FILES.to_string()},
+        "engineInfo": "tinydelta/0.1.0"}});
+    let mut lines = vec![ci];
+    for i in 0..FILES {
+        let name = format!("part-{i:04}.jsonl");
+        let row = format!("{{\"id\":{i}}}\n");
+        fs::write(t.path.join(&name), &row).unwrap();
+        lines.push(json!({"add": {"path": name, "size": row.len(), "modificationTime": 1,
+            "dataChange": true, "stats": "{\"numRecords\":1}"}}));
+    }
+    t.write_commit(1, &lines);
+    let limited = |args: &[&str]| -> Out {
+        let mut c = std::process::Command::new("sh");
+        c.arg("-c")
+            .arg("ulimit -n 64 && exec \"$@\"")
+            .arg("sh")
+            .arg(BIN)
+            .args(args);
+        run(c, b"")
+    };
+    let all: Vec<i64> = (0..FILES as i64).collect();
+    // The limit is in force for the command (fewer descriptors than the version has files).
+    let mut c = std::process::Command::new("sh");
+    c.arg("-c").arg("ulimit -n 64 && ulimit -n");
+    assert_eq!(run(c, b"").ok().text().trim(), "64");
+    assert_eq!(ids(&limited(&["read", &t.p()]).ok().stdout), all);
+    assert_eq!(ids(&limited(&["read", &t.p(), "--where", "id >= 0"]).ok().stdout), all);
+    let cols = limited(&["read", &t.p(), "--columns", "id", "--limit", "250"]).ok();
+    assert_eq!(ids(&cols.stdout), all[..250].to_vec());
+    assert_eq!(limited(&["describe", &t.p(), "--json"]).ok().json()["numFiles"], FILES);
+    let dest = tempfile::tempdir().unwrap();
+    let dest = dest.path().join("dest");
+    limited(&["export", &t.p(), dest.to_str().unwrap()]).ok();
+    limited(&["optimize", &t.p()]).ok();
+    assert_eq!(t.describe()["numFiles"], 1);
+    assert_eq!(ids(&limited(&["read", &t.p()]).ok().stdout), all);
+    assert_eq!(ids(&limited(&["read", &t.p(), "--version", "1"]).ok().stdout), all);
+}
+
 /// `describe` prints the log's numbers only when the files back them: a live data file missing,
 /// cut, grown or a symlink fails it like `read` (exit 1, naming the file); older versions that do
 /// not name the file still describe.

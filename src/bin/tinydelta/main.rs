@@ -950,9 +950,10 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             let mut fd1 = std::mem::ManuallyDrop::new(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(1) });
             // File to File: std::io::copy uses copy_file_range, sendfile or splice (no user-space
             // copy into a file, /dev/null or a pipe).
-            // Every file is opened and its size checked before the first byte goes out.
-            let files = t.open_data_files(&snap)?;
-            for (f, mut src) in snap.files.iter().zip(files) {
+            // Every file is opened and its size checked before the first byte goes out (with
+            // a bounded number kept open: a version of a million files reads too).
+            let mut files = t.open_data_files(&snap)?;
+            while let Some((f, mut src)) = files.next_file()? {
                 std::io::copy(&mut src, &mut *fd1).map_err(|e| Error::io("copy", t.root().join(&f.path), e))?;
             }
         }
@@ -990,10 +991,10 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 None => t.latest_version()?,
             };
             // The numbers come from the log: only print them when the files back them.
-            t.stat_data_files(&t.snapshot(v)?)?;
+            t.stat_data_files(&*t.snapshot_arc(v)?)?;
             let readable = tinydelta::readable_versions(&t)?;
             if json {
-                let s = t.snapshot(v)?;
+                let s = t.snapshot_arc(v)?;
                 let (counted, unstated) = counted_rows(&t, &s)?;
                 let files: Vec<_> = s
                     .files
