@@ -87,8 +87,10 @@ fn plan(files: &[std::sync::Arc<FileEntry>], target: u64, movable: usize) -> Opt
 }
 
 /// Bytes under which auto compaction packs a run of small files whatever the files' sizes (its
-/// plan, [`plan_tiered`]; docs/FORMAT.md "Auto compaction"): 8 MiB.
-pub const AUTO_COMPACT_FREE_BYTES: u64 = 8 << 20;
+/// plan, [`plan_tiered`]; docs/FORMAT.md "Auto compaction"): 1 MiB, so a stream of small
+/// commits rewrites at most 1 MiB per compaction below it (a table of a thousand one-row commits
+/// still becomes one file).
+pub const AUTO_COMPACT_FREE_BYTES: u64 = 1 << 20;
 
 /// Auto compaction's plan of `files` (snapshot order) for `target` bytes, in the shape of
 /// [`plan`]: walked from the newest movable file back, a file joins the run of newer files
@@ -590,6 +592,44 @@ mod tests {
         let (start, steps) = plan_tiered(&files, 1000, 20, 2).expect("a plan");
         assert_eq!(start, 0);
         assert!(matches!(&steps[..], [Step::Pack(p), Step::Keep(y)] if p.len() == 2 && y.path == "young"));
+    }
+
+    /// A long stream of small commits, compacted after every 50 (the default threshold) with
+    /// the sizes auto compaction uses: every byte is written a bounded number of times in all,
+    /// and few small files are left after each compaction (docs/FORMAT.md "Auto compaction").
+    #[test]
+    fn tiered_compaction_of_a_stream_bounds_rewrites_and_files() {
+        for (row, rounds, max_amp, max_small) in [(300u64, 2000, 40.0, 8), (4096, 2000, 8.0, 12), (65536, 300, 5.0, 16)] {
+            let mut files: Vec<std::sync::Arc<FileEntry>> = Vec::new();
+            let (mut total, mut rewritten, mut n) = (0u64, 0u64, 0usize);
+            for _ in 0..rounds {
+                for _ in 0..50 {
+                    files.push(f(&format!("f{n}"), row));
+                    n += 1;
+                }
+                total += 50 * row;
+                if let Some((start, steps)) = plan_tiered(&files, DEFAULT_TARGET_SIZE, AUTO_COMPACT_FREE_BYTES, files.len()) {
+                    let mut next: Vec<std::sync::Arc<FileEntry>> = files[..start].to_vec();
+                    for s in &steps {
+                        match s {
+                            Step::Keep(k) => next.push(f(&k.path, k.size)),
+                            Step::Pack(p) => {
+                                let size: u64 = p.iter().map(|x| x.size).sum();
+                                rewritten += size;
+                                next.push(f(&format!("f{n}"), size));
+                                n += 1;
+                            }
+                        }
+                    }
+                    files = next;
+                }
+                assert_eq!(files.iter().map(|x| x.size).sum::<u64>(), total, "bytes lost or made");
+                let small = files.iter().filter(|x| x.size < DEFAULT_TARGET_SIZE).count();
+                assert!(small <= max_small, "{row}-byte rows: {small} small files left after a compaction");
+            }
+            let amp = rewritten as f64 / total as f64;
+            assert!(amp <= max_amp, "{row}-byte rows: each byte rewritten {amp:.1} times");
+        }
     }
 
     #[test]
