@@ -536,6 +536,7 @@ impl PyTable {
             target_size: size("target_size", target_size, tinydelta::optimize::DEFAULT_TARGET_SIZE)?,
             write: write_opts(expect_version),
             settled_before_ms: None,
+            tiered: false,
         };
         let r = lib(py.detach(|| tinydelta::optimize::optimize(&self.t, &opts)))?;
         Ok(json!({

@@ -3,8 +3,10 @@
 
 Columns of the TSV: id, figure, ours, baseline, kind, target, note.
   kind speed|faster: ratio = baseline / ours (higher is better), pass when ratio >= target
+                     (target "-": the ratio is reported, no pass or miss)
   kind scale:        ratio = ours / baseline (the cost multiple), pass when ratio <= target
   kind max_mib:      ours is in MiB, pass when ours <= target
+  kind max_count:    ours is a count (files), pass when ours <= target
   kind report:       no target
 Times are seconds; "-" means not measured.
 """
@@ -47,10 +49,12 @@ def main():
             if o and b:
                 r = b / o
                 ratio = f"{r:.2f}" if kind == "speed" else f"{r:.1f}x faster"
-                res = "pass" if r >= t else "MISS"
+                res = "report" if t is None else "pass" if r >= t else "MISS"
             else:
                 res = "n/a"
             tgt = f">= {target}" if kind == "speed" else f">= {target}x faster"
+            if t is None:
+                tgt = "report"
         elif kind == "scale":
             if o and b:
                 r = o / b
@@ -62,12 +66,18 @@ def main():
         elif kind == "max_mib":
             tgt = f"<= {target} MiB"
             res = ("pass" if o <= t else "MISS") if o is not None else "n/a"
+        elif kind == "max_count":
+            tgt = f"<= {target}"
+            res = ("pass" if o <= t else "MISS") if o is not None else "n/a"
         else:
             tgt = "report"
             if o is None:
                 res = "n/a"
         if kind == "max_mib":
             o_s = f"{o:.1f} MiB" if o is not None else "-"
+            b_s = "-"
+        elif kind == "max_count":
+            o_s = f"{o:.0f}" if o is not None else "-"
             b_s = "-"
         else:
             o_s, b_s = fmt_time(o), fmt_time(b)

@@ -47,6 +47,9 @@ fn main() {
         max_convert_bytes: cli.max_convert_bytes,
         version_cache_bytes: cli.version_cache_bytes,
         auto_compact: cli.auto_compact.as_deref().map(|v| v == "on"),
+        auto_compact_min_files: cli
+            .auto_compact_min_files
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         no_passthrough: cli.no_passthrough,
         ..MountArgs::default()
     };

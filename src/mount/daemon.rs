@@ -64,6 +64,9 @@ pub struct MountArgs {
     /// `--auto-compact on|off`: auto compaction when the table's property does not say
     /// (docs/MOUNT.md "Auto compaction"); `None`: on.
     pub auto_compact: Option<bool>,
+    /// `--auto-compact-min-files N`: the small files that start an auto compaction when the
+    /// table's property does not say (docs/MOUNT.md "Auto compaction"); `None`: 50.
+    pub auto_compact_min_files: Option<usize>,
     /// Never use FUSE passthrough: every read goes through the daemon (docs/MOUNT.md
     /// "Passthrough").
     pub no_passthrough: bool,
@@ -172,6 +175,9 @@ fn background(args: MountArgs) -> i32 {
     }
     if let Some(on) = args.auto_compact {
         cmd.arg("--auto-compact").arg(if on { "on" } else { "off" });
+    }
+    if let Some(n) = args.auto_compact_min_files {
+        cmd.arg("--auto-compact-min-files").arg(n.to_string());
     }
     if args.no_passthrough {
         cmd.arg("--no-passthrough");
@@ -473,6 +479,7 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
         version_cache_bytes: args.version_cache_bytes.unwrap_or(d.version_cache_bytes),
         auto_compact: crate::ops::optimize::AutoCompact {
             default_on: args.auto_compact.unwrap_or(d.auto_compact.default_on),
+            min_files: args.auto_compact_min_files.map_or(d.auto_compact.min_files, |n| n.max(2)),
             ..d.auto_compact
         },
         ..d

@@ -86,6 +86,70 @@ fn plan(files: &[std::sync::Arc<FileEntry>], target: u64, movable: usize) -> Opt
     Some((start + lead, steps))
 }
 
+/// Bytes under which auto compaction packs a run of small files whatever the files' sizes (its
+/// plan, [`plan_tiered`]; docs/FORMAT.md "Auto compaction"): 1 MiB, so a stream of small
+/// commits rewrites at most 1 MiB per compaction below it (a table of a thousand one-row commits
+/// still becomes one file).
+pub const AUTO_COMPACT_FREE_BYTES: u64 = 1 << 20;
+
+/// Auto compaction's plan of `files` (snapshot order) for `target` bytes, in the shape of
+/// [`plan`]: walked from the newest movable file back, a file joins the run of newer files
+/// packed after it while the run stays within `target` and either stays within `free` bytes
+/// or the file is no larger than the run. So a file of more than `free` bytes is rewritten only
+/// when the bytes packed with it are at least its own, and its file at least doubles: past
+/// `free`, a byte is rewritten at most log2(`target` / `free`) times, and a stream of small
+/// commits costs a compaction at most `free` bytes plus what arrived (Delta's bin-packing,
+/// [`plan`], rewrites the whole run below `target` each time). `None` when no run holds two
+/// files.
+fn plan_tiered(
+    files: &[std::sync::Arc<FileEntry>],
+    target: u64,
+    free: u64,
+    movable: usize,
+) -> Option<(usize, Vec<Step<'_>>)> {
+    let end = movable.min(files.len());
+    let start = files[..end].iter().position(|f| f.size < target)?;
+    // Steps newest first; files from `end` on stay, in place after the packed ones.
+    let mut rev: Vec<Step<'_>> = files[end..].iter().rev().map(|f| Step::Keep(f)).collect();
+    let mut run: Vec<&FileEntry> = Vec::new();
+    let mut run_size = 0u64;
+    fn close<'a>(run: &mut Vec<&'a FileEntry>, rev: &mut Vec<Step<'a>>) {
+        match run.len() {
+            0 => {}
+            1 => rev.push(Step::Keep(run[0])),
+            _ => {
+                let mut bin = std::mem::take(run);
+                bin.reverse();
+                rev.push(Step::Pack(bin));
+            }
+        }
+        run.clear();
+    }
+    for f in files[start..end].iter().rev() {
+        if f.size >= target {
+            close(&mut run, &mut rev);
+            run_size = 0;
+            rev.push(Step::Keep(f));
+            continue;
+        }
+        let joined = run_size.saturating_add(f.size);
+        if !run.is_empty() && (joined > target || (joined > free && f.size > run_size)) {
+            close(&mut run, &mut rev);
+            run_size = 0;
+        }
+        run.push(f);
+        run_size = run_size.saturating_add(f.size);
+    }
+    close(&mut run, &mut rev);
+    if !rev.iter().any(|s| matches!(s, Step::Pack(_))) {
+        return None;
+    }
+    rev.reverse();
+    let lead = rev.iter().take_while(|s| matches!(s, Step::Keep(_))).count();
+    let steps: Vec<Step<'_>> = rev.into_iter().skip(lead).collect();
+    Some((start + lead, steps))
+}
+
 /// Write the concatenation of `inputs` as a new `part-<uuid>.jsonl` (bytes copied as they are,
 /// fsynced), and its `add` action (`dataChange: false`) with stats computed from its rows under
 /// `table`'s latest schema. Errors: as [`Table::open_data_file`]; [`Error::Corrupt`] when the
@@ -150,6 +214,11 @@ pub struct OptimizeOptions {
     /// first younger file and every file after it stay (the mount's re-save window,
     /// docs/MOUNT.md "Auto compaction"). `None`: every file.
     pub settled_before_ms: Option<i64>,
+    /// Plan as auto compaction does (docs/FORMAT.md "Auto compaction"): a file larger than
+    /// [`AUTO_COMPACT_FREE_BYTES`] is packed only with at least its own size of newer bytes, so
+    /// repeated compactions of a growing table rewrite each byte a bounded number of times.
+    /// `false`: Delta's bin-packing (`OPTIMIZE`), every small file.
+    pub tiered: bool,
 }
 
 impl Default for OptimizeOptions {
@@ -158,6 +227,7 @@ impl Default for OptimizeOptions {
             target_size: DEFAULT_TARGET_SIZE,
             write: WriteOptions::default(),
             settled_before_ms: None,
+            tiered: false,
         }
     }
 }
@@ -182,6 +252,7 @@ pub fn optimize(table: &Table, opts: &OptimizeOptions) -> Result<OptimizeReport>
         target_size,
         write,
         settled_before_ms,
+        tiered,
     } = opts;
     let (target_size, opts) = (*target_size, write);
     if target_size == 0 {
@@ -197,7 +268,13 @@ pub fn optimize(table: &Table, opts: &OptimizeOptions) -> Result<OptimizeReport>
             version: read_version.max(e + 1),
         });
     }
-    let Some((start, steps)) = plan(&snap.files, target_size, movable(&snap.files, *settled_before_ms)) else {
+    let movable = movable(&snap.files, *settled_before_ms);
+    let planned = if *tiered {
+        plan_tiered(&snap.files, target_size, AUTO_COMPACT_FREE_BYTES, movable)
+    } else {
+        plan(&snap.files, target_size, movable)
+    };
+    let Some((start, steps)) = planned else {
         return Ok(OptimizeReport {
             files_after: snap.files.len(),
             ..Default::default()
@@ -239,6 +316,13 @@ pub fn optimize(table: &Table, opts: &OptimizeOptions) -> Result<OptimizeReport>
                 }
             },
         }
+    }
+    // Failpoint (src/sys/failpoint.rs): the new files are written, nothing committed.
+    if let Err(e) = crate::sys::failpoint::hit("optimize-written") {
+        for w in &written {
+            let _ = table.dir().try_unlink(w);
+        }
+        return Err(e);
     }
     let read_files: HashSet<String> = snap.files[start..].iter().map(|f| f.path.clone()).collect();
     let new_files = written.len();
@@ -384,10 +468,15 @@ pub fn auto_compact(table: &Table, settings: &AutoCompact) -> Result<Option<Opti
             ..Default::default()
         },
         settled_before_ms,
+        tiered: true,
     };
     match optimize(table, &opts) {
         Ok(r) if r.version.is_some() => Ok(Some(r)),
-        Ok(_) | Err(Error::ConcurrentWrite { .. }) => Ok(None),
+        Ok(_) => Ok(None),
+        Err(e @ Error::ConcurrentWrite { .. }) => {
+            log::debug!("auto compaction lost a race, nothing committed (the next write tries again): {e}");
+            Ok(None)
+        }
         Err(e) => Err(e),
     }
 }
@@ -459,6 +548,92 @@ mod tests {
         assert_eq!(shape(5), vec![vec!["b", "c"], vec!["d"], vec!["e"], vec!["f"], vec!["g"]]);
         assert!(plan(&files, 100, 1).is_none());
         assert_eq!(parse_size("128MiB"), Some(128 << 20));
+    }
+
+    /// The steps of [`plan_tiered`] as lists of paths (a kept file alone), with its start.
+    fn tiered(files: &[std::sync::Arc<FileEntry>], target: u64, free: u64) -> Option<(usize, Vec<Vec<String>>)> {
+        let (start, steps) = plan_tiered(files, target, free, files.len())?;
+        let shape = steps
+            .iter()
+            .map(|s| match s {
+                Step::Keep(f) => vec![f.path.clone()],
+                Step::Pack(v) => v.iter().map(|f| f.path.clone()).collect(),
+            })
+            .collect();
+        Some((start, shape))
+    }
+
+    #[test]
+    fn tiered_plans_keep_order_and_rewrite_a_large_file_only_with_as_many_new_bytes() {
+        let v = |names: &[&str]| names.iter().map(|n| vec![n.to_string()]).collect::<Vec<_>>();
+        // Tiny files under the free size: one run, whatever their number.
+        let tiny: Vec<_> = (0..1000).map(|i| f(&format!("t{i}"), 300)).collect();
+        let (start, steps) = tiered(&tiny, 1 << 20, 8 << 20).expect("a plan");
+        assert_eq!((start, steps.len(), steps[0].len()), (0, 1, 1000));
+        assert_eq!(steps[0][999], "t999");
+        // A file past the free size stays while the newer run is smaller than it...
+        let files = [f("big", 500), f("mid", 60), f("a", 5), f("b", 5), f("c", 5)];
+        assert_eq!(tiered(&files, 1000, 20), Some((2, vec![vec!["a".into(), "b".into(), "c".into()]])));
+        // ...and joins it once the run is at least its size; a file at the target stays in place.
+        let files = [f("big", 50), f("x", 30), f("y", 30), f("full", 1000), f("p", 3), f("q", 3)];
+        let mut want = vec![vec!["big".to_string(), "x".into(), "y".into()]];
+        want.extend(v(&["full"]));
+        want.push(vec!["p".into(), "q".into()]);
+        assert_eq!(tiered(&files, 1000, 20), Some((0, want)));
+        // Bins stay within the target; nothing to pack is no plan.
+        assert_eq!(
+            tiered(&[f("a", 600), f("b", 600), f("c", 600)], 1000, 20),
+            None,
+            "no two fit one file"
+        );
+        assert_eq!(tiered(&[f("a", 30), f("b", 10)], 1000, 20), None, "the older one is larger");
+        // Files from `movable` on stay, after the packed ones.
+        let files = [f("a", 5), f("b", 5), f("young", 5)];
+        let (start, steps) = plan_tiered(&files, 1000, 20, 2).expect("a plan");
+        assert_eq!(start, 0);
+        assert!(matches!(&steps[..], [Step::Pack(p), Step::Keep(y)] if p.len() == 2 && y.path == "young"));
+    }
+
+    /// A long stream of small commits, compacted after every 50 (the default threshold) with
+    /// the sizes auto compaction uses: every byte is written a bounded number of times in all,
+    /// and few small files are left after each compaction (docs/FORMAT.md "Auto compaction").
+    #[test]
+    fn tiered_compaction_of_a_stream_bounds_rewrites_and_files() {
+        for (row, rounds, max_amp, max_small) in [(300u64, 2000, 40.0, 8), (4096, 2000, 8.0, 12), (65536, 300, 5.0, 16)] {
+            let mut files: Vec<std::sync::Arc<FileEntry>> = Vec::new();
+            let (mut total, mut rewritten, mut n) = (0u64, 0u64, 0usize);
+            for _ in 0..rounds {
+                for _ in 0..50 {
+                    files.push(f(&format!("f{n}"), row));
+                    n += 1;
+                }
+                total += 50 * row;
+                if let Some((start, steps)) = plan_tiered(&files, DEFAULT_TARGET_SIZE, AUTO_COMPACT_FREE_BYTES, files.len()) {
+                    let mut next: Vec<std::sync::Arc<FileEntry>> = files[..start].to_vec();
+                    for s in &steps {
+                        match s {
+                            Step::Keep(k) => next.push(f(&k.path, k.size)),
+                            Step::Pack(p) => {
+                                let size: u64 = p.iter().map(|x| x.size).sum();
+                                rewritten += size;
+                                next.push(f(&format!("f{n}"), size));
+                                n += 1;
+                            }
+                        }
+                    }
+                    files = next;
+                }
+                assert_eq!(files.iter().map(|x| x.size).sum::<u64>(), total, "bytes lost or made");
+                let small = files.iter().filter(|x| x.size < DEFAULT_TARGET_SIZE).count();
+                assert!(small <= max_small, "{row}-byte rows: {small} small files left after a compaction");
+            }
+            let amp = rewritten as f64 / total as f64;
+            assert!(amp <= max_amp, "{row}-byte rows: each byte rewritten {amp:.1} times");
+        }
+    }
+
+    #[test]
+    fn parses_sizes() {
         assert_eq!(parse_size("1000"), Some(1000));
         assert_eq!(parse_size("10 MB"), Some(10_000_000));
         assert_eq!(parse_size("lots"), None);

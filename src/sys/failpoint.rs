@@ -13,6 +13,7 @@
 //! | `rejects-scanned` | `append --rejects`: the first pass is done, the second not started |
 //! | `staged-release` | the mount got the `release` of an `incoming/` file, not yet counted (a serving thread preempted right after reading the request) |
 //! | `convert-mib` | a Parquet data file's conversion to JSONL wrote another MiB (docs/FORMAT.md "Parquet data files") |
+//! | `optimize-written` | an `OPTIMIZE` (also an auto compaction) wrote its new files, nothing committed yet |
 //! | `check-helper` | a helper thread took a piece of a large write to check, not yet checked (a helper the scheduler put aside) |
 //!
 //! and ACTION is `kill` (SIGKILL itself, like `kill -9`), `freeze` (SIGSTOP itself until a

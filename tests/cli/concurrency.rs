@@ -513,3 +513,105 @@ fn an_input_changed_between_the_rejects_passes_commits_nothing() {
     assert_eq!(t.latest(), 1);
     assert_eq!(t.read(), b"{\"id\":1}\n{\"id\":3}\n");
 }
+
+/// The properties that turn auto compaction on for `t`, with a threshold of `min` small files
+/// (docs/FORMAT.md "Auto compaction").
+fn auto_compact_on(t: &TempTable, min: usize) {
+    let min = format!("tinydelta.autoCompact.minNumFiles={min}");
+    t.td("alter", &["set-property", "delta.autoOptimize.autoCompact=true", &min])
+        .ok();
+}
+
+/// An append's auto compaction that loses its race (frozen by the `optimize-written` failpoint,
+/// its packed file written, while an overwrite removes its inputs): the append succeeds and
+/// reports its own version, the compaction commits nothing, warns of nothing and leaves no
+/// file, and a later append compacts.
+#[test]
+fn an_auto_compaction_that_loses_a_race_commits_nothing_and_the_append_succeeds() {
+    let t = TempTable::new(SMALL);
+    auto_compact_on(&t, 3); // 1
+    t.append(&small_rows(0, 1)); // 2
+    t.append(&small_rows(10, 1)); // 3
+    assert_eq!(t.part_files().len(), 2, "compacted below the threshold");
+    let parts = t.part_files();
+    let mut w = Writer::spawn(&t.args("append", &[]), "optimize-written=freeze", &small_rows(20, 1));
+    w.wait_frozen("optimize-written");
+    // The append is committed before its compaction starts; the packed file is written.
+    assert_eq!(t.latest(), 4);
+    assert_eq!(
+        t.part_files().len(),
+        parts.len() + 2,
+        "the append's file and the packed one"
+    );
+    assert_eq!(t.overwrite(&small_rows(700, 1)), 5);
+    w.resume();
+    let (st, out, err) = w.finish();
+    assert!(st.success(), "{st:?} {out} {err}");
+    assert_eq!(version_in(&out), 4, "{out}");
+    assert!(!err.contains("warning") && !err.contains("auto compaction"), "{err}");
+    assert_clean_log(&t, 5);
+    assert_eq!(ids(&t.read_v(4)), vec![0, 10, 20]);
+    assert_eq!(ids(&t.read()), vec![700]);
+    assert_eq!(
+        t.part_files().len(),
+        parts.len() + 2,
+        "the losing compaction left its file"
+    );
+    // The next write that leaves three small files compacts them.
+    t.append(&small_rows(30, 1)); // 6
+    let out = t.td_in("append", &[], &small_rows(40, 1)).ok(); // 7, then OPTIMIZE 8
+    assert_eq!(version_in(&out.text()), 7);
+    assert!(
+        out.stderr
+            .contains("auto compaction packed 3 files into 1 file as version 8"),
+        "{}",
+        out.stderr
+    );
+    assert_clean_log(&t, 8);
+    assert_eq!(t.read_v(8), t.read_v(7));
+    assert_eq!(ids(&t.read()), vec![700, 30, 40]);
+    assert_eq!(t.describe()["numFiles"], 1);
+    t.td("check", &["--deep"]).ok();
+}
+
+/// Appends racing with each other's auto compactions (each process appends, then compacts):
+/// every append succeeds with its rows once, each OPTIMIZE version reads exactly like the
+/// version before it, the compactions that lost leave no file, and nobody warns.
+#[test]
+fn racing_appends_with_auto_compaction_keep_every_row_once_and_in_order() {
+    const N: i64 = 6;
+    let t = TempTable::new(SMALL);
+    auto_compact_on(&t, 2); // 1
+    let jobs = (0..N)
+        .map(|i| (t.args("append", &[]), small_rows(i * 100, 3)))
+        .collect();
+    let results = release_all(frozen_writers(jobs));
+    for (i, (st, out, err)) in results.iter().enumerate() {
+        assert!(st.success(), "writer {i}: {st:?} {out} {err}");
+        assert!(!err.contains("warning"), "writer {i}: {err}");
+        let v = version_in(out);
+        assert_eq!(t.commit(v)[0]["commitInfo"]["operation"], "WRITE", "writer {i}");
+    }
+    let latest = t.latest();
+    assert_clean_log(&t, latest);
+    let mut optimizes = 0;
+    for v in 2..=latest {
+        if t.commit(v)[0]["commitInfo"]["operation"] == "OPTIMIZE" {
+            optimizes += 1;
+            assert_eq!(t.read_v(v), t.read_v(v - 1), "OPTIMIZE version {v} changed the rows");
+        }
+    }
+    assert!(optimizes >= 1, "no compaction committed");
+    assert_eq!(latest, 1 + N as u64 + optimizes);
+    let mut got = ids(&t.read());
+    got.sort_unstable();
+    let mut want: Vec<i64> = (0..N).flat_map(|i| i * 100..i * 100 + 3).collect();
+    want.sort_unstable();
+    assert_eq!(got, want, "every row exactly once");
+    let referenced = t.referenced();
+    assert!(
+        t.part_files().iter().all(|p| referenced.contains(p)),
+        "a losing compaction left a data file"
+    );
+    t.td("check", &["--deep"]).ok();
+}

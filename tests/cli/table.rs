@@ -1875,6 +1875,40 @@ fn as_of_raises_commit_times_that_go_backwards_and_takes_the_first_of_a_repeated
     assert_eq!(run(c, b"").ok().stdout, t.read_v(4));
 }
 
+/// Auto compaction runs after the CLI's other writes too (docs/FORMAT.md "Auto compaction"): a
+/// MERGE that inserts adds a file, and the third small file is packed right after its commit,
+/// rows in the same order.
+#[test]
+fn auto_compaction_runs_after_a_merge() {
+    let t = TempTable::new(&["id:int!"]);
+    t.td(
+        "alter",
+        &[
+            "set-property",
+            "delta.autoOptimize.autoCompact=true",
+            "tinydelta.autoCompact.minNumFiles=3",
+        ],
+    )
+    .ok(); // 1
+    t.append(b"{\"id\":1}\n"); // 2
+    t.append(b"{\"id\":2}\n"); // 3
+    assert_eq!(t.describe()["numFiles"], 2);
+    let src = t.dir.path().join("src.jsonl");
+    std::fs::write(&src, "{\"id\":3}\n").unwrap();
+    let out = t.td("merge", &["--file", src.to_str().unwrap(), "--on", "id"]).ok();
+    assert!(
+        out.stderr
+            .contains("auto compaction packed 3 files into 1 file as version 5"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(t.commit(4)[0]["commitInfo"]["operation"], "MERGE");
+    assert_eq!(t.commit(5)[0]["commitInfo"]["operation"], "OPTIMIZE");
+    assert_eq!(t.read_v(5), t.read_v(4));
+    assert_eq!(t.read(), b"{\"id\":1}\n{\"id\":2}\n{\"id\":3}\n");
+    assert_eq!(t.describe()["numFiles"], 1);
+}
+
 #[test]
 fn auto_compaction_follows_the_table_property_after_appends() {
     let t = TempTable::new(&["id:int!"]);

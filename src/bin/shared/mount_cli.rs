@@ -62,6 +62,10 @@ pub struct MountCli {
     /// once commits pause for 6 s.
     #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
     pub auto_compact: Option<String>,
+    /// Small files (under 128 MiB) older than 6 s that start an auto compaction when the
+    /// table's tinydelta.autoCompact.minNumFiles property does not say (default 50, from 2).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(2..))]
+    pub auto_compact_min_files: Option<u64>,
     /// Never use FUSE passthrough (single-file versions and commit files are otherwise read by
     /// the kernel directly where it allows: Linux >= 6.9, CAP_SYS_ADMIN); for comparisons.
     #[arg(long)]

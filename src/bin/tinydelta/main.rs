@@ -884,6 +884,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 ..Default::default()
             };
             let (written, _) = write_rows(&t, Mode::Overwrite, &file, opts, &bad, false, quiet)?;
+            let committed = matches!(written, Written::Version(_));
             if json {
                 let doc = match written {
                     Written::Version(v) => outcome(&t, &table, v)?,
@@ -902,6 +903,10 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                     count(rows, "row", "rows")
                 )
                 .map_err(stdout_err)?;
+            }
+            if committed {
+                out.flush().map_err(stdout_err)?;
+                auto_compact_after_write(&t, quiet);
             }
         }
         Cmd::Read {
@@ -1132,6 +1137,10 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 tinydelta::dml::delete(&t, &where_, &opts)?
             };
             change_outcome(&mut out, &t, &table, &r, change.json, "from")?;
+            if r.version.is_some() {
+                out.flush().map_err(stdout_err)?;
+                auto_compact_after_write(&t, quiet);
+            }
         }
         Cmd::Update {
             table,
@@ -1146,6 +1155,10 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 tinydelta::dml::update(&t, &where_, &set, &opts)?
             };
             change_outcome(&mut out, &t, &table, &r, change.json, "in")?;
+            if r.version.is_some() {
+                out.flush().map_err(stdout_err)?;
+                auto_compact_after_write(&t, quiet);
+            }
         }
         Cmd::Merge {
             table,
@@ -1181,6 +1194,10 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 tinydelta::dml::merge(&t, &name, input, &opts)?
             };
             change_outcome(&mut out, &t, &table, &r, change.json, "into")?;
+            if r.version.is_some() {
+                out.flush().map_err(stdout_err)?;
+                auto_compact_after_write(&t, quiet);
+            }
         }
         Cmd::Restore {
             table,
@@ -1279,6 +1296,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                         target_size: target,
                         write: opts,
                         settled_before_ms: None,
+                        tiered: false,
                     },
                 )?
             };
