@@ -42,8 +42,6 @@ pub fn check_property(key: &str, value: &str) -> Result<()> {
         AUTO_COMPACT_PROPERTY => parse_auto_compact(value).is_some(),
         AUTO_COMPACT_MIN_FILES_PROPERTY => value.trim().parse::<usize>().is_ok_and(|n| n >= 2),
         crate::table::CHECKPOINT_INTERVAL_PROPERTY => value.trim().parse::<u64>().is_ok_and(|n| n >= 1),
-        crate::table::EXPIRED_LOG_CLEANUP_PROPERTY => matches!(value.trim().to_ascii_lowercase().as_str(), "true" | "false"),
-        crate::table::LOG_RETENTION_PROPERTY => crate::util::time::parse_interval(value).is_some(),
         _ => true,
     };
     if ok {
@@ -53,8 +51,6 @@ pub fn check_property(key: &str, value: &str) -> Result<()> {
         crate::ops::vacuum::RETENTION_PROPERTY => "an interval like \"interval 7 days\"",
         AUTO_COMPACT_PROPERTY => "true, false, auto or legacy",
         crate::table::CHECKPOINT_INTERVAL_PROPERTY => "a whole number of commits from 1",
-        crate::table::EXPIRED_LOG_CLEANUP_PROPERTY => "true or false",
-        crate::table::LOG_RETENTION_PROPERTY => "an interval like \"interval 30 days\"",
         _ => "a whole number of files from 2",
     };
     Err(Error::InvalidArgument(format!(

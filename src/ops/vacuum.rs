@@ -68,8 +68,35 @@ impl Default for VacuumOptions {
     }
 }
 
-/// Parse a Delta interval: [`crate::util::time::parse_interval`].
-pub use crate::util::time::parse_interval;
+/// Parse a Delta interval (`interval 7 days`, `interval 1 week`, `168 hours`) or a plain
+/// duration (`7d`, `1h`). `None` when it is neither.
+pub fn parse_interval(s: &str) -> Option<Duration> {
+    let t = s.trim().to_ascii_lowercase();
+    let body = t.strip_prefix("interval").map(str::trim).unwrap_or(&t);
+    let words: Vec<&str> = body.split_whitespace().collect();
+    if words.len() >= 2 && words.len().is_multiple_of(2) {
+        let mut total = Duration::ZERO;
+        for pair in words.chunks(2) {
+            let n: u64 = pair[0].parse().ok()?;
+            let unit = pair[1].trim_end_matches('s');
+            let secs = match unit {
+                "millisecond" => {
+                    total = total.checked_add(Duration::from_millis(n))?;
+                    continue;
+                }
+                "second" => 1,
+                "minute" => 60,
+                "hour" => 3600,
+                "day" => 86_400,
+                "week" => 604_800,
+                _ => return None,
+            };
+            total = total.checked_add(Duration::from_secs(n.checked_mul(secs)?))?;
+        }
+        return Some(total);
+    }
+    humantime::parse_duration(body).ok()
+}
 
 /// The table's retention of removed data files: [`RETENTION_PROPERTY`] from `metaData.configuration`,
 /// else 7 days. Errors: [`Error::InvalidArgument`] when the property is set but not an interval.

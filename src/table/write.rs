@@ -560,15 +560,10 @@ impl Table {
             if let Err(e) = crate::log::crc::write(&log, &snap) {
                 ::log::warn!("no version checksum written for version {version}: {e}");
             }
-            if let Some(table) = checkpoint {
-                match table.write_delta_checkpoint(&snap) {
-                    Err(e) => ::log::warn!("no Delta checkpoint written for version {version}: {e}"),
-                    Ok(()) => match log_retention(&snap.metadata).map(|r| table.clean_up_expired_log(&snap, r)) {
-                        Some(Err(e)) => ::log::warn!("expired log cleanup after version {version}: {e}"),
-                        Some(Ok(Some(from))) => ::log::info!("expired log cleanup: the log now starts at version {from}"),
-                        _ => {}
-                    },
-                }
+            if let Some(table) = checkpoint
+                && let Err(e) = table.write_delta_checkpoint(&snap)
+            {
+                ::log::warn!("no Delta checkpoint written for version {version}: {e}");
             }
         });
     }
@@ -607,66 +602,6 @@ impl Table {
             tombstones: &tombstones,
         };
         crate::log::delta_checkpoint::write(&self.log, snap.version, &state)
-    }
-
-    /// Expired log cleanup (docs/FORMAT.md "Expired log cleanup"; Delta's metadata cleanup):
-    /// remove the commits, version checksums and Delta checkpoints of the versions before `C`,
-    /// the newest Delta checkpoint at or before `snap.version` whose preceding commit was last
-    /// modified more than `retention` ago, so the log then starts at checkpoint `C` and every
-    /// version from `C` on stays readable. Before anything is removed, checkpoint `C` is read
-    /// back whole and must agree with the version checksum of `C` (files, bytes, protocol,
-    /// metaData): a checkpoint that cannot stand in for the commits before it removes nothing.
-    /// Files go oldest version first (a reader listing meanwhile sees a log that starts later,
-    /// never a hole); a commit modified after the cutoff stops the cleanup. Returns `C` when
-    /// something was removed. Errors: [`Error::Io`] listing or removing, naming the file;
-    /// reading checkpoint `C` or its checksum.
-    pub(crate) fn clean_up_expired_log(&self, snap: &Snapshot, retention: std::time::Duration) -> Result<Option<u64>> {
-        let listing = crate::log::segment::Listing::read(&self.log)?;
-        let Some(&lowest) = listing.commits.first() else {
-            return Ok(None);
-        };
-        let cutoff_ms = crate::util::time::now_ms().saturating_sub(i64::try_from(retention.as_millis()).unwrap_or(i64::MAX));
-        let mtime_ms = |name: &str| -> Result<Option<i64>> {
-            Ok(self
-                .log
-                .stat(name)?
-                .map(|st| st.st_mtime.saturating_mul(1000).saturating_add(st.st_mtime_nsec as i64 / 1_000_000)))
-        };
-        let mut start = None;
-        for &c in listing.delta_checkpoints.range(lowest + 1..=snap.version).rev() {
-            if mtime_ms(&files::commit_file_name(c - 1))?.is_some_and(|t| t <= cutoff_ms) {
-                start = Some(c);
-                break;
-            }
-        }
-        let Some(c) = start else { return Ok(None) };
-        let from_checkpoint = self.delta_checkpoint(c)?;
-        match crate::log::crc::read(&self.log, c)? {
-            Some(crc) => {
-                if let Some(why) = crc.mismatch(&from_checkpoint) {
-                    return Err(Error::Corrupt {
-                        path: self.log.join(crate::log::delta_checkpoint::file_name(c)),
-                        reason: format!("the Delta checkpoint of version {c} disagrees with its version checksum ({why}): no commit removed"),
-                    });
-                }
-            }
-            None => return Ok(None),
-        }
-        let mut removed = false;
-        for v in lowest..c {
-            let commit = files::commit_file_name(v);
-            if mtime_ms(&commit)?.is_some_and(|t| t > cutoff_ms) {
-                break;
-            }
-            if listing.delta_checkpoints.contains(&v) {
-                self.log.try_unlink(&crate::log::delta_checkpoint::file_name(v))?;
-            }
-            if listing.crcs.contains(&v) {
-                self.log.try_unlink(&format!("{v:020}.crc"))?;
-            }
-            removed |= self.log.try_unlink(&commit)?;
-        }
-        Ok(removed.then_some(c))
     }
 
     /// Refuse writes of JSONL data files into a table whose `metaData.format.provider` is not
@@ -985,33 +920,6 @@ pub fn checkpoint_interval(metadata: &crate::format::actions::Metadata) -> u64 {
         .and_then(|v| v.trim().parse::<u64>().ok())
         .filter(|n| *n > 0)
         .unwrap_or(DEFAULT_CHECKPOINT_INTERVAL)
-}
-
-/// Table property: remove expired log files after a Delta checkpoint (Delta's name;
-/// docs/FORMAT.md "Expired log cleanup"). tinydelta acts on it only when it is `true`.
-pub const EXPIRED_LOG_CLEANUP_PROPERTY: &str = "delta.enableExpiredLogCleanup";
-
-/// Table property: how long a commit is kept before expired log cleanup may remove it (Delta's
-/// name; an interval, `crate::util::time::parse_interval`).
-pub const LOG_RETENTION_PROPERTY: &str = "delta.logRetentionDuration";
-
-/// Delta's default for [`LOG_RETENTION_PROPERTY`]: 30 days.
-pub const DEFAULT_LOG_RETENTION: std::time::Duration = std::time::Duration::from_secs(30 * 86_400);
-
-/// The log retention of a table that turned expired log cleanup on
-/// ([`EXPIRED_LOG_CLEANUP_PROPERTY`] `true`): [`LOG_RETENTION_PROPERTY`], else
-/// [`DEFAULT_LOG_RETENTION`]. `None` when cleanup is off (tinydelta's default: versions are kept
-/// forever, docs/FORMAT.md "Expired log cleanup") or the retention is not an interval (the
-/// property is checked when it is set).
-pub fn log_retention(metadata: &crate::format::actions::Metadata) -> Option<std::time::Duration> {
-    let on = metadata.configuration.get(EXPIRED_LOG_CLEANUP_PROPERTY)?;
-    if !on.trim().eq_ignore_ascii_case("true") {
-        return None;
-    }
-    match metadata.configuration.get(LOG_RETENTION_PROPERTY) {
-        None => Some(DEFAULT_LOG_RETENTION),
-        Some(v) => crate::util::time::parse_interval(v),
-    }
 }
 
 /// Whether a commit that made `snap` writes a Delta checkpoint (docs/FORMAT.md "Delta

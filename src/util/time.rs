@@ -23,36 +23,6 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// Parse a Delta interval, as table properties hold them (`interval 7 days`, `interval 1 week`, `168 hours`) or a plain
-/// duration (`7d`, `1h`). `None` when it is neither.
-pub fn parse_interval(s: &str) -> Option<std::time::Duration> {
-    let t = s.trim().to_ascii_lowercase();
-    let body = t.strip_prefix("interval").map(str::trim).unwrap_or(&t);
-    let words: Vec<&str> = body.split_whitespace().collect();
-    if words.len() >= 2 && words.len().is_multiple_of(2) {
-        let mut total = std::time::Duration::ZERO;
-        for pair in words.chunks(2) {
-            let n: u64 = pair[0].parse().ok()?;
-            let unit = pair[1].trim_end_matches('s');
-            let secs = match unit {
-                "millisecond" => {
-                    total = total.checked_add(std::time::Duration::from_millis(n))?;
-                    continue;
-                }
-                "second" => 1,
-                "minute" => 60,
-                "hour" => 3600,
-                "day" => 86_400,
-                "week" => 604_800,
-                _ => return None,
-            };
-            total = total.checked_add(std::time::Duration::from_secs(n.checked_mul(secs)?))?;
-        }
-        return Some(total);
-    }
-    humantime::parse_duration(body).ok()
-}
-
 /// A commit time as the change feed, `ls mnt/at`, `history` and `describe` show it: RFC 3339 in
 /// UTC with milliseconds, always 24 bytes (`2026-11-30T19:52:27.123Z`). `None` for a time
 /// outside the years 0000-9999, which that form cannot represent.
