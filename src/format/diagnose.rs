@@ -407,15 +407,19 @@ fn hint(
                 ',' => ("CSV", "commas".to_string()),
                 c => ("CSV", format!("{c:?}")),
             };
-            let cmd = match &file {
-                Some(f) => format!(
-                    "duckdb -c \"COPY (FROM read_csv('{}')) TO '/dev/stdout' (FORMAT json)\"",
-                    f.replace('\'', "''").replace('"', "\\\"")
-                ),
-                None => "duckdb -c \"COPY (FROM read_csv('/dev/stdin')) TO '/dev/stdout' (FORMAT json)\"".into(),
+            // DuckDB's CSV sniffer reads its input twice, so a pipe (`read_csv('/dev/stdin')`)
+            // fails: stdin gets a FILE.csv to fill in, as does a name with control characters.
+            let csv = file.as_deref().filter(|f| !f.chars().any(char::is_control)).unwrap_or("FILE.csv");
+            let sql = format!("COPY (FROM read_csv('{}')) TO '/dev/stdout' (FORMAT json)", csv.replace('\'', "''"));
+            // Double quotes read best; a name with a character the shell expands inside them
+            // gets the whole statement in single quotes instead, so pasting it runs nothing else.
+            let cmd = if sql.chars().any(|c| "$`\\\"!".contains(c)) {
+                format!("duckdb -c {}", shell_word(&sql))
+            } else {
+                format!("duckdb -c \"{sql}\"")
             };
             hints.push(format!(
-                "line {line} looks like a {kind} header (column names separated by {name}), but tinydelta reads JSON Lines (one object per line): convert it first, e.g. `{cmd} | tinydelta append TABLE` (the `duckdb` command from `pip install duckdb-cli`, which needs no network)."
+                "line {line} looks like a {kind} header (column names separated by {name}), but tinydelta reads JSON Lines (one object per line): convert it first, e.g. `{cmd} | tinydelta append TABLE` (the `duckdb` command from `pip install duckdb-cli`, which then runs offline)."
             ));
         }
     }

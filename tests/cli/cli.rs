@@ -173,12 +173,12 @@ fn hints_for_the_common_wrong_inputs() {
         (
             "orders.csv",
             b"id,region,year\n1,EU,2024\n",
-            "tinydelta: hint: line 1 looks like a CSV header (column names separated by commas), but tinydelta reads JSON Lines (one object per line): convert it first, e.g. `duckdb -c \"COPY (FROM read_csv('orders.csv')) TO '/dev/stdout' (FORMAT json)\" | tinydelta append TABLE` (the `duckdb` command from `pip install duckdb-cli`, which needs no network).",
+            "tinydelta: hint: line 1 looks like a CSV header (column names separated by commas), but tinydelta reads JSON Lines (one object per line): convert it first, e.g. `duckdb -c \"COPY (FROM read_csv('orders.csv')) TO '/dev/stdout' (FORMAT json)\" | tinydelta append TABLE` (the `duckdb` command from `pip install duckdb-cli`, which then runs offline).",
         ),
         (
             "orders.tsv",
             b"id\tregion\tyear\n1\tEU\t2024\n",
-            "tinydelta: hint: line 1 looks like a TSV header (column names separated by tabs), but tinydelta reads JSON Lines (one object per line): convert it first, e.g. `duckdb -c \"COPY (FROM read_csv('orders.tsv')) TO '/dev/stdout' (FORMAT json)\" | tinydelta append TABLE` (the `duckdb` command from `pip install duckdb-cli`, which needs no network).",
+            "tinydelta: hint: line 1 looks like a TSV header (column names separated by tabs), but tinydelta reads JSON Lines (one object per line): convert it first, e.g. `duckdb -c \"COPY (FROM read_csv('orders.tsv')) TO '/dev/stdout' (FORMAT json)\" | tinydelta append TABLE` (the `duckdb` command from `pip install duckdb-cli`, which then runs offline).",
         ),
         (
             "orders.json",
@@ -812,49 +812,66 @@ fn rejects_of_a_single_bad_line() {
 /// (`unshare -n`), and its output appends the rows the CSV holds.
 #[test]
 fn the_csv_hints_command_runs_offline_and_appends_the_rows() {
-    let t = T::new();
-    t.write("orders.csv", b"id,region,year,amount\n1,EU,2024,1.5\n2,US,2025,\n");
-    let (code, _, err) = t.append("orders.csv", &[]);
-    assert_eq!(code, 5, "{err:?}");
-    let hint = err.iter().find(|l| l.starts_with("tinydelta: hint: ")).expect("a hint");
-    let cmd = hint
-        .split_once("e.g. `")
-        .and_then(|(_, rest)| rest.split_once('`'))
-        .map(|(cmd, _)| cmd.replace("tinydelta append TABLE", "tinydelta append t"))
-        .expect("the hint quotes a command");
-    assert!(hint.contains("pip install duckdb-cli"), "{hint}");
-    let bin_dir = std::path::Path::new(&crate::support::mount::delta_python())
-        .parent()
-        .expect("the venv's bin folder")
-        .to_path_buf();
-    assert!(
-        bin_dir.join("duckdb").exists(),
-        "no duckdb in {} (scripts/test.sh installs duckdb-cli there)",
-        bin_dir.display()
-    );
-    let td_dir = std::path::Path::new(TD_BIN).parent().expect("the binary's folder");
-    let path = format!(
-        "{}:{}:{}",
-        bin_dir.display(),
-        td_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = Command::new("unshare")
-        .args(["-n", "sh", "-c", &format!("set -e; {cmd}")])
-        .env("PATH", path)
-        .env("HOME", t.path(""))
-        .current_dir(t.path(""))
-        .output()
-        .expect("run unshare");
-    assert!(
-        out.status.success(),
-        "`{cmd}` offline: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let read = t.td(&["read", "t"]);
-    assert!(read.status.success());
-    assert_eq!(
-        String::from_utf8_lossy(&read.stdout),
-        "{\"id\":1,\"region\":\"EU\",\"year\":2024,\"amount\":1.5}\n{\"id\":2,\"region\":\"US\",\"year\":2025,\"amount\":null}\n"
-    );
+    // Names the shell would expand inside double quotes, and a quote for SQL: the pasted
+    // command reads the file and runs nothing else.
+    for (i, name) in [
+        "orders.csv",
+        "$(touch PWNED) o'k.csv",
+        "`touch PWNED`.csv",
+        "a\\b\"c!.csv",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let t = T::new();
+        t.write(name, b"id,region,year,amount\n1,EU,2024,1.5\n2,US,2025,\n");
+        let (code, _, err) = t.append(name, &[]);
+        assert_eq!(code, 5, "{err:?}");
+        let hint = err.iter().find(|l| l.starts_with("tinydelta: hint: ")).expect("a hint");
+        assert!(hint.contains("pip install duckdb-cli"), "{hint}");
+        let cmd = hint
+            .split_once("e.g. `")
+            .and_then(|(_, rest)| rest.rsplit_once("` (the `duckdb`"))
+            .map(|(cmd, _)| cmd.replace("tinydelta append TABLE", "tinydelta append t"))
+            .expect("the hint quotes a command");
+        let bin_dir = std::path::Path::new(&crate::support::mount::delta_python())
+            .parent()
+            .expect("the venv's bin folder")
+            .to_path_buf();
+        assert!(
+            bin_dir.join("duckdb").exists(),
+            "no duckdb in {} (scripts/test.sh installs duckdb-cli there)",
+            bin_dir.display()
+        );
+        let td_dir = std::path::Path::new(TD_BIN).parent().expect("the binary's folder");
+        let path = format!(
+            "{}:{}:{}",
+            bin_dir.display(),
+            td_dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let out = Command::new("unshare")
+            .args(["-n", "sh", "-c", &format!("set -e; {cmd}")])
+            .env("PATH", path)
+            .env("HOME", t.path(""))
+            .current_dir(t.path(""))
+            .output()
+            .expect("run unshare");
+        assert!(
+            out.status.success(),
+            "case {i}: `{cmd}` offline: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !t.path("PWNED").exists(),
+            "case {i}: `{cmd}` ran a command from the file name"
+        );
+        let read = t.td(&["read", "t"]);
+        assert!(read.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&read.stdout),
+            "{\"id\":1,\"region\":\"EU\",\"year\":2024,\"amount\":1.5}\n{\"id\":2,\"region\":\"US\",\"year\":2025,\"amount\":null}\n",
+            "case {i}: `{cmd}`"
+        );
+    }
 }
