@@ -25,7 +25,7 @@ pub struct VersionBatches {
     /// The table folder (data file paths in messages).
     root: PathBuf,
     files: crate::table::DataFiles,
-    current: Option<JsonlBatches<BufReader<File>>>,
+    current: Option<JsonlBatches<BufReader<crate::table::CheckedLen<File>>>>,
 }
 
 /// The rows of `snap` (a version of `t`) as Arrow record batches (types as docs/EXPORT.md
@@ -68,7 +68,7 @@ impl VersionBatches {
             };
             let path = self.root.join(&f.path);
             self.current = Some(JsonlBatches::new(
-                BufReader::with_capacity(1 << 20, file),
+                BufReader::with_capacity(1 << 20, crate::table::CheckedLen::new(file, &f)),
                 &path,
                 &self.schema,
             )?);

@@ -197,6 +197,7 @@ pub fn read(table: &Table, snap: &Snapshot, opts: &ReadOptions, out: &mut dyn Wr
             break;
         };
         let path = table.root().join(&f.path);
+        let file = crate::table::CheckedLen::new(file, &f);
         each_line(BufReader::with_capacity(256 << 10, file), &path, usize::MAX >> 1, |n, line| {
             report.rows_read += 1;
             let needs_row = opts.predicate.is_some() || columns.is_some();

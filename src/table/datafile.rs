@@ -194,8 +194,9 @@ impl Table {
         let mut buf = vec![0u8; 256 << 10];
         let mut n = 0;
         let mut files = self.open_data_files(snapshot)?;
-        while let Some((f, mut file)) = files.next_file()? {
+        while let Some((f, file)) = files.next_file()? {
             let path = self.root.join(&f.path);
+            let mut file = CheckedLen::new(file, &f);
             loop {
                 let k = match file.read(&mut buf) {
                     Ok(0) => break,
@@ -240,7 +241,61 @@ pub struct DataFiles {
     version: Option<u64>,
     /// The open files of `files[next..]` kept from the check, in order (a prefix of the rest).
     held: std::collections::VecDeque<File>,
+    /// Each file's identity when it was checked (inode, ctime in ns): a file opened again must
+    /// be the same file, unchanged (a rename over it or a rewrite changes these).
+    ids: Vec<(u64, i64)>,
     next: usize,
+}
+
+/// The identity [`DataFiles`] compares: inode and status-change time in ns.
+fn file_id(file: &File, path: &Path) -> Result<(u64, i64)> {
+    let st = rustix::fs::fstat(file).map_err(|e| Error::io("stat", path, std::io::Error::from_raw_os_error(e.raw_os_error())))?;
+    Ok((st.st_ino, (st.st_ctime as i64).saturating_mul(1_000_000_000).saturating_add(st.st_ctime_nsec as i64)))
+}
+
+/// A data file's reader that fails at its end when it did not yield exactly `expected` bytes
+/// (the size its `add` action records): a file cut or grown after it was checked never passes
+/// as a shorter or longer version (docs/FORMAT.md "Data files"). `expected` `None` reads as is
+/// (converted Parquet rows, whose cache file is tinydelta's own).
+pub struct CheckedLen<R> {
+    inner: R,
+    expected: Option<u64>,
+    read: u64,
+}
+
+impl<R: Read> CheckedLen<R> {
+    /// Wrap `inner`, the data file of `entry` (the reader's errors name the file).
+    pub fn new(inner: R, entry: &crate::log::snapshot::FileEntry) -> CheckedLen<R> {
+        CheckedLen {
+            inner,
+            expected: expected_len(entry),
+            read: 0,
+        }
+    }
+}
+
+impl<R: Read> Read for CheckedLen<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let k = self.inner.read(buf)?;
+        self.read += k as u64;
+        if let Some(want) = self.expected
+            && ((k == 0 && self.read != want) || self.read > want)
+        {
+            return Err(std::io::Error::other(changed_len(self.read, want)));
+        }
+        Ok(k)
+    }
+}
+
+/// The bytes a reader of `entry`'s data file must get: its `add.size`, or `None` for converted
+/// Parquet rows.
+fn expected_len(entry: &crate::log::snapshot::FileEntry) -> Option<u64> {
+    (!entry.converted()).then_some(entry.size)
+}
+
+/// Why a data file read `got` bytes where its `add` says `want` (the caller names the file).
+fn changed_len(got: u64, want: u64) -> String {
+    format!("data file changed while it was read: {got} bytes read, but its add action says {want} bytes")
 }
 
 impl DataFiles {
@@ -262,10 +317,16 @@ impl DataFiles {
             schema: schema.clone(),
             version,
             held: Default::default(),
+            ids: Vec::new(),
             next: 0,
         };
         for i in 0..out.files.len() {
             let file = out.open_one(i)?;
+            if out.held.len() >= budget {
+                let id = file_id(&file, &out.table.root.join(&out.files[i].path))?;
+                out.ids.resize(i, (0, 0));
+                out.ids.push(id);
+            }
             if out.held.len() < budget {
                 out.held.push_back(file);
             }
@@ -279,6 +340,22 @@ impl DataFiles {
             Some(v) => crate::table::history::explain_missing(&self.table, v, &f.path, e),
             None => e,
         })
+    }
+
+    /// Check that `n` bytes were read from `entry`'s data file, the size its `add` records
+    /// (converted Parquet rows are not checked). Errors: [`Error::Corrupt`] naming the file
+    /// when it was cut or grown after its check.
+    pub fn check_len(&self, entry: &crate::log::snapshot::FileEntry, n: u64) -> Result<()> {
+        match expected_len(entry) {
+            Some(want) if n != want => {
+                let path = self.table.root.join(&entry.path);
+                Err(Error::Corrupt {
+                    reason: changed_len(n, want),
+                    path,
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// How many files it holds in all.
@@ -301,7 +378,17 @@ impl DataFiles {
         };
         let file = match self.held.pop_front() {
             Some(f) => f,
-            None => self.open_one(i)?,
+            None => {
+                let file = self.open_one(i)?;
+                let path = self.table.root.join(&entry.path);
+                if !entry.converted() && self.ids.get(i) != Some(&file_id(&file, &path)?) {
+                    return Err(Error::Corrupt {
+                        path,
+                        reason: "data file changed while the version was read (replaced or rewritten after it was checked)".into(),
+                    });
+                }
+                file
+            }
         };
         self.next += 1;
         Ok(Some((entry, file)))

@@ -1154,3 +1154,84 @@ fn deep_check_accepts_rows_written_before_add_column() {
     let out = t.td("check", &["--deep"]).code(1);
     assert!(out.text().contains("not canonical"), "{}", out.text());
 }
+
+/// A data file cut, or replaced by a file of the same size, after `read` checked it and before
+/// it was copied out fails the read naming the file (docs/FORMAT.md "Data files"), never exit 0
+/// with a shorter or different version: the output is stalled in a full pipe while the file
+/// changes, held open since its check, or under `ulimit -n 64` so the last files are opened
+/// again when their turn comes.
+#[test]
+fn a_data_file_changed_during_a_read_fails_it() {
+    const FILES: usize = 200;
+    for (how, limit) in [("cut", 1024), ("cut", 64), ("replaced", 64)] {
+        let t = TempTable::new(&["id:int", "pad:str"]);
+        let mut lines = vec![
+            json!({"commitInfo": {"timestamp": 4102444800000u64, "operation": "WRITE",
+            "operationParameters": {"mode": "Append"}, "readVersion": 0, "isolationLevel": "WriteSerializable",
+            "isBlindAppend": true, "operationMetrics": {"numFiles": FILES.to_string(), "numOutputRows": FILES.to_string()},
+            "engineInfo": "tinydelta/0.1.0"}}),
+        ];
+        let pad = "x".repeat(2000);
+        for i in 0..FILES {
+            let name = format!("part-{i:04}.jsonl");
+            let row = format!("{{\"id\":{i},\"pad\":\"{pad}\"}}\n");
+            fs::write(t.path.join(&name), &row).unwrap();
+            lines.push(json!({"add": {"path": name, "size": row.len(), "modificationTime": 1,
+                "dataChange": true, "stats": "{\"numRecords\":1}"}}));
+        }
+        t.write_commit(1, &lines);
+        let child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("ulimit -n {limit} && exec \"$@\""))
+            .arg("sh")
+            .arg(BIN)
+            .args(["read", &t.p()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Every file is checked before the first byte goes out; then the pipe fills and the
+        // copy waits (state S) with most files still to go.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        for _ in 0..100 {
+            if proc_state(child.id()) == Some('S') {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let last = t.path.join(format!("part-{:04}.jsonl", FILES - 1));
+        let row = fs::read(&last).unwrap();
+        match how {
+            "cut" => fs::write(&last, &row[..row.len() / 2]).unwrap(),
+            _ => {
+                let tmp = t.path.join("replacement.tmp");
+                fs::write(
+                    &tmp,
+                    row.iter()
+                        .map(|b| if *b == b'x' { b'y' } else { *b })
+                        .collect::<Vec<u8>>(),
+                )
+                .unwrap();
+                fs::rename(&tmp, &last).unwrap();
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{how} {limit}: {err}");
+        let why = if (how, limit) == ("cut", 64) {
+            "but its add action says"
+        } else {
+            "changed while"
+        };
+        assert!(
+            err.contains(&format!("part-{:04}.jsonl", FILES - 1)) && err.contains(why),
+            "{how} {limit}: {err}"
+        );
+        assert!(!out.stdout.contains(&b'y'), "{how}: the replaced bytes went out");
+        assert!(
+            out.stdout.len() < FILES * row.len(),
+            "{how} {limit}: the whole version went out"
+        );
+    }
+}

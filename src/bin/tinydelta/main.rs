@@ -959,7 +959,9 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             // a bounded number kept open: a version of a million files reads too).
             let mut files = t.open_data_files(&snap)?;
             while let Some((f, mut src)) = files.next_file()? {
-                std::io::copy(&mut src, &mut *fd1).map_err(|e| Error::io("copy", t.root().join(&f.path), e))?;
+                let n = std::io::copy(&mut src, &mut *fd1).map_err(|e| Error::io("copy", t.root().join(&f.path), e))?;
+                // A file cut or grown after its check is not a shorter or longer version.
+                files.check_len(&f, n)?;
             }
         }
         Cmd::Changes {
