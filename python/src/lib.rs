@@ -523,6 +523,7 @@ impl PyTable {
             "sizeBytes": r.bytes,
             "numExpiredDataFiles": r.expired,
             "retentionMillis": r.retention.as_millis() as u64,
+            "retention": tinydelta::vacuum::format_duration(r.retention),
             "dataKept": r.data_kept,
             "vacuumStartVersion": r.commits.map(|c| c.0),
             "vacuumEndVersion": r.commits.map(|c| c.1),

@@ -189,3 +189,22 @@ def test_decimals_from_dicts_keep_every_digit(table_path):
     assert [(r["price"], r["small"]) for r in got] == [(big, tiny), (decimal.Decimal("-0.5"), None)], got
     with pytest.raises(ValueError):
         t.append([{"id": 3, "price": decimal.Decimal("NaN"), "small": None}])
+
+
+def test_pandas_int_column_with_a_missing_value(t):
+    # pandas holds it as float64 with NaN: whole floats are the integers, NaN is null.
+    df = pd.DataFrame({"id": [1, 2], "year": [2024, None]})
+    assert df["year"].dtype == "float64"
+    assert t.append(df) == 1
+    assert [r["year"] for r in t.read()] == [2024, None]
+    with pytest.raises(tinydelta.BadInputError) as e:
+        t.append(pd.DataFrame({"id": [3, 4], "year": [2024.0, 2024.5]}))
+    assert (e.value.line, e.value.column) == (2, "year"), e.value
+    assert "not a whole number" in str(e.value)
+    with pytest.raises(tinydelta.BadInputError) as e:
+        t.append(pd.DataFrame({"id": [5.0, float("nan")]}))  # id is NOT NULL
+    assert (e.value.line, e.value.column) == (2, "id"), e.value
+    with pytest.raises(tinydelta.BadInputError) as e:
+        t.append(pa.table({"id": [1], "region": [1.5]}))
+    assert "Arrow type Float64 does not hold a str column" in str(e.value), e.value
+    assert t.version == 1

@@ -46,4 +46,4 @@ def test_readme_example_runs_verbatim(tmp_path):
     ops = [l.split()[2] for l in history.splitlines()[1:]]
     assert ops == ["CREATE", "APPEND", "OVERWRITE"], history
     assert restore.strip() == "restored ./orders to version 1 as version 3"
-    assert "from ./orders" in vacuum
+    assert "from ./orders" in vacuum and "data files removed more than 7 days ago" in vacuum, vacuum

@@ -188,7 +188,7 @@ def run(args: argparse.Namespace) -> None:
             _out(f"{verb} {f['path']} ({_count(f['size'], 'byte', 'bytes')})")
         _out(
             f"{verb} {_count(r['numFiles'], 'file', 'files')} ({_count(r['sizeBytes'], 'byte', 'bytes')}) "
-            f"from {args.table}; {r['numExpiredDataFiles']} of them data files removed"
+            f"from {args.table}; {r['numExpiredDataFiles']} of them data files removed more than {r['retention']} ago"
         )
         if r["vacuumStartVersion"] is not None:
             _out(

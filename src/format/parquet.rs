@@ -666,7 +666,12 @@ fn value_json_from(
         let k = d.normalized_keys()[r];
         return value_json_from(d.values().as_ref(), k, ty, src, out);
     }
-    let mismatch = || format!("Parquet type {} does not hold a {ty} column", a.data_type());
+    let mismatch = || {
+        let kind = if src == Source::Arrow { "Arrow" } else { "Parquet" };
+        let t = ty.to_string();
+        let article = if t.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+        format!("{kind} type {} does not hold {article} {t} column", a.data_type())
+    };
     macro_rules! int {
         ($t:ty) => {
             if let Some(p) = a.as_primitive_opt::<$t>() {
@@ -704,6 +709,24 @@ fn value_json_from(
             Ok(())
         }
         (DataType::Float64, ColumnType::Float) => float_json(a.as_primitive::<Float64Type>().value(r), out),
+        // pandas holds an integer column with a missing value as float64 with NaN (docs/PYTHON.md
+        // "Inputs"): from Arrow input, a whole float is the integer and NaN is null.
+        (DataType::Float32 | DataType::Float64, ColumnType::Int) if src == Source::Arrow => {
+            let v = match a.data_type() {
+                DataType::Float32 => f64::from(a.as_primitive::<Float32Type>().value(r)),
+                _ => a.as_primitive::<Float64Type>().value(r),
+            };
+            if v.is_nan() {
+                out.extend_from_slice(b"null");
+                return Ok(());
+            }
+            // 2^63 is exact as a float; every whole float in [-2^63, 2^63) fits an i64.
+            if v.fract() != 0.0 || !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&v) {
+                return Err(format!("{v} is not a whole number in the 64-bit range, as an int column needs"));
+            }
+            out.extend_from_slice((v as i64).to_string().as_bytes());
+            Ok(())
+        }
         (DataType::Boolean, ColumnType::Bool) => {
             out.extend_from_slice(if a.as_boolean().value(r) { b"true" } else { b"false" });
             Ok(())
