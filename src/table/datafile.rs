@@ -241,16 +241,17 @@ pub struct DataFiles {
     version: Option<u64>,
     /// The open files of `files[next..]` kept from the check, in order (a prefix of the rest).
     held: std::collections::VecDeque<File>,
-    /// Each file's identity when it was checked (inode, ctime in ns): a file opened again must
-    /// be the same file, unchanged (a rename over it or a rewrite changes these).
+    /// Each file's identity when it was checked (inode, mtime in ns): a file opened again must
+    /// be the same file, unchanged (a rename over it or a rewrite changes these; a new hard link
+    /// or a chmod, which change only the ctime, do not fail a read).
     ids: Vec<(u64, i64)>,
     next: usize,
 }
 
-/// The identity [`DataFiles`] compares: inode and status-change time in ns.
+/// The identity [`DataFiles`] compares: inode and modification time in ns.
 fn file_id(file: &File, path: &Path) -> Result<(u64, i64)> {
     let st = rustix::fs::fstat(file).map_err(|e| Error::io("stat", path, std::io::Error::from_raw_os_error(e.raw_os_error())))?;
-    Ok((st.st_ino, (st.st_ctime as i64).saturating_mul(1_000_000_000).saturating_add(st.st_ctime_nsec as i64)))
+    Ok((st.st_ino, (st.st_mtime as i64).saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec as i64)))
 }
 
 /// A data file's reader that fails at its end when it did not yield exactly `expected` bytes
