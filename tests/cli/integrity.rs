@@ -985,6 +985,24 @@ fn a_commit_of_100000_adds_is_checkpointed() {
     );
 }
 
+/// Version 1 of `t`: one WRITE commit adding `files` data files `part-NNNN.jsonl`, file `i`
+/// holding the one row `row(i)`.
+fn one_row_files_commit(t: &TempTable, files: usize, row: impl Fn(usize) -> String) {
+    let mut lines = vec![json!({"commitInfo": {
+        "timestamp": 4102444800000u64, "operation": "WRITE", "operationParameters": {"mode": "Append"},
+        "readVersion": 0, "isolationLevel": "WriteSerializable", "isBlindAppend": true,
+        "operationMetrics": {"numFiles": files.to_string(), "numOutputRows": files.to_string()},
+        "engineInfo": "tinydelta/0.1.0"}})];
+    for i in 0..files {
+        let name = format!("part-{i:04}.jsonl");
+        let row = row(i);
+        fs::write(t.path.join(&name), &row).unwrap();
+        lines.push(json!({"add": {"path": name, "size": row.len(), "modificationTime": 1,
+            "dataChange": true, "stats": "{\"numRecords\":1}"}}));
+    }
+    t.write_commit(1, &lines);
+}
+
 /// A version of more data files than the process may hold open (`ulimit -n 64`, 300 files of
 /// one distinct row each) reads whole and in order: `read`, `read --where`, `read --columns`,
 /// `describe --json`, `export` and `optimize` keep a bounded number of files open (before,
@@ -993,20 +1011,7 @@ fn a_commit_of_100000_adds_is_checkpointed() {
 fn a_version_of_more_files_than_the_descriptor_limit_reads_whole() {
     const FILES: usize = 300;
     let t = TempTable::new(&["id:int"]);
-    let ci = json!({"commitInfo": {
-        "timestamp": 4102444800000u64, "operation": "WRITE", "operationParameters": {"mode": "Append"},
-        "readVersion": 0, "isolationLevel": "WriteSerializable", "isBlindAppend": true,
-        "operationMetrics": {"numFiles": FILES.to_string(), "numOutputRows": FILES.to_string()},
-        "engineInfo": "tinydelta/0.1.0"}});
-    let mut lines = vec![ci];
-    for i in 0..FILES {
-        let name = format!("part-{i:04}.jsonl");
-        let row = format!("{{\"id\":{i}}}\n");
-        fs::write(t.path.join(&name), &row).unwrap();
-        lines.push(json!({"add": {"path": name, "size": row.len(), "modificationTime": 1,
-            "dataChange": true, "stats": "{\"numRecords\":1}"}}));
-    }
-    t.write_commit(1, &lines);
+    one_row_files_commit(&t, FILES, |i| format!("{{\"id\":{i}}}\n"));
     let limited = |args: &[&str]| -> Out {
         let mut c = std::process::Command::new("sh");
         c.arg("-c")
@@ -1165,21 +1170,8 @@ fn a_data_file_changed_during_a_read_fails_it() {
     const FILES: usize = 200;
     for (how, limit) in [("cut", 1024), ("cut", 64), ("replaced", 64)] {
         let t = TempTable::new(&["id:int", "pad:str"]);
-        let mut lines = vec![
-            json!({"commitInfo": {"timestamp": 4102444800000u64, "operation": "WRITE",
-            "operationParameters": {"mode": "Append"}, "readVersion": 0, "isolationLevel": "WriteSerializable",
-            "isBlindAppend": true, "operationMetrics": {"numFiles": FILES.to_string(), "numOutputRows": FILES.to_string()},
-            "engineInfo": "tinydelta/0.1.0"}}),
-        ];
         let pad = "x".repeat(2000);
-        for i in 0..FILES {
-            let name = format!("part-{i:04}.jsonl");
-            let row = format!("{{\"id\":{i},\"pad\":\"{pad}\"}}\n");
-            fs::write(t.path.join(&name), &row).unwrap();
-            lines.push(json!({"add": {"path": name, "size": row.len(), "modificationTime": 1,
-                "dataChange": true, "stats": "{\"numRecords\":1}"}}));
-        }
-        t.write_commit(1, &lines);
+        one_row_files_commit(&t, FILES, |i| format!("{{\"id\":{i},\"pad\":\"{pad}\"}}\n"));
         let child = std::process::Command::new("sh")
             .arg("-c")
             .arg(format!("ulimit -n {limit} && exec \"$@\""))
