@@ -35,13 +35,16 @@ pub enum Error {
     #[error("table already exists: {}", .0.display())]
     TableExists(PathBuf),
 
-    /// A version that the log does not have.
-    #[error("table {}: version {version} not found (latest is {latest})", table.display())]
+    /// A version that the log does not have: past the newest commit, or before the oldest one
+    /// kept (another engine's log cleanup removed older commits; PROTOCOL "Checkpoints").
+    #[error("table {}: version {version} not found ({})", table.display(), versions_held(*version, *first, *latest))]
     VersionNotFound {
         /// Table root.
         table: PathBuf,
         /// The requested version.
         version: u64,
+        /// The oldest version the log can still build (0 unless older commits were cleaned up).
+        first: u64,
         /// The newest version that exists.
         latest: u64,
     },
@@ -280,6 +283,20 @@ pub enum Error {
         /// The first version from which every change the feed shows (up to the newest checked) can be read.
         readable_from: u64,
     },
+
+    /// The change feed (a follower, the mount's `changes.jsonl`) reached a version whose commit
+    /// another engine's log retention removed before it was read (PROTOCOL "Checkpoints"): its
+    /// changes are unknown, so the feed stops there rather than skip them (as Delta's streaming
+    /// source does by default; docs/MOUNT.md "Versions another engine cleaned up").
+    #[error("table {}: the change feed cannot go on past version {}: the commits of versions {version} to {} were removed from the log (log cleanup) before they were read, so their changes are unknown; changes can be read anew from version {first} on (--from-version {first}, or mount the table again)", table.display(), version.saturating_sub(1), first.saturating_sub(1))]
+    ChangesCleanedUp {
+        /// Table root.
+        table: PathBuf,
+        /// The first version the feed needed and could not read.
+        version: u64,
+        /// The oldest version the log holds now.
+        first: u64,
+    },
 }
 
 /// What kind of failure an [`Error`] is: what a caller can do about it. The CLI's exit statuses
@@ -325,7 +342,8 @@ impl Error {
             | Error::VersionNotFound { .. }
             | Error::NoVersionAsOf { .. }
             | Error::Vacuumed { .. }
-            | Error::ChangesVacuumed { .. } => ErrorKind::NotFound,
+            | Error::ChangesVacuumed { .. }
+            | Error::ChangesCleanedUp { .. } => ErrorKind::NotFound,
             Error::BadInput { .. } => ErrorKind::BadInput,
             Error::ExportStopped { source, .. } => source.kind(),
         }
@@ -368,5 +386,17 @@ pub trait IoContext<T> {
 impl<T> IoContext<T> for io::Result<T> {
     fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T> {
         self.map_err(|e| Error::io(op, path, e))
+    }
+}
+
+/// The words of [`Error::VersionNotFound`] for which versions the log holds.
+fn versions_held(version: u64, first: u64, latest: u64) -> String {
+    if version < first {
+        format!(
+            "the log holds versions {first} to {latest}: the commits before {first} were cleaned up, \
+             so older versions can no longer be read"
+        )
+    } else {
+        format!("latest is {latest}")
     }
 }

@@ -24,6 +24,8 @@ const READERS: usize = 64;
 pub struct ChangesNode {
     feed: Mutex<Option<ChangeFeed>>,
     readers: Mutex<PartReaders>,
+    /// Whether the log line for a feed stopped by log cleanup was written (once per mount).
+    cleaned_up_said: std::sync::atomic::AtomicBool,
 }
 
 impl Default for ChangesNode {
@@ -31,6 +33,7 @@ impl Default for ChangesNode {
         ChangesNode {
             feed: Mutex::new(None),
             readers: Mutex::new(PartReaders::new(READERS)),
+            cleaned_up_said: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -46,7 +49,15 @@ impl ChangesNode {
         if let Some(through) = table.readable_through()?
             && let Some(feed) = g.as_mut()
         {
-            feed.extend(table, through)?;
+            match feed.extend(table, through) {
+                Err(e @ crate::error::Error::ChangesCleanedUp { .. }) => {
+                    if !self.cleaned_up_said.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                        warn!("changes.jsonl: {e}");
+                    }
+                    return Err(e);
+                }
+                r => r?,
+            }
         }
         Ok(g)
     }

@@ -134,6 +134,8 @@ fn table_errno(e: &crate::error::Error) -> i32 {
         | Error::ExportRefused { .. }
         // changes.jsonl exists; the range of a vacuumed version cannot be read.
         | Error::ChangesVacuumed { .. }
+        // changes.jsonl exists; versions it needs were cleaned up before it read them.
+        | Error::ChangesCleanedUp { .. }
         // A bug: the request fails, the daemon keeps serving.
         | Error::Internal(_) => libc::EIO,
         // A table of Parquet data files (delta-rs, Spark): incoming/ takes no JSONL.

@@ -680,6 +680,12 @@ impl Versions {
         Ok(v)
     }
 
+    /// The oldest version the log can build (0 unless another engine cleaned up older commits),
+    /// from the log segment now (one fstat while `_delta_log/` is unchanged).
+    pub fn first(&self) -> FsResult<u64> {
+        Ok(self.table.segment()?.first)
+    }
+
     /// The newest readable version, for listing `v/` and its attributes: versions before damage
     /// stay listed (and readable), none past it are. Errors: EIO when no version is readable.
     pub fn listed_latest(&self) -> FsResult<u64> {
@@ -695,11 +701,17 @@ impl Versions {
 
     /// Whether `version` exists: `Ok(true)` for a readable version, `Ok(false)` past the newest
     /// commit, the damage error (EIO) for a version at or past damage in the log.
+    /// A version before the log's start (its commit cleaned up by another engine's log
+    /// retention, PROTOCOL "Checkpoints") no longer exists: `Ok(false)`, even when this mount
+    /// listed it before (docs/MOUNT.md "Versions another engine cleaned up").
     pub fn exists(&self, version: u64) -> FsResult<bool> {
+        let seg = self.table.segment()?;
+        if version < seg.first {
+            return Ok(false);
+        }
         if version <= self.seen_latest.load(Ordering::Relaxed) {
             return Ok(true);
         }
-        let seg = self.table.segment()?;
         match seg.check(version) {
             Some(Ok(())) => {
                 self.table.verify_through(version)?;

@@ -240,7 +240,21 @@ pub struct TableView {
 /// inode, kind, name), starting after `offset`: nothing is built per handle or per call beyond
 /// the entries returned.
 fn computed(offset: u64, limit: usize, total: u64, entry: impl Fn(u64) -> (u64, Kind, String)) -> Vec<DirEntry> {
-    (offset..total)
+    computed_except(offset, limit, total, 0..0, entry)
+}
+
+/// [`computed`] without the entries whose index is in `except` (each kept entry's offset is still
+/// its index).
+fn computed_except(
+    offset: u64,
+    limit: usize,
+    total: u64,
+    except: std::ops::Range<u64>,
+    entry: impl Fn(u64) -> (u64, Kind, String),
+) -> Vec<DirEntry> {
+    let from = if except.contains(&offset) { except.end } else { offset };
+    (from..total)
+        .filter(|i| !except.contains(i))
         .take(limit)
         .map(|i| {
             let (ino, kind, name) = entry(i);
@@ -441,7 +455,9 @@ impl TableView {
             Node::Root => Ok(self.attr(ino, Kind::Dir, 0, 0o555, 4, self.started, Duration::ZERO)),
             Node::VDir => {
                 let latest = self.versions.listed_latest()?;
-                let nlink = 2u32.saturating_add(u32::try_from(latest + 1).unwrap_or(u32::MAX));
+                // One link per listed version: from the log's first (0 unless cleaned up) on.
+                let listed = (latest + 1).saturating_sub(self.versions.first()?);
+                let nlink = 2u32.saturating_add(u32::try_from(listed).unwrap_or(u32::MAX));
                 let t = self.latest_time(latest)?;
                 Ok(self.attr(ino, Kind::Dir, 0, 0o555, nlink, t, Duration::ZERO))
             }
@@ -718,9 +734,13 @@ impl TableView {
             }
             Node::VDir => {
                 // Entry i: ".", "..", then version i - 2; computed from the offset, so a long
-                // listing costs nothing per call beyond its own entries.
+                // listing costs nothing per call beyond its own entries. Versions before the
+                // log's first are skipped (cleaned up); an entry's offset stays its version's, so
+                // a listing continued after the start moved forward skips nothing it should list.
                 let latest = self.versions.listed_latest()?;
-                Ok(computed(offset, limit, latest.saturating_add(3), |i| match i {
+                let first = self.versions.first()?;
+                let gone = 2..first.saturating_add(2);
+                Ok(computed_except(offset, limit, latest.saturating_add(3), gone, |i| match i {
                     0 => (inode::V_DIR, Kind::Dir, ".".to_string()),
                     1 => (inode::ROOT, Kind::Dir, "..".to_string()),
                     n => (Node::VersionDir(n - 2).ino(), Kind::Dir, (n - 2).to_string()),

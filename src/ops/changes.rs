@@ -219,12 +219,20 @@ impl ChangeFeed {
 
     /// Index versions up to `through` (inclusive), reading each commit once. On an error
     /// nothing of the failing version is indexed (the feed stays whole up to the version before).
-    /// Errors: as [`Table::read_commit`]; [`Error::Corrupt`] for a commit time outside the
+    /// Errors: as [`Table::read_commit`]; [`Error::ChangesCleanedUp`] when the commit of the next
+    /// version was cleaned up; [`Error::Corrupt`] for a commit time outside the
     /// years 0000-9999 or a file whose rows cannot be counted.
     pub fn extend(&mut self, table: &Table, through: u64) -> Result<()> {
         while self.next_version() <= through {
             let v = self.next_version();
-            self.index_version(table, v)?;
+            self.index_version(table, v).map_err(|e| match e {
+                Error::VersionNotFound { version, first, .. } if version < first => Error::ChangesCleanedUp {
+                    table: table.root().to_path_buf(),
+                    version,
+                    first,
+                },
+                e => e,
+            })?;
         }
         Ok(())
     }
@@ -818,9 +826,11 @@ pub fn print(
 ) -> Result<()> {
     use std::sync::atomic::Ordering;
     let latest = table.latest_version()?;
+    let first = table.segment()?.first;
     let not_found = |version| Error::VersionNotFound {
         table: table.root().to_path_buf(),
         version,
+        first,
         latest,
     };
     if let Some(m) = to

@@ -33,6 +33,7 @@ fn version_of(t: &Table, q: &Query) -> Result<u64> {
         Some(v) if v > latest => Err(Error::VersionNotFound {
             table: t.root().to_path_buf(),
             version: v,
+            first: t.segment()?.first,
             latest,
         }),
         Some(v) => Ok(v),
@@ -157,6 +158,7 @@ fn changes(st: &State, q: &Query) -> Result<Value> {
             return Err(Error::VersionNotFound {
                 table: t.root().to_path_buf(),
                 version: v,
+                first: t.segment()?.first,
                 latest,
             });
         }

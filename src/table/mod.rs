@@ -431,10 +431,8 @@ impl Table {
         if let Some(Err(e)) = seg.check(version) {
             return Err(e);
         }
-        let from = match self.verified.load(Ordering::Acquire) {
-            u64::MAX => self.verify_start(&seg, version),
-            v if v >= version => return Ok(()),
-            v => v + 1,
+        let Some(from) = self.verify_from(&seg, version) else {
+            return Ok(());
         };
         for v in from..=version {
             self.check_commit(v)?;
@@ -453,10 +451,8 @@ impl Table {
         if seg.damage.as_ref().is_some_and(|d| d.version <= seg.first) {
             return Ok(None);
         }
-        let from = match self.verified.load(Ordering::Acquire) {
-            u64::MAX => self.verify_start(&seg, seg.end),
-            v if v >= seg.end => return Ok(Some(seg.end)),
-            v => v + 1,
+        let Some(from) = self.verify_from(&seg, seg.end) else {
+            return Ok(Some(seg.end));
         };
         for v in from..=seg.end {
             match self.check_commit(v) {
@@ -466,6 +462,23 @@ impl Table {
             }
         }
         Ok(Some(seg.end))
+    }
+
+    /// The first commit to check so that every commit of `seg` up to `version` is checked:
+    /// `None` when all are; after the last one checked; or, the first time and when the log's
+    /// start moved past the last one checked (another engine cleaned up older commits, PROTOCOL
+    /// "Checkpoints"), where [`Table::verify_start`] says.
+    fn verify_from(&self, seg: &LogSegment, version: u64) -> Option<u64> {
+        match self.verified.load(Ordering::Acquire) {
+            v if v != u64::MAX && v.saturating_add(1) < seg.first => {
+                let from = self.verify_start(seg, version);
+                self.verified.store(from.saturating_sub(1), Ordering::Release);
+                Some(from)
+            }
+            u64::MAX => Some(self.verify_start(seg, version)),
+            v if v >= version => None,
+            v => Some(v + 1),
+        }
     }
 
     /// Where checking commits starts: after the newest readable checkpoint at or before
@@ -585,6 +598,7 @@ impl Table {
                 None => Error::VersionNotFound {
                     table: self.root.clone(),
                     version,
+                    first: seg.first,
                     latest: seg.end,
                 },
             },
@@ -601,6 +615,7 @@ impl Table {
             None => Err(Error::VersionNotFound {
                 table: self.root.clone(),
                 version,
+                first: seg.first,
                 latest: seg.end,
             }),
         }

@@ -856,3 +856,80 @@ fn column_mapping_is_not_written_and_a_mode_without_physical_names_reads_by_name
     .unwrap();
     assert_eq!(sorted_lines(&f.td(&["read", &t])), [r#"{"id":1,"s":"a"}"#]);
 }
+
+/// Sorted version names listed in `dir` (`v/`).
+fn listed_versions(dir: &Path) -> Vec<u64> {
+    let mut v: Vec<u64> = fs::read_dir(dir)
+        .expect("list v/")
+        .map(|e| {
+            e.expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .parse()
+                .expect("a version name")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Another engine's log cleanup (deltalake and Spark remove commits older than
+/// `delta.logRetentionDuration` once a checkpoint covers them) while the mount runs, past the
+/// version the mount last saw: `v/` lists from the checkpoint on and older versions are ENOENT,
+/// `latest` and `incoming/` go on, and `changes.jsonl` fails with EIO rather than skip the lost
+/// versions' changes (docs/MOUNT.md "Versions another engine cleaned up"). The CLI names the
+/// versions the log holds.
+#[test]
+fn a_log_cleaned_up_past_what_the_mount_saw_keeps_latest_and_stops_the_feed() {
+    let f = Fixture::empty(&["id:int!"]);
+    f.td(&["alter", &f.t(), "set-property", "delta.checkpointInterval=5"]); // version 1
+    let append = |id: u64| {
+        crate::support::td_in(&["append", &f.t()], format!("{{\"id\":{id}}}\n").as_bytes()).ok();
+    };
+    for id in 1..=3 {
+        append(id); // versions 2..=4
+    }
+    let _m = f.mount_with(&["--auto-compact-min-files", "1000000"]);
+    assert_eq!(listed_versions(&f.m("v")), vec![0, 1, 2, 3, 4]);
+    let feed = fs::read(f.m("changes.jsonl")).expect("read changes.jsonl");
+    assert_eq!(feed.iter().filter(|b| **b == b'\n').count(), 3, "three inserts");
+    for id in 4..=9 {
+        append(id); // versions 5..=10; Delta checkpoints at 5 and 10
+    }
+    let log = f.table.join("_delta_log");
+    let checkpoint = log.join(format!("{:020}.checkpoint.parquet", 10));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !checkpoint.exists() {
+        assert!(std::time::Instant::now() < deadline, "no checkpoint at version 10");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // The cleanup: every commit (and checksum) before the checkpoint's version.
+    for v in 0..10u64 {
+        for ext in ["json", "crc"] {
+            let _ = fs::remove_file(log.join(format!("{v:020}.{ext}")));
+        }
+    }
+    assert_eq!(listed_versions(&f.m("v")), vec![10]);
+    let e = fs::metadata(f.m("v/3")).expect_err("version 3 was cleaned up");
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
+    let mut ids: Vec<i64> = crate::support::ids(&fs::read(f.m("latest/data.jsonl")).expect("read latest"));
+    ids.sort();
+    assert_eq!(ids, (1..=9).collect::<Vec<i64>>());
+    fs::write(f.m("incoming/more.jsonl"), b"{\"id\":10}\n").expect("commit through incoming/");
+    assert_eq!(listed_versions(&f.m("v")), vec![10, 11]);
+    assert_eq!(
+        crate::support::ids(&fs::read(f.m("v/11/data.jsonl")).expect("read v/11")).len(),
+        10
+    );
+    // The feed had indexed through version 4; versions 5 to 9 are gone, so it cannot go on.
+    let e = fs::read(f.m("changes.jsonl")).expect_err("the feed stops at the cleaned-up versions");
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    let cli = crate::support::td(&["read", &f.t(), "--version", "3"]).code(4);
+    cli.stderr_has(&["version 3 not found", "the log holds versions 10 to 11", "cleaned up"]);
+    let cli = crate::support::td(&["changes", &f.t()]).ok();
+    assert!(
+        cli.text().contains("\"id\":10"),
+        "the CLI's feed starts at the log's start: {}",
+        cli.text()
+    );
+}
