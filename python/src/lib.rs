@@ -260,6 +260,42 @@ impl PyTable {
         }
     }
 
+    /// `e` with the CLI's hints for its input (a CSV header, a JSON array: the `hint:` lines of
+    /// `tinydelta append`, docs/CLI.md "Errors that teach") added to its reason, when `e` is bad input;
+    /// the hints come from the input's first MiB. Any other error, or none found: `e` as it is.
+    fn with_hints(&self, e: Error, name: &str, source: &Source) -> Error {
+        let Error::BadInput {
+            file,
+            line,
+            column,
+            reason,
+        } = e
+        else {
+            return e;
+        };
+        const HEAD: u64 = 1 << 20;
+        let hints = self.t.latest_snapshot().ok().and_then(|snap| {
+            let d = match source {
+                Source::Bytes(d) => tinydelta::diagnose::scan(&snap.schema, name, (&d[..]).take(HEAD), 1, 1, None),
+                Source::Path(p) => {
+                    let f = File::open(p).ok()?;
+                    tinydelta::diagnose::scan(&snap.schema, name, BufReader::new(f.take(HEAD)), 1, 1, None)
+                }
+            };
+            d.ok().map(|d| d.hints).filter(|h| !h.is_empty())
+        });
+        let reason = match hints {
+            Some(h) => format!("{reason}; hint: {}", h.join(" ")),
+            None => reason,
+        };
+        Error::BadInput {
+            file,
+            line,
+            column,
+            reason,
+        }
+    }
+
     fn version_of(&self, version: Option<u64>, as_of: Option<&str>) -> tinydelta::Result<u64> {
         match (version, as_of) {
             (Some(v), _) => Ok(v),
@@ -342,12 +378,15 @@ impl PyTable {
             (None, None) => return Err(InvalidArgumentError::new_err("no rows given")),
         };
         let opts = write_opts(expect_version);
-        lib(py.detach(|| match source {
-            Source::Bytes(d) => self.write(&name, &d[..], overwrite, &opts),
-            Source::Path(p) => {
-                let f = File::open(&p).map_err(|e| Error::io("open", &p, e))?;
-                self.write(&name, BufReader::with_capacity(1 << 20, f), overwrite, &opts)
-            }
+        lib(py.detach(|| {
+            let r = match &source {
+                Source::Bytes(d) => self.write(&name, &d[..], overwrite, &opts),
+                Source::Path(p) => {
+                    let f = File::open(p).map_err(|e| Error::io("open", p, e))?;
+                    self.write(&name, BufReader::with_capacity(1 << 20, f), overwrite, &opts)
+                }
+            };
+            r.map_err(|e| self.with_hints(e, &name, &source))
         }))
     }
 
@@ -483,6 +522,7 @@ impl PyTable {
                         "rows": e.rows,
                         "tableRows": e.table_rows,
                         "tableFiles": e.table_files,
+                        "source": e.source(),
                     })
                 })
                 .collect();

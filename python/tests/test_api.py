@@ -101,6 +101,28 @@ def test_bad_jsonl_file_names_it(table_path):
     assert str(bad) in str(e.value)
 
 
+def test_a_csv_file_gets_the_clis_hint(table_path, tmp_path):
+    t = tinydelta.create(table_path, "id:int! region:str")
+    csv = tmp_path / "orders.csv"
+    csv.write_text("id,region\n1,EU\n")
+    with pytest.raises(tinydelta.BadInputError) as e:
+        t.append(csv)
+    assert (e.value.file, e.value.line) == (str(csv), 1)
+    msg = str(e.value)
+    assert "CSV header" in msg and "duckdb -c" in msg and "orders.csv" in msg, msg
+    with pytest.raises(tinydelta.BadInputError) as e:
+        t.append(b'[{"id": 1, "region": "EU"}]\n')
+    assert "jq -c" in str(e.value), str(e.value)
+    assert t.version == 0, "nothing was committed"
+
+
+def test_history_names_the_source(table_path):
+    t = tinydelta.create(table_path, "id:int!")
+    t.append([{"id": 1}])
+    h = t.history()
+    assert [e["source"] for e in h] == [None, None]
+
+
 def test_unknown_column_is_a_schema_error(table_path):
     t = tinydelta.create(table_path, "id:int")
     with pytest.raises(tinydelta.SchemaError) as e:

@@ -266,7 +266,7 @@ class Table:
         return json.loads(self._t.describe(v))
 
     def history(self) -> list:
-        """Every version: version, time, operation, parameters, rows, table rows."""
+        """Every version: version, time, operation, parameters, rows, table rows, source (the mount's incoming/ name, or None)."""
         return json.loads(self._t.history())
 
     def changes(self, from_version: Optional[int] = None, to_version: Optional[int] = None) -> list:

@@ -154,6 +154,24 @@ pub struct HistoryEntry {
     pub table_files: usize,
 }
 
+impl HistoryEntry {
+    /// Where the commit came from, as `history` shows it: the mount's `incoming/<name>` (the
+    /// name escaped: it may hold anything) or `v/<n>/data.jsonl` for an edit (docs/MOUNT.md
+    /// "Editing latest/data.jsonl"), `auto compaction` for an OPTIMIZE no one ran by hand;
+    /// `None` for any other commit.
+    pub fn source(&self) -> Option<String> {
+        let params = &self.commit_info.operation_parameters;
+        match params.get(staging::SOURCE_PARAM) {
+            Some(s) if s.starts_with("v/") => Some(s.escape_debug().to_string()),
+            Some(s) => Some(format!("incoming/{}", s.escape_debug())),
+            None if self.commit_info.operation == "OPTIMIZE" && params.get("auto").is_some_and(|a| a == "true") => {
+                Some("auto compaction".to_string())
+            }
+            None => None,
+        }
+    }
+}
+
 fn not_found(e: &Error) -> bool {
     matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
 }

@@ -398,6 +398,12 @@ fn the_flights_sample_exported_with_all_versions() {
     let dest = tmp.path().join("flights");
     let out = export(&src, &dest, &["--all-versions"]).ok();
     assert!(out.text().contains("as versions 0-5"), "{}", out.text());
+    // A small table's sizes in the unit that shows them (kB for the Parquet here), never "0.0 MB".
+    assert!(
+        out.text().contains(" kB of Parquet") && !out.text().contains("0.0 MB"),
+        "{}",
+        out.text()
+    );
     assert_eq!(assert_readers_agree(&src, &dest, &all_versions(&src, 0..=5), true), 6);
     // Columnar and compressed: the Parquet files are far smaller than the JSONL they hold.
     let size = |dir: &Path, ext: &str| -> u64 {

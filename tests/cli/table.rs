@@ -309,9 +309,12 @@ fn history_shows_short_names_while_the_log_keeps_delta_names() {
         );
     }
 
+    assert!(h.iter().all(|e| e["source"].is_null()), "no SOURCE: {h:?}");
+
     let text = t.td("history", &[]).ok().text();
     let body: Vec<&str> = text.lines().skip(1).collect();
     assert_eq!(body.len(), 4, "{text}");
+    assert!(body.iter().all(|l| !l.ends_with(' ')), "no trailing blanks: {text:?}");
     for (line, (v, op)) in body
         .iter()
         .zip([(0, "CREATE"), (1, "APPEND"), (2, "OVERWRITE"), (3, "RESTORE")])

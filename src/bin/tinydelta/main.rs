@@ -1085,6 +1085,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                             "rows": e.rows,
                             "tableRows": e.table_rows,
                             "tableFiles": e.table_files,
+                            "source": e.source(),
                         })
                     })
                     .collect();
@@ -1101,33 +1102,17 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 )
                 .map_err(stdout_err)?;
                 for (e, op) in h.iter().zip(&ops) {
-                    writeln!(
-                        out,
+                    let line = format!(
                         "{:<8} {:<24} {:<w$} {:>10} {:>12}  {}",
                         e.version,
                         rfc3339_ms(e.commit_info.timestamp),
                         op,
                         e.rows.map_or("?".to_string(), |n| n.to_string()),
                         e.table_rows.map_or("?".to_string(), |n| n.to_string()),
-                        // The mount's incoming/ name (escaped: names may hold anything), or
-                        // `auto compaction` for an OPTIMIZE no one ran by hand.
-                        match e.commit_info.operation_parameters.get(tinydelta::SOURCE_PARAM) {
-                            // An edit of a version's data.jsonl names itself (`v/<n>/data.jsonl`,
-                            // docs/MOUNT.md "Editing latest/data.jsonl"); incoming/ names hold no `/`.
-                            Some(s) if s.starts_with("v/") => s.escape_debug().to_string(),
-                            Some(s) => format!("incoming/{}", s.escape_debug()),
-                            None if e.commit_info.operation == "OPTIMIZE"
-                                && e.commit_info
-                                    .operation_parameters
-                                    .get("auto")
-                                    .is_some_and(|a| a == "true") =>
-                            {
-                                "auto compaction".to_string()
-                            }
-                            None => String::new(),
-                        }
-                    )
-                    .map_err(stdout_err)?;
+                        e.source().unwrap_or_default()
+                    );
+                    // No trailing blanks when SOURCE is empty.
+                    writeln!(out, "{}", line.trim_end()).map_err(stdout_err)?;
                 }
             }
         }
@@ -1543,7 +1528,12 @@ fn export(
             dest.display()
         );
     }
-    let mb = |b: u64| b as f64 / 1e6;
+    // Decimal units as `ls -h --si` and `df -H`; a small table is not "0.0 MB".
+    let mb = |b: u64| match b {
+        0..1_000 => format!("{b} bytes"),
+        1_000..1_000_000 => format!("{:.1} kB", b as f64 / 1e3),
+        _ => format!("{:.1} MB", b as f64 / 1e6),
+    };
     match r.dest_versions {
         None => writeln!(
             out,
@@ -1555,7 +1545,7 @@ fn export(
         Some((a, b)) => writeln!(
             out,
             "exported {} to {} as {} (holding version {} of the table): {} Parquet files written, {} reused, \
-             {} rows, {:.1} MB of JSONL -> {:.1} MB of Parquet{}",
+             {} rows, {} of JSONL -> {} of Parquet{}",
             table.display(),
             dest.display(),
             if a == b {
