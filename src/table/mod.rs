@@ -1126,27 +1126,17 @@ impl Table {
     }
 
     /// One entry per version, oldest first, with the table's rows and files after each commit.
-    /// Versions before the segment's start (cleaned up) are not listed.
+    /// Versions before the segment's start (cleaned up) are not listed; the start itself is,
+    /// when its commit is still there beside the checkpoint replay starts from.
     pub fn history(&self) -> Result<Vec<HistoryEntry>> {
         let latest = self.latest_version()?;
         let seg = self.segment()?;
         let mut out = Vec::new();
-        let (mut replay, from, previous) = if seg.first == 0 {
-            (Replay::default(), 0, None)
-        } else {
-            // The checkpoint the segment starts at, tinydelta's or Delta's.
-            let base = self.snapshot(seg.first)?;
-            (Replay::from_snapshot(&base), seg.first + 1, Some(base.timestamp))
-        };
         // Rows counted in data files without a row count in their stats, by path (`None`: the
         // file could not be read).
         let mut counted: HashMap<String, Option<u64>> = HashMap::new();
-        // The times time travel uses (docs/FORMAT.md "Commit times"), as `commit_times` gives.
-        let mut adjusted = previous;
-        self.replay_range(from, latest, &mut replay, previous, |v, r, mut info| {
-            let recorded_timestamp = info.timestamp;
-            info.timestamp = monotonic_time(info.timestamp, adjusted);
-            adjusted = Some(info.timestamp);
+        // One entry: `added` are the files the commit added (live after it), `r` the state after it.
+        let mut entry = |v: u64, r: &Replay, info: CommitInfo, recorded_timestamp: i64, added: Vec<crate::log::snapshot::FileEntry>| {
             let mut count = |f: &crate::log::snapshot::FileEntry| match counted.get(&f.path) {
                 Some(n) => *n,
                 None => {
@@ -1162,19 +1152,50 @@ impl Table {
             }
             let rows = match info.metric("numOutputRows").or_else(|| info.metric("num_added_rows")) {
                 Some(n) => Some(n),
-                None => r.last_added().iter().try_fold(0u64, |n, f| {
+                None => added.iter().try_fold(0u64, |n, f| {
                     let c = if f.has_stats { Some(f.num_records) } else { count(f) };
                     c.map(|c| n.saturating_add(c))
                 }),
             };
-            out.push(HistoryEntry {
+            HistoryEntry {
                 version: v,
                 commit_info: info,
                 recorded_timestamp,
                 rows,
                 table_rows,
                 table_files: files,
-            });
+            }
+        };
+        let (mut replay, from, previous) = if seg.first == 0 {
+            (Replay::default(), 0, None)
+        } else {
+            // The checkpoint the segment starts at, tinydelta's or Delta's.
+            let base = self.snapshot(seg.first)?;
+            let replay = Replay::from_snapshot(&base);
+            // Its own commit, when log cleanup kept it: the entry of the first readable version.
+            if self.log.stat(&files::commit_file_name(seg.first))?.is_some() {
+                let commit = self.read_commit(seg.first)?;
+                let mut info = self.commit_info(seg.first)?;
+                let recorded_timestamp = info.timestamp;
+                info.timestamp = base.timestamp;
+                let added: Vec<_> = commit
+                    .actions
+                    .iter()
+                    .filter_map(|a| a.add.as_ref())
+                    .filter(|a| replay.is_live(&a.path))
+                    .map(|a| crate::log::snapshot::FileEntry::from_add(a, seg.first))
+                    .collect();
+                out.push(entry(seg.first, &replay, info, recorded_timestamp, added));
+            }
+            (replay, seg.first + 1, Some(base.timestamp))
+        };
+        // The times time travel uses (docs/FORMAT.md "Commit times"), as `commit_times` gives.
+        let mut adjusted = previous;
+        self.replay_range(from, latest, &mut replay, previous, |v, r, mut info| {
+            let recorded_timestamp = info.timestamp;
+            info.timestamp = monotonic_time(info.timestamp, adjusted);
+            adjusted = Some(info.timestamp);
+            out.push(entry(v, r, info, recorded_timestamp, r.last_added()));
             Ok(())
         })?;
         Ok(out)

@@ -926,6 +926,17 @@ fn a_log_cleaned_up_past_what_the_mount_saw_keeps_latest_and_stops_the_feed() {
     assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
     let cli = crate::support::td(&["read", &f.t(), "--version", "3"]).code(4);
     cli.stderr_has(&["version 3 not found", "the log holds versions 10 to 11", "cleaned up"]);
+    // History lists the log's first version too: its commit is still there beside the checkpoint.
+    let h = crate::support::td(&["history", &f.t(), "--json"]).ok().json();
+    let versions: Vec<u64> = h
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|e| e["version"].as_u64().expect("version"))
+        .collect();
+    assert_eq!(&versions[..2], &[10, 11], "{h}");
+    assert_eq!(h[0]["rows"], 1, "{h}");
+    assert_eq!(h[0]["tableRows"], 9, "{h}");
     let cli = crate::support::td(&["changes", &f.t()]).ok();
     assert!(
         cli.text().contains("\"id\":10"),
