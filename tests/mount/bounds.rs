@@ -382,7 +382,11 @@ fn a_daemon_under_a_low_descriptor_limit_reads_300_files() {
         log,
     };
     let limits = fs::read_to_string(format!("/proc/{}/limits", m.pid)).unwrap();
-    let nofile = limits.lines().find(|l| l.starts_with("Max open files")).unwrap().to_string();
+    let nofile = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap()
+        .to_string();
     assert!(nofile.split_whitespace().any(|w| w == "64"), "{nofile}");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sampler = {
@@ -408,22 +412,40 @@ fn a_daemon_under_a_low_descriptor_limit_reads_300_files() {
             .collect();
         for r in readers {
             let out = r.wait_with_output().unwrap();
-            assert!(out.status.success(), "round {round}: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             assert_eq!(lines(&out.stdout).len(), n);
         }
-        let mut parts: Vec<_> = fs::read_dir(f.m("v/1/parts")).unwrap().map(|e| e.unwrap().path()).collect();
+        let mut parts: Vec<_> = fs::read_dir(f.m("v/1/parts"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
         parts.sort();
         assert_eq!(parts.len(), n);
         let out = Command::new("cat").args(&parts).output().unwrap();
-        assert!(out.status.success(), "round {round}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "round {round}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_eq!(out.stdout, fs::read(f.m("latest/data.jsonl")).unwrap());
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let data = sampler.join().unwrap();
     eprintln!("data file descriptors at most: {data}");
-    assert!(data <= 16, "{data} data file descriptors open at once under a limit of 64");
+    assert!(
+        data <= 16,
+        "{data} data file descriptors open at once under a limit of 64"
+    );
     for i in 0..3 {
-        fs::write(f.m(&format!("incoming/low-{i}.jsonl")), format!("{{\"id\":{}}}\n", n + i)).unwrap();
+        fs::write(
+            f.m(&format!("incoming/low-{i}.jsonl")),
+            format!("{{\"id\":{}}}\n", n + i),
+        )
+        .unwrap();
     }
     let out = Command::new("cat").arg(f.m("latest/data.jsonl")).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
