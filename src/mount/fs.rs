@@ -159,12 +159,16 @@ struct Passthrough {
     announced: AtomicBool,
     /// The backing id of each inode with passthrough opens (or a kept id), and the pooled
     /// file it was registered from.
-    by_ino: Mutex<HashMap<u64, (Weak<BackingId>, Weak<super::versions::PooledFile>)>>,
+    by_ino: Mutex<HashMap<u64, Registered>>,
     /// The backing id each open passthrough handle keeps alive until its release.
     by_fh: Mutex<HashMap<u64, Arc<BackingId>>>,
     /// Ids kept after their inode's last release, oldest first (at most [`LINGER_IDS`]).
     kept: Mutex<std::collections::VecDeque<(u64, Arc<BackingId>)>>,
 }
+
+/// A registered backing id (alive while a handle or the kept list holds it) and the pooled file
+/// it was registered from.
+type Registered = (Weak<BackingId>, Weak<super::versions::PooledFile>);
 
 /// How many backing ids [`Passthrough`] keeps after their last handle was released. Each holds
 /// a reference to an open data file in the kernel (not a descriptor of the daemon).

@@ -1043,19 +1043,21 @@ mod tests {
             std::fs::write(dir.path().join(format!("p{i}")), "{bc\n").unwrap();
             files.push((format!("p{i}"), 4));
         }
-        let pool = Arc::new(FilePool::with_max(Dir::open(dir.path()).unwrap(), 4));
+        let pool = Arc::new(FilePool::with_max(Dir::open(dir.path()).unwrap(), 8));
         let concat = Arc::new(Concat::new(dir.path(), files));
         let r = ConcatReader::new(concat.clone(), pool.clone());
-        // Held as a spliced reply holds them: the fifth cannot be had without waiting.
-        let held: Vec<_> = concat.parts[..4].iter().map(|p| pool.try_get(p).unwrap().unwrap()).collect();
-        assert!(pool.try_get(&concat.parts[4]).unwrap().is_none());
+        // Held as a spliced reply holds them: the ninth cannot be had without waiting.
+        let held: Vec<_> = concat.parts[..8].iter().map(|p| pool.try_get(p).unwrap().unwrap()).collect();
+        assert!(pool.try_get(&concat.parts[8]).unwrap().is_none());
         drop(held);
         // A read across every file opens them one at a time, and a reply across more files than
-        // a spliced reply may hold is left to the copying path.
+        // a spliced reply may hold (a quarter of the pool's 8) is left to the copying path.
+        assert_eq!(pool.splice_files(), 2);
         assert_eq!(r.read(0, 160).unwrap().len(), 160);
         assert!(r.pieces(0, 160).unwrap().is_none());
+        assert!(r.pieces(0, 12).unwrap().is_none());
         assert_eq!(r.pieces(0, 8).unwrap().unwrap().len(), 2);
-        assert!(pool.peak() <= 4, "{} open at once", pool.peak());
+        assert!(pool.peak() <= 8, "{} open at once", pool.peak());
     }
 
     #[test]
