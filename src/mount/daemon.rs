@@ -474,7 +474,11 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
     let cfg = ViewConfig {
         share_incoming: args.share_incoming,
         max_line_bytes: args.max_line_bytes.map_or(d.max_line_bytes, |n| n.max(1)),
-        max_open_staged: args.max_open_staged.map_or(d.max_open_staged, |n| n.max(1)),
+        // By default no more than the data files' pool may hold (a quarter of the descriptor
+        // limit when that is lower: docs/MOUNT.md "Limits").
+        max_open_staged: args
+            .max_open_staged
+            .map_or(d.max_open_staged.min(super::versions::open_files_bound()), |n| n.max(1)),
         max_validate_bytes: args.max_validate_bytes.unwrap_or(d.max_validate_bytes),
         version_cache_bytes: args.version_cache_bytes.unwrap_or(d.version_cache_bytes),
         auto_compact: crate::ops::optimize::AutoCompact {

@@ -144,6 +144,11 @@ impl TableFs {
 /// passthrough is off for the rest of the mount, but inodes still holding a backing id keep it);
 /// passthrough opens carry neither `FOPEN_KEEP_CACHE` (the open would fail with EIO) nor
 /// `FOPEN_DIRECT_IO` (reads would silently go to the daemon).
+///
+/// The ids of the last [`LINGER_IDS`] inodes whose last handle was released are kept too, so
+/// that reopening a file (a `cat` of `latest/data.jsonl` in a loop) reuses its id instead of
+/// registering the file again; a kept id is reused only while the pool still holds the very
+/// descriptor it was registered from (so the same file), and registered again otherwise.
 #[derive(Debug, Default)]
 struct Passthrough {
     /// Asked for (`--no-passthrough` turns it off).
@@ -152,27 +157,54 @@ struct Passthrough {
     enabled: AtomicBool,
     /// Said once in the log that passthrough is in use.
     announced: AtomicBool,
-    /// The backing id of each inode with passthrough opens.
-    by_ino: Mutex<HashMap<u64, Weak<BackingId>>>,
+    /// The backing id of each inode with passthrough opens (or a kept id), and the pooled
+    /// file it was registered from.
+    by_ino: Mutex<HashMap<u64, Registered>>,
     /// The backing id each open passthrough handle keeps alive until its release.
     by_fh: Mutex<HashMap<u64, Arc<BackingId>>>,
+    /// Ids kept after their inode's last release, oldest first (at most [`LINGER_IDS`]).
+    kept: Mutex<std::collections::VecDeque<(u64, Arc<BackingId>)>>,
 }
+
+/// A registered backing id (alive while a handle or the kept list holds it) and the pooled file
+/// it was registered from.
+type Registered = (Weak<BackingId>, Weak<super::versions::PooledFile>);
+
+/// How many backing ids [`Passthrough`] keeps after their last handle was released. Each holds
+/// a reference to an open data file in the kernel (not a descriptor of the daemon).
+const LINGER_IDS: usize = 16;
 
 impl Passthrough {
     /// The backing id for inode `ino` (shared with its other open handles, or registered now
     /// from `file`); `None` when passthrough is off or registering failed (logged once; then off).
-    fn backing(&self, ino: u64, file: &std::fs::File, reply: &ReplyOpen) -> Option<Arc<BackingId>> {
+    fn backing(
+        &self,
+        ino: u64,
+        file: &Arc<super::versions::PooledFile>,
+        reply: &ReplyOpen,
+    ) -> Option<Arc<BackingId>> {
         let mut by_ino = lock(&self.by_ino);
-        if let Some(id) = by_ino.get(&ino).and_then(Weak::upgrade) {
-            return Some(id);
+        if let Some((id, from)) = by_ino.get(&ino)
+            && let Some(id) = id.upgrade()
+        {
+            let mut kept = lock(&self.kept);
+            let k = kept.iter().position(|(i, _)| *i == ino);
+            // Handles still open share it whatever; a kept one only for the same descriptor.
+            let open_handles = Arc::strong_count(&id) - 1 - usize::from(k.is_some());
+            if open_handles > 0 || Weak::ptr_eq(from, &Arc::downgrade(file)) {
+                return Some(id);
+            }
+            if let Some(k) = k {
+                kept.remove(k);
+            }
         }
         if !self.enabled.load(Ordering::Relaxed) {
             return None;
         }
-        match reply.open_backing(file) {
+        match reply.open_backing(&***file) {
             Ok(id) => {
                 let id = Arc::new(id);
-                by_ino.insert(ino, Arc::downgrade(&id));
+                by_ino.insert(ino, (Arc::downgrade(&id), Arc::downgrade(file)));
                 if !self.announced.swap(true, Ordering::Relaxed) {
                     info!("passthrough in use: single-file versions and commit files are read by the kernel directly");
                 }
@@ -195,16 +227,26 @@ impl Passthrough {
         self.wanted && (self.enabled.load(Ordering::Relaxed) || lock(&self.by_ino).contains_key(&ino))
     }
 
-    /// Handle `fh` of inode `ino` was released: drop its backing id, and the inode's entry once
-    /// no handle uses it (the id is closed in the kernel when the last reference goes).
+    /// Handle `fh` of inode `ino` was released: drop its backing id, keeping it among the
+    /// [`LINGER_IDS`] last released ones; the entry of an inode whose id nothing holds any more
+    /// goes (the id is closed in the kernel when the last reference goes).
     fn release(&self, ino: u64, fh: u64) {
         let Some(id) = lock(&self.by_fh).remove(&fh) else {
             return;
         };
         let mut by_ino = lock(&self.by_ino);
-        drop(id);
-        if by_ino.get(&ino).is_some_and(|w| w.strong_count() == 0) {
-            by_ino.remove(&ino);
+        let mut kept = lock(&self.kept);
+        if let Some(k) = kept.iter().position(|(i, _)| *i == ino) {
+            kept.remove(k);
+        }
+        kept.push_back((ino, id));
+        let evicted = (kept.len() > LINGER_IDS).then(|| kept.pop_front()).flatten();
+        drop(kept);
+        if let Some((old, id)) = evicted {
+            drop(id);
+            if by_ino.get(&old).is_some_and(|(w, _)| w.strong_count() == 0) {
+                by_ino.remove(&old);
+            }
         }
     }
 }
@@ -375,6 +417,10 @@ impl Filesystem for TableFs {
         }
         let _ = config.set_max_background(64);
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
+        // Symlink targets in the page cache: every symlink inode of the mount names one target
+        // for its life (`latest` is one inode per version it names, docs/MOUNT.md "Reading"), so
+        // a path through `latest` costs its lookup and no readlink.
+        let _ = config.add_capabilities(fuser::InitFlags::FUSE_CACHE_SYMLINKS);
         // Direct reads of data.jsonl only where a shared mmap of a direct open still works.
         if config
             .add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)
@@ -409,7 +455,7 @@ impl Filesystem for TableFs {
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match request_for(req, || self.view.lookup(parent.0, name)) {
-            Ok(a) => reply.entry(&a.ttl, &self.file_attr(&a), Generation(0)),
+            Ok(a) => reply.entry_with_ttls(&a.ttl, &a.entry_ttl.unwrap_or(a.ttl), &self.file_attr(&a), Generation(0)),
             Err(e) => reply.error(errno(&e)),
         }
     }

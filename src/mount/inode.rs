@@ -27,6 +27,9 @@ const EDIT_NOTE_BASE: u64 = AT_BASE + (1 << 60);
 /// `i` (above every `at/` number).
 const PARTS_BASE: u64 = AT_BASE + (1 << 61);
 const PART_BITS: u32 = 22;
+/// `latest` as it names version n: `LATEST_AT_BASE + n` (above every `parts/` number, which
+/// end at `PARTS_BASE + 2^62`).
+const LATEST_AT_BASE: u64 = PARTS_BASE + (1 << 62);
 /// The largest version with a `parts/` folder.
 pub const MAX_PARTS_VERSION: u64 = (1 << 40) - 1;
 /// How many parts a `parts/` folder lists at most (a version with more lists the first ones).
@@ -77,8 +80,13 @@ pub enum Node {
     Root,
     /// `v/`.
     VDir,
-    /// The `latest` symlink.
+    /// The `latest` symlink, with no version of its own (the number `ls` of the root lists).
     Latest,
+    /// The `latest` symlink as it names `v/<n>`: what a lookup of `latest` answers while n is
+    /// the newest version. Its target never changes, so the kernel may cache it
+    /// (`FUSE_CACHE_SYMLINKS`); when a newer version lands, the lookup answers another inode
+    /// (docs/MOUNT.md "Reading").
+    LatestAt(u64),
     /// `incoming/`.
     Incoming,
     /// `v/<n>/`.
@@ -130,6 +138,7 @@ impl Node {
             Node::Root => ROOT,
             Node::VDir => V_DIR,
             Node::Latest => LATEST,
+            Node::LatestAt(v) => LATEST_AT_BASE + v,
             Node::Incoming => INCOMING,
             Node::VersionDir(v) => VERSION_BASE + v * 4,
             Node::VersionFile(v, f) => VERSION_BASE + v * 4 + f.index(),
@@ -153,6 +162,7 @@ impl Node {
             INCOMING => Some(Node::Incoming),
             CHANGES => Some(Node::Changes),
             AT_DIR => Some(Node::AtDir),
+            i if i >= LATEST_AT_BASE => Some(Node::LatestAt(i - LATEST_AT_BASE)),
             i if i >= PARTS_BASE => {
                 let (v, j) = ((i - PARTS_BASE) >> PART_BITS, (i - PARTS_BASE) & MAX_PARTS);
                 Some(if j == 0 {
@@ -195,6 +205,8 @@ mod tests {
             Node::Root,
             Node::VDir,
             Node::Latest,
+            Node::LatestAt(0),
+            Node::LatestAt(MAX_VERSION),
             Node::Incoming,
             Node::VersionDir(0),
             Node::VersionDir(MAX_VERSION),
@@ -221,6 +233,8 @@ mod tests {
             assert_eq!(Node::from_ino(n.ino()), Some(n), "{n:?}");
         }
         assert!(Node::AtLink(MAX_VERSION).ino() < Node::PartsDir(0).ino());
+        assert!(Node::Part(MAX_PARTS_VERSION, MAX_PARTS - 1).ino() < Node::LatestAt(0).ino());
+        assert!(Node::LatestAt(MAX_VERSION).ino() < u64::MAX);
         assert_eq!(parse_part_name(&part_name(42)), Some(42));
         assert_eq!(part_name(3), "0000003.jsonl");
         for bad in ["000003.jsonl", "0000003.json", "+000003.jsonl", "9999999.jsonl"] {

@@ -192,10 +192,24 @@ impl Concat {
 
 /// How many data and commit files the daemon has open at most ([`FilePool`]): those kept for
 /// later reads and those a reply in flight still holds, together (docs/MOUNT.md "Limits").
+/// A lower descriptor limit lowers it ([`open_files_bound`]).
 pub const MAX_OPEN_FILES: usize = 512;
 
+/// The bound of a [`FilePool`] in this process: [`MAX_OPEN_FILES`], or a quarter of the soft
+/// `RLIMIT_NOFILE` (getrlimit(2)) when that is less, at least 1, so that the rest of the limit
+/// stays for the daemon's other descriptors (staged files, pipes, the log), as the CLI's
+/// [`crate::table::held_files_budget`] does (docs/MOUNT.md "Limits").
+pub fn open_files_bound() -> usize {
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    usize::try_from(soft / 4).unwrap_or(usize::MAX).clamp(1, MAX_OPEN_FILES)
+}
+
 /// The most data files one spliced reply holds open ([`ConcatReader::pieces`]); a read across
-/// more is copied with `pread`, one file open at a time.
+/// more is copied with `pread`, one file open at a time. A pool bound below 4 times this lowers
+/// it to a quarter of the bound ([`FilePool::splice_files`]), so that two replies in flight
+/// never hold every descriptor.
 pub const MAX_SPLICE_FILES: usize = 16;
 
 /// The bytes of the cache of version facts by default (`--version-cache-bytes`): 4 MiB.
@@ -259,9 +273,15 @@ pub struct FilePool {
 }
 
 impl FilePool {
-    /// A pool for the table folder `root`.
+    /// A pool for the table folder `root`, bounded by [`open_files_bound`].
     pub fn new(root: Dir) -> FilePool {
-        FilePool::with_max(root, MAX_OPEN_FILES)
+        FilePool::with_max(root, open_files_bound())
+    }
+
+    /// The most data files one spliced reply of this pool may hold: [`MAX_SPLICE_FILES`], or a
+    /// quarter of the pool's bound when that is less (at least 1).
+    pub fn splice_files(&self) -> usize {
+        (self.max / 4).clamp(1, MAX_SPLICE_FILES)
     }
 
     /// A pool for `root` with at most `max` files open.
@@ -550,7 +570,7 @@ impl ConcatReader {
         // A reply across more files than a spliced reply may hold open is copied instead,
         // one file at a time (docs/MOUNT.md "Limits").
         let last = parts.partition_point(|p| p.start < end);
-        if last.saturating_sub(idx) > MAX_SPLICE_FILES {
+        if last.saturating_sub(idx) > self.pool.splice_files() {
             return Ok(None);
         }
         let mut pos = offset;
@@ -1035,19 +1055,21 @@ mod tests {
             std::fs::write(dir.path().join(format!("p{i}")), "{bc\n").unwrap();
             files.push((format!("p{i}"), 4));
         }
-        let pool = Arc::new(FilePool::with_max(Dir::open(dir.path()).unwrap(), 4));
+        let pool = Arc::new(FilePool::with_max(Dir::open(dir.path()).unwrap(), 8));
         let concat = Arc::new(Concat::new(dir.path(), files));
         let r = ConcatReader::new(concat.clone(), pool.clone());
-        // Held as a spliced reply holds them: the fifth cannot be had without waiting.
-        let held: Vec<_> = concat.parts[..4].iter().map(|p| pool.try_get(p).unwrap().unwrap()).collect();
-        assert!(pool.try_get(&concat.parts[4]).unwrap().is_none());
+        // Held as a spliced reply holds them: the ninth cannot be had without waiting.
+        let held: Vec<_> = concat.parts[..8].iter().map(|p| pool.try_get(p).unwrap().unwrap()).collect();
+        assert!(pool.try_get(&concat.parts[8]).unwrap().is_none());
         drop(held);
         // A read across every file opens them one at a time, and a reply across more files than
-        // a spliced reply may hold is left to the copying path.
+        // a spliced reply may hold (a quarter of the pool's 8) is left to the copying path.
+        assert_eq!(pool.splice_files(), 2);
         assert_eq!(r.read(0, 160).unwrap().len(), 160);
         assert!(r.pieces(0, 160).unwrap().is_none());
+        assert!(r.pieces(0, 12).unwrap().is_none());
         assert_eq!(r.pieces(0, 8).unwrap().unwrap().len(), 2);
-        assert!(pool.peak() <= 4, "{} open at once", pool.peak());
+        assert!(pool.peak() <= 8, "{} open at once", pool.peak());
     }
 
     #[test]

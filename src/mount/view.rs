@@ -104,8 +104,15 @@ pub struct Attr {
     pub uid: u32,
     /// Group.
     pub gid: u32,
-    /// Cache lifetime for this attribute and the entry.
+    /// Cache lifetime for these attributes (and, unless [`Attr::entry_ttl`] says more, for the
+    /// entry).
     pub ttl: Duration,
+    /// Cache lifetime of the entry (the name's binding to this inode) when it differs from
+    /// [`Attr::ttl`]: longer for a name that always names the same inode though its attributes
+    /// change (`v`, `v/<newest>`, its `data.jsonl`), so a path walk through it needs no lookup
+    /// while a `stat` still asks; 0 for `latest`, whose inode changes with the newest version
+    /// while each inode's attributes do not (docs/MOUNT.md "Reading").
+    pub entry_ttl: Option<Duration>,
     /// Reads of this file are served by the daemon in requests as large as the mount allows
     /// (a `data.jsonl` of several data files): `st_blksize` advertises 1 MiB, so tools that size
     /// their buffers by it (`cat`, `cp`, `dd`) read 1 MiB per call (docs/MOUNT.md "Direct first
@@ -434,8 +441,16 @@ impl TableView {
             uid: self.cfg.uid,
             gid: self.cfg.gid,
             ttl,
+            entry_ttl: None,
             large_io: false,
         }
+    }
+
+    /// `a` for a name that always names its inode: the entry cached for the version TTL,
+    /// whatever the attributes' TTL ([`Attr::entry_ttl`]).
+    fn fixed_name(&self, mut a: Attr) -> Attr {
+        a.entry_ttl = Some(self.cfg.version_ttl);
+        a
     }
 
     fn latest_time(&self, latest: u64) -> FsResult<SystemTime> {
@@ -459,7 +474,7 @@ impl TableView {
                 let listed = (latest + 1).saturating_sub(self.versions.first()?);
                 let nlink = 2u32.saturating_add(u32::try_from(listed).unwrap_or(u32::MAX));
                 let t = self.latest_time(latest)?;
-                Ok(self.attr(ino, Kind::Dir, 0, 0o555, nlink, t, Duration::ZERO))
+                Ok(self.fixed_name(self.attr(ino, Kind::Dir, 0, 0o555, nlink, t, Duration::ZERO)))
             }
             Node::Latest => {
                 let latest = self.versions.latest()?;
@@ -467,10 +482,18 @@ impl TableView {
                 let size = format!("v/{latest}").len() as u64;
                 Ok(self.attr(ino, Kind::Symlink, size, 0o777, 1, t, Duration::ZERO))
             }
+            // The link to one version never changes: attributes for the version TTL; the entry
+            // of `latest` is looked up again at every use (TTL 0, `TableView::lookup`).
+            Node::LatestAt(v) => {
+                self.check_version(v)?;
+                let t = self.latest_time(v)?;
+                let size = format!("v/{v}").len() as u64;
+                Ok(self.attr(ino, Kind::Symlink, size, 0o777, 1, t, vttl))
+            }
             Node::Incoming => {
                 let t = lock(&self.incoming).mtime.unwrap_or(self.started);
                 let perm = if self.cfg.share_incoming { 0o755 } else { 0o700 };
-                Ok(self.attr(ino, Kind::Dir, 0, perm, 2, t, Duration::ZERO))
+                Ok(self.fixed_name(self.attr(ino, Kind::Dir, 0, perm, 2, t, Duration::ZERO)))
             }
             Node::VersionDir(v) => {
                 self.check_version(v)?;
@@ -481,7 +504,7 @@ impl TableView {
                 // latest/data.jsonl"): writable, and TTL 0 so that it shows read-only once a
                 // newer version exists.
                 if self.is_newest(v) {
-                    return Ok(self.attr(ino, Kind::Dir, 0, 0o755, nlink, t, Duration::ZERO));
+                    return Ok(self.fixed_name(self.attr(ino, Kind::Dir, 0, 0o755, nlink, t, Duration::ZERO)));
                 }
                 Ok(self.attr(ino, Kind::Dir, 0, 0o555, nlink, t, vttl))
             }
@@ -507,6 +530,7 @@ impl TableView {
                 if f == VersionFile::Data && self.is_newest(v) {
                     a.perm = 0o644;
                     a.ttl = Duration::ZERO;
+                    a = self.fixed_name(a);
                 }
                 Ok(a)
             }
@@ -517,9 +541,9 @@ impl TableView {
             Node::Changes => {
                 let (size, t) = self.changes.size(self.table())?;
                 let t = t.map_or(self.started, ms_to_time);
-                Ok(self.attr(ino, Kind::File, size, 0o444, 1, t, Duration::ZERO))
+                Ok(self.fixed_name(self.attr(ino, Kind::File, size, 0o444, 1, t, Duration::ZERO)))
             }
-            Node::AtDir => Ok(self.attr(ino, Kind::Dir, 0, 0o555, 2, self.started, Duration::ZERO)),
+            Node::AtDir => Ok(self.fixed_name(self.attr(ino, Kind::Dir, 0, 0o555, 2, self.started, Duration::ZERO))),
             Node::AtLink(v) => {
                 let t = ms_to_time(self.changes.time_of(self.table(), v)?);
                 let size = format!("../v/{v}").len() as u64;
@@ -577,7 +601,13 @@ impl TableView {
         let node = match parent {
             Node::Root => match name {
                 "v" => Node::VDir,
-                "latest" => Node::Latest,
+                // The link as it names the newest version now; its entry has TTL 0 (the
+                // attributes of `Node::LatestAt` are cached, the entry never).
+                "latest" => {
+                    let mut a = self.node_attr(Node::LatestAt(self.versions.latest()?))?;
+                    a.entry_ttl = Some(Duration::ZERO);
+                    return Ok(a);
+                }
                 "incoming" => Node::Incoming,
                 "changes.jsonl" => Node::Changes,
                 "at" => Node::AtDir,
@@ -593,6 +623,7 @@ impl TableView {
             Node::PartsDir(v) => Node::Part(v, inode::parse_part_name(name).ok_or(FsError::NotFound)?),
             Node::Incoming => self.incoming_node(name)?,
             Node::Latest
+            | Node::LatestAt(_)
             | Node::VersionFile(..)
             | Node::Staged(_)
             | Node::ErrorNote(_)
@@ -610,6 +641,7 @@ impl TableView {
     pub fn readlink(&self, ino: u64) -> FsResult<Vec<u8>> {
         match Node::from_ino(ino) {
             Some(Node::Latest) => Ok(format!("v/{}", self.versions.latest()?).into_bytes()),
+            Some(Node::LatestAt(v)) => Ok(format!("v/{v}").into_bytes()),
             Some(Node::AtLink(v)) => Ok(format!("../v/{v}").into_bytes()),
             Some(_) => Err(FsError::Invalid),
             None => Err(FsError::NotFound),
@@ -649,6 +681,7 @@ impl TableView {
                 Ok(0)
             }
             Node::Latest
+            | Node::LatestAt(_)
             | Node::VersionFile(..)
             | Node::Staged(_)
             | Node::ErrorNote(_)
@@ -751,6 +784,7 @@ impl TableView {
                 _ => Err(FsError::BadHandle),
             },
             Node::Latest
+            | Node::LatestAt(_)
             | Node::VersionFile(..)
             | Node::Staged(_)
             | Node::ErrorNote(_)
@@ -892,7 +926,7 @@ impl TableView {
             Node::Root | Node::VDir | Node::Incoming | Node::VersionDir(_) | Node::AtDir | Node::PartsDir(_) => {
                 Err(FsError::IsDir)
             }
-            Node::Latest | Node::AtLink(_) => Err(FsError::Invalid),
+            Node::Latest | Node::LatestAt(_) | Node::AtLink(_) => Err(FsError::Invalid),
         }
     }
 
@@ -982,6 +1016,7 @@ impl TableView {
             Node::Incoming => Ok(self.table().check_accepts_writes("a write into incoming/")?),
             Node::Root | Node::VDir | Node::VersionDir(_) | Node::AtDir | Node::PartsDir(_) => Err(FsError::ReadOnly),
             Node::Latest
+            | Node::LatestAt(_)
             | Node::VersionFile(..)
             | Node::Staged(_)
             | Node::ErrorNote(_)
@@ -1305,6 +1340,7 @@ impl TableView {
             Node::Root
             | Node::VDir
             | Node::Latest
+            | Node::LatestAt(_)
             | Node::VersionDir(_)
             | Node::VersionFile(..)
             | Node::Changes

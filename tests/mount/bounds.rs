@@ -356,6 +356,103 @@ fn reads_of_3000_data_files_stay_under_the_descriptor_cap() {
     drop(m);
 }
 
+/// A daemon started under `ulimit -n 64` (`prlimit --nofile=64:64`) keeps its data files
+/// within a quarter of that limit: four concurrent `cat`s of a 300-file `data.jsonl`, a `cat` of
+/// its 300 `parts/`, and commits through `incoming/` all succeed with every row, where a pool
+/// of 512 answered `EMFILE` (docs/MOUNT.md "Limits").
+#[test]
+fn a_daemon_under_a_low_descriptor_limit_reads_300_files() {
+    let n = 300;
+    let f = many_files(n);
+    let table = fs::canonicalize(&f.table).unwrap();
+    let log = f.dir.path().join("prlimit.log");
+    let out = Command::new("prlimit")
+        .arg("--nofile=64:64")
+        .arg(MOUNT_BIN)
+        .arg(f.t())
+        .arg(&f.mnt)
+        .arg("--log-file")
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let m = Mount {
+        mnt: f.mnt.clone(),
+        pid: daemon_pid(&f.table).expect("daemon pid"),
+        log,
+    };
+    let limits = fs::read_to_string(format!("/proc/{}/limits", m.pid)).unwrap();
+    let nofile = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap()
+        .to_string();
+    assert!(nofile.split_whitespace().any(|w| w == "64"), "{nofile}");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (stop, table, pid) = (stop.clone(), table.clone(), m.pid);
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(fds(pid, &table).1);
+            }
+            peak
+        })
+    };
+    for round in 0..2 {
+        let readers: Vec<_> = (0..4)
+            .map(|_| {
+                Command::new("cat")
+                    .arg(f.m("latest/data.jsonl"))
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for r in readers {
+            let out = r.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(lines(&out.stdout).len(), n);
+        }
+        let mut parts: Vec<_> = fs::read_dir(f.m("v/1/parts"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        parts.sort();
+        assert_eq!(parts.len(), n);
+        let out = Command::new("cat").args(&parts).output().unwrap();
+        assert!(
+            out.status.success(),
+            "round {round}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.stdout, fs::read(f.m("latest/data.jsonl")).unwrap());
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let data = sampler.join().unwrap();
+    eprintln!("data file descriptors at most: {data}");
+    assert!(
+        data <= 16,
+        "{data} data file descriptors open at once under a limit of 64"
+    );
+    for i in 0..3 {
+        fs::write(
+            f.m(&format!("incoming/low-{i}.jsonl")),
+            format!("{{\"id\":{}}}\n", n + i),
+        )
+        .unwrap();
+    }
+    let out = Command::new("cat").arg(f.m("latest/data.jsonl")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(lines(&out.stdout).len(), n + 3);
+    drop(m);
+}
+
 /// `VmRSS` of `pid`, bytes.
 fn rss(pid: u32) -> u64 {
     let s = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

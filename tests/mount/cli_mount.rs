@@ -123,7 +123,11 @@ fn a_mount_right_after_an_unmount_waits_for_the_exiting_daemon() {
     let pid = mount::daemon_pid(&table).unwrap();
     assert_ne!(pid, m.pid, "the lock is the second daemon's");
     let out = mount::run("fusermount3", &["-u", f.mnt.to_str().unwrap()]);
-    assert!(out.status.success());
+    assert!(
+        out.status.success(),
+        "unmount: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(mount::wait_for(20, || !mount::alive(pid)));
 }
 

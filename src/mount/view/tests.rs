@@ -118,6 +118,44 @@ fn layout_and_versions() {
     }
 }
 
+/// `latest` is one inode per version it names, each with a fixed target (so the kernel may cache
+/// it) and an entry that is never cached; the newest version's names are cached, their
+/// attributes not.
+#[test]
+fn latest_is_one_inode_per_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = table(dir.path());
+    let v = view(dir.path());
+    t.append("x", &b"{\"id\":1}\n"[..], &WriteOptions::default()).unwrap();
+    let one = lookup_path(&v, "latest").unwrap();
+    assert_eq!(one.kind, Kind::Symlink);
+    assert_eq!(one.entry_ttl, Some(Duration::ZERO));
+    assert!(one.ttl > Duration::ZERO);
+    assert_eq!(v.readlink(one.ino).unwrap(), b"v/1");
+    assert_eq!(v.getattr(one.ino).unwrap().size, 3);
+    let data = lookup_path(&v, "v/1/data.jsonl").unwrap();
+    assert_eq!((data.ttl, data.perm), (Duration::ZERO, 0o644));
+    assert!(data.entry_ttl.is_some_and(|e| e > Duration::ZERO));
+    let dir1 = lookup_path(&v, "v/1").unwrap();
+    assert_eq!(dir1.ttl, Duration::ZERO);
+    assert!(dir1.entry_ttl.is_some_and(|e| e > Duration::ZERO));
+    t.append("x", &b"{\"id\":2}\n"[..], &WriteOptions::default()).unwrap();
+    let two = lookup_path(&v, "latest").unwrap();
+    assert_ne!(two.ino, one.ino);
+    assert_eq!(v.readlink(two.ino).unwrap(), b"v/2");
+    // The old inode still names the version it named.
+    assert_eq!(v.readlink(one.ino).unwrap(), b"v/1");
+    assert_eq!(v.readlink(inode::LATEST).unwrap(), b"v/2");
+    let old = lookup_path(&v, "v/1/data.jsonl").unwrap();
+    assert_eq!((old.perm, old.entry_ttl), (0o444, None));
+    assert!(old.ttl > Duration::ZERO);
+    // A link to a version that does not exist is no inode of the mount.
+    assert_eq!(
+        v.getattr(inode::Node::LatestAt(7).ino()).unwrap_err().errno(),
+        libc::ENOENT
+    );
+}
+
 #[test]
 fn open_reader_keeps_its_version() {
     let dir = tempfile::tempdir().unwrap();
