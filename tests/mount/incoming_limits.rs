@@ -264,7 +264,7 @@ fn check_threads(pid: u32) -> usize {
 
 /// `TINYDELTA_THREADS=1` (docs/CLI.md "Environment") reaches the daemon: a large file written
 /// into `incoming/` is checked on the thread that answers each write (no helper thread is
-/// started), commits byte for byte, and a bad line in it still fails the write that completes it
+/// started), commits byte for byte without a second pass over its bytes, and a bad line in it still fails the write that completes it
 /// with `EINVAL`, named by its line and column. Without it, a machine with several cores starts
 /// helpers.
 #[test]
@@ -275,12 +275,21 @@ fn one_validation_thread_checks_large_writes_alone() {
     assert!(big.len() > 3 << 20);
     {
         let m = f.mount_with_env(&[], &[("TINYDELTA_THREADS", "1")]);
+        let read_before = bytes_read(m.pid);
         let mut w = fs::File::create(f.m("incoming/a.jsonl")).unwrap();
         for part in big.chunks(1 << 20) {
             w.write_all(part).unwrap();
         }
         drop(w);
         assert_eq!(f.latest(), 2);
+        // One pass: the daemon read the bytes once, from the FUSE device (a second pass over
+        // the staged file at the commit would read them again).
+        let read = bytes_read(m.pid) - read_before;
+        assert!(
+            read < big.len() as u64 + big.len() as u64 / 2,
+            "the daemon read {read} bytes for a {} byte file",
+            big.len()
+        );
         assert_eq!(f.read_v(2), [&before[..], &big].concat());
         assert_eq!(check_threads(m.pid), 0, "TINYDELTA_THREADS=1 starts no helper");
         // A bad line where a piece would start on several threads (the second quarter of the
