@@ -679,7 +679,7 @@ pub struct Ring {
 
 impl Ring {
     fn new() -> Ring {
-        let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+        let workers = crate::format::rows::cores().min(8);
         Ring {
             cap: workers * RING_BYTES + RING_SLACK,
             at_line_start: true,

@@ -606,6 +606,81 @@ fn append_file_commits_what_a_pipe_of_the_same_bytes_commits() {
     }
 }
 
+/// `append --file` of a file checked in parallel (the copy's 1 MiB segments on every core, the
+/// general path's 256 KiB chunks) refuses a bad row wherever it sits: the first row of a segment
+/// or chunk, or a row that starts in one and ends in the next, on one thread
+/// (`TINYDELTA_THREADS=1`, docs/CLI.md "Environment") and on several. The error names the row's
+/// line and column, and nothing is committed; the same file without the bad row commits byte for
+/// byte with either thread count.
+#[test]
+fn append_file_refuses_a_bad_row_at_a_piece_boundary_on_any_thread_count() {
+    // Rows of one length (ids of 7 digits, amounts of 2), so that a boundary's row is known.
+    let row = |i: usize| {
+        format!(
+            "{{\"id\":{},\"region\":\"r{}\",\"year\":{},\"amount\":{}.5}}\n",
+            1_000_000 + i,
+            i % 7,
+            2000 + i % 30,
+            10 + i % 90
+        )
+    };
+    let len = row(0).len();
+    let n = (3 << 20) / len;
+    let rows: Vec<String> = (0..n).map(row).collect();
+    assert!(rows.iter().all(|r| r.len() == len));
+    let run = |bytes: &[u8], threads: &str| {
+        let t = T::new();
+        t.write("in.jsonl", bytes);
+        let out = Command::new(TD_BIN)
+            .args(["append", "t", "--file", "in.jsonl"])
+            .current_dir(t.dir.path())
+            .env("TINYDELTA_THREADS", threads)
+            .output()
+            .unwrap();
+        (t, split(out))
+    };
+    let good = rows.concat();
+    for threads in ["1", "2", "4"] {
+        let (t, (code, _, err)) = run(good.as_bytes(), threads);
+        assert_eq!(code, 0, "{threads} threads: {err:?}");
+        let part = fs::read_dir(t.path("t"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("part-"))
+            .unwrap();
+        assert_eq!(fs::read(part).unwrap(), good.as_bytes(), "{threads} threads");
+    }
+    for boundary in [256usize << 10, 1 << 20, 2 << 20] {
+        assert_ne!(boundary % len, 0, "a row must straddle the boundary");
+        // The row that starts first at or after the boundary, and the one across it (0-based).
+        for (what, k) in [("first after", boundary.div_ceil(len)), ("across", boundary / len)] {
+            let mut bad = rows.clone();
+            let id = format!("{}", 1_000_000 + k);
+            bad[k] = bad[k].replacen(&format!("\"id\":{id}"), &format!("\"id\":\"{}\"", &id[..5]), 1);
+            assert_eq!(bad[k].len(), len);
+            let bad = bad.concat();
+            for threads in ["1", "2", "4"] {
+                let (t, (code, out, err)) = run(bad.as_bytes(), threads);
+                assert_eq!(code, 5, "{what} {boundary}, {threads} threads: {out} {err:?}");
+                assert_eq!(
+                    err,
+                    [format!(
+                        "tinydelta: in.jsonl: line {}, column \"id\": expected int, found string",
+                        k + 1
+                    )],
+                    "the row {what} byte {boundary}, {threads} threads"
+                );
+                assert_eq!(t.latest(), 0);
+                let parts = fs::read_dir(t.path("t"))
+                    .unwrap()
+                    .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("part-"))
+                    .count();
+                assert_eq!(parts, 0, "no data file left behind");
+            }
+        }
+    }
+}
+
 /// `append --file FIFO` reads the FIFO once, as a pipe on stdin: valid rows commit, a bad line
 /// fails with its line (it used to hang, opening the FIFO again for the second pass, or to fail
 /// because a FIFO's times change as it is written), and `--rejects` keeps every bad line.

@@ -252,6 +252,81 @@ fn direct_staged_writes_keep_mappings_and_read_back() {
     assert_eq!(f.read_v(4), [&before[..], &batch, &batch, &big].concat());
 }
 
+/// The daemon's row-checking helper threads, by their names in /proc.
+fn check_threads(pid: u32) -> usize {
+    let p = procfs::process::Process::new(pid as i32).expect("the daemon's /proc entry");
+    p.tasks()
+        .expect("the daemon's threads")
+        .filter_map(|t| t.ok()?.stat().ok())
+        .filter(|st| st.comm.starts_with("tinydelta-check"))
+        .count()
+}
+
+/// `TINYDELTA_THREADS=1` (docs/CLI.md "Environment") reaches the daemon: a large file written
+/// into `incoming/` is checked on the thread that answers each write (no helper thread is
+/// started), commits byte for byte without a second pass over its bytes, and a bad line in it still fails the write that completes it
+/// with `EINVAL`, named by its line and column. Without it, a machine with several cores starts
+/// helpers.
+#[test]
+fn one_validation_thread_checks_large_writes_alone() {
+    let f = Fixture::flights(&["flights-jan.jsonl"]);
+    let before = f.read_v(1);
+    let big = rows(12_000);
+    assert!(big.len() > 3 << 20);
+    {
+        let m = f.mount_with_env(&[], &[("TINYDELTA_THREADS", "1")]);
+        let read_before = bytes_read(m.pid);
+        let mut w = fs::File::create(f.m("incoming/a.jsonl")).unwrap();
+        for part in big.chunks(1 << 20) {
+            w.write_all(part).unwrap();
+        }
+        drop(w);
+        assert_eq!(f.latest(), 2);
+        // One pass: the daemon read the bytes once, from the FUSE device (a second pass over
+        // the staged file at the commit would read them again).
+        let read = bytes_read(m.pid) - read_before;
+        assert!(
+            read < big.len() as u64 + big.len() as u64 / 2,
+            "the daemon read {read} bytes for a {} byte file",
+            big.len()
+        );
+        assert_eq!(f.read_v(2), [&before[..], &big].concat());
+        assert_eq!(check_threads(m.pid), 0, "TINYDELTA_THREADS=1 starts no helper");
+        // A bad line where a piece would start on several threads (the second quarter of the
+        // second 1 MiB write).
+        let at = (1 << 20) + (256 << 10);
+        let start = big[..at].iter().rposition(|&c| c == b'\n').unwrap() + 1;
+        let end = start + big[start..].iter().position(|&c| c == b'\n').unwrap();
+        let line = big[..start].iter().filter(|&&c| c == b'\n').count() + 1;
+        let mut bad = big[..start].to_vec();
+        bad.extend_from_slice(b"{\"year\":1.5}");
+        bad.extend(std::iter::repeat_n(b' ', end - start - 12));
+        bad.extend_from_slice(&big[end..]);
+        let mut w = fs::File::create(f.m("incoming/b.jsonl")).unwrap();
+        let mut chunks = bad.chunks(1 << 20);
+        w.write_all(chunks.next().unwrap()).unwrap();
+        let e = w.write_all(chunks.next().unwrap()).unwrap_err();
+        assert_eq!(errno(&e), libc::EINVAL, "{e}");
+        drop(w);
+        let note = fs::read_to_string(f.m("incoming/b.jsonl.error")).unwrap();
+        assert!(
+            note.contains(&format!("line {line}")) && note.contains("\"year\""),
+            "{note}"
+        );
+        assert_eq!(f.latest(), 2);
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
+        let m = f.mount_with_env(&[], &[]);
+        let mut w = fs::File::create(f.m("incoming/c.jsonl")).unwrap();
+        for part in big.chunks(1 << 20) {
+            w.write_all(part).unwrap();
+        }
+        drop(w);
+        assert_eq!(f.latest(), 3);
+        assert!(check_threads(m.pid) > 0, "every core: helpers check pieces");
+    }
+}
+
 /// A helper thread that checks pieces of large writes and is late (here it sleeps 3 s before
 /// each piece it takes: the `check-helper` failpoint, as when the scheduler puts it aside on a
 /// busy machine) does not hold writes up: the thread answering a write checks the helper's

@@ -66,11 +66,34 @@ pub enum Kept {
     },
 }
 
-/// How many cores validation uses (`available_parallelism`, read once: it reads cgroup files
-/// each time it is asked, a dozen system calls per write of the mount).
+/// The environment variable that caps the threads validating rows (docs/CLI.md "Environment"):
+/// a whole number >= 1; unset, empty or anything else means every core.
+pub const THREADS_ENV: &str = "TINYDELTA_THREADS";
+
+/// How many threads validation uses: the cores (`available_parallelism`), at most
+/// [`THREADS_ENV`] when that is set to a whole number >= 1. Read once: `available_parallelism`
+/// reads cgroup files each time it is asked, a dozen system calls per write of the mount. A
+/// value that is not such a number is ignored with a warning in the log.
 pub(crate) fn cores() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    *CORES.get_or_init(|| {
+        let all = std::thread::available_parallelism().map_or(1, |n| n.get());
+        threads_cap(all, std::env::var(THREADS_ENV).ok().as_deref())
+    })
+}
+
+/// `all` capped by the value `var` of [`THREADS_ENV`] (see [`cores`]).
+pub(super) fn threads_cap(all: usize, var: Option<&str>) -> usize {
+    match var.map(str::trim) {
+        None | Some("") => all,
+        Some(v) => match v.parse::<usize>() {
+            Ok(n) if n >= 1 => all.min(n),
+            _ => {
+                log::warn!("{THREADS_ENV}={v:?} is not a whole number >= 1: validating with every core ({all})");
+                all
+            }
+        },
+    }
 }
 
 impl LineCheck {
@@ -298,5 +321,24 @@ impl LineCheck {
             self.same = self.run(source, &tail, out, self.same, &mut None)?;
         }
         Ok((self.stats.clone(), self.kept(was_same, prefix)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::threads_cap;
+
+    /// `TINYDELTA_THREADS` only lowers the thread count; a value that is not a whole number >= 1
+    /// leaves every core.
+    #[test]
+    fn threads_env_caps_the_cores() {
+        assert_eq!(threads_cap(8, None), 8);
+        assert_eq!(threads_cap(8, Some("")), 8);
+        assert_eq!(threads_cap(8, Some("1")), 1);
+        assert_eq!(threads_cap(8, Some(" 3 ")), 3);
+        assert_eq!(threads_cap(2, Some("16")), 2);
+        for bad in ["0", "-1", "two", "1.5"] {
+            assert_eq!(threads_cap(4, Some(bad)), 4, "{bad}");
+        }
     }
 }

@@ -216,6 +216,48 @@ mod tests {
         }
     }
 
+    /// A bad line that is the last line of one piece of a large write or the first of the next
+    /// is named by its line in the input, whichever thread checks its piece.
+    #[test]
+    fn a_bad_line_at_a_piece_boundary_is_named() {
+        let input: String = (0..30_000)
+            .map(|i| format!("{{\"id\":{i},\"s\":\"row {}\",\"x\":{i}.5}}\n", i % 97))
+            .collect();
+        // One write of the mount (1 MiB), its complete lines cut into pieces as LineCheck cuts them.
+        let data = &input.as_bytes()[..1 << 20];
+        let nl = memchr::memrchr(b'\n', data).unwrap();
+        let pieces = split_lines(&data[..=nl], LINE_CHECK_PIECE);
+        assert!(pieces.len() > 1 || num_cpus_is_one());
+        let mut starts = Vec::new();
+        let mut at = 0;
+        for p in &pieces {
+            starts.push(at);
+            at += p.len();
+        }
+        let lines: Vec<&str> = input.lines().collect();
+        for &s in starts.iter().skip(1) {
+            let first = count_lines(&data[..s]) as usize;
+            for k in [first - 1, first] {
+                // The same length (`"id":1234` -> `"id":"12"`), so the pieces stay where they are.
+                let id = format!("{k}");
+                let mut bad = lines.clone();
+                let line = bad[k].replacen(&format!("\"id\":{id},"), &format!("\"id\":\"{}\",", &id[..id.len() - 2]), 1);
+                assert_eq!(line.len(), bad[k].len());
+                bad[k] = &line;
+                let bad = bad.join("\n");
+                let b = &bad.as_bytes()[..1 << 20];
+                assert_eq!(split_lines(&b[..=nl], LINE_CHECK_PIECE).len(), pieces.len());
+                let mut c = LineCheck::new(schema());
+                match c.feed("in.jsonl", b, &mut Vec::new()) {
+                    Err(Error::BadInput { line, column, reason, .. }) => {
+                        assert_eq!((line, column.as_str()), (k as u64 + 1, "\"id\""), "{reason}")
+                    }
+                    other => panic!("line {}: {other:?}", k + 1),
+                }
+            }
+        }
+    }
+
     /// [`LineCheck::feed_kept`]: while every row is its own canonical form nothing is written;
     /// from the first row that is not, the input's prefix plus the rows written are exactly
     /// what one pass makes, wherever the writes are cut (large writes checked in pieces too).
