@@ -29,7 +29,7 @@ impl Table {
             }
             // A file a snapshot took from a Delta checkpoint at `v` was added before it: its
             // add is in the checkpoint.
-            if files.iter().any(|f| f.added_in == *v && !adds.contains_key(&f.path))
+            if files.iter().any(|f| f.added_in == *v && !adds.contains_key(f.path.as_str()))
                 && let Ok(actions) = self.delta_checkpoint_actions(*v)
             {
                 for a in actions.into_iter().filter_map(|a| a.add) {
@@ -42,7 +42,7 @@ impl Table {
             .map(|f| {
                 by_version
                     .get(&f.added_in)
-                    .and_then(|m| m.get(&f.path))
+                    .and_then(|m| m.get(f.path.as_str()))
                     .cloned()
                     .ok_or_else(|| Error::Corrupt {
                         path: self.commit_path(f.added_in),

@@ -1114,11 +1114,11 @@ impl Table {
             let recorded_timestamp = info.timestamp;
             info.timestamp = monotonic_time(info.timestamp, adjusted);
             adjusted = Some(info.timestamp);
-            let mut count = |f: &crate::log::snapshot::FileEntry| match counted.get(&f.path) {
+            let mut count = |f: &crate::log::snapshot::FileEntry| match counted.get(f.path.as_str()) {
                 Some(n) => *n,
                 None => {
                     let n = self.count_file_rows(f, r.metadata());
-                    counted.insert(f.path.clone(), n);
+                    counted.insert(f.path.to_string(), n);
                     n
                 }
             };
