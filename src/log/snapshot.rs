@@ -777,7 +777,11 @@ mod tests {
         assert_eq!(std::mem::size_of::<EntryPath>(), 16);
         assert_eq!(std::mem::size_of::<FileEntry>(), 72);
         let p = EntryPath::from("a/b.jsonl");
-        assert!(p == "a/b.jsonl" && p == *"a/b.jsonl" && p == "a/b.jsonl".to_string());
+        let owned = String::from("a/b.jsonl");
+        assert_eq!(p, "a/b.jsonl");
+        assert_eq!(p, *"a/b.jsonl");
+        assert_eq!(p, owned);
+        assert_eq!(owned, p);
         assert_eq!((p.as_str(), format!("{p}"), format!("{p:?}")), ("a/b.jsonl", "a/b.jsonl".into(), "\"a/b.jsonl\"".into()));
         assert_eq!(serde_json::to_string(&p).unwrap(), "\"a/b.jsonl\"");
     }
