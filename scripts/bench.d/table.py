@@ -7,6 +7,8 @@ Columns of the TSV: id, figure, ours, baseline, kind, target, note.
   kind scale:        ratio = ours / baseline (the cost multiple), pass when ratio <= target
   kind max_mib:      ours is in MiB, pass when ours <= target
   kind max_count:    ours is a count (files), pass when ours <= target
+  kind max_s:        ours is seconds, pass when ours <= target (a baseline, when given, is shown
+                     with the ratio baseline / ours)
   kind report:       no target
 Times are seconds; "-" means not measured.
 """
@@ -66,6 +68,11 @@ def main():
         elif kind == "max_mib":
             tgt = f"<= {target} MiB"
             res = ("pass" if o <= t else "MISS") if o is not None else "n/a"
+        elif kind == "max_s":
+            tgt = f"<= {target} s"
+            res = ("pass" if o <= t else "MISS") if o is not None else "n/a"
+            if o and b:
+                ratio = f"{b / o:.1f}x faster"
         elif kind == "max_count":
             tgt = f"<= {target}"
             res = ("pass" if o <= t else "MISS") if o is not None else "n/a"

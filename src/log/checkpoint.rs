@@ -291,7 +291,7 @@ fn scan(root: &Dir, version: u64, keep: bool) -> Result<(Snapshot, (u64, u64, u6
             continue;
         }
         files.push(std::sync::Arc::new(FileEntry {
-            path: e.path,
+            path: e.path.into(),
             size: e.size,
             num_records: e.rows,
             has_stats: e.stats,

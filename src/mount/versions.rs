@@ -35,9 +35,10 @@ pub struct VersionBody {
     pub data: Arc<Concat>,
     /// `schema.json`.
     pub schema_json: Arc<[u8]>,
-    /// The data files as the log names them (decoded paths), in snapshot order: the parts of
-    /// `data` are these, or their converted rows for Parquet data files.
-    pub sources: Arc<[Arc<crate::log::snapshot::FileEntry>]>,
+    /// The snapshot of the version: its files as the log names them (decoded paths), in
+    /// snapshot order, are the parts of `data` (or their converted rows, for Parquet data
+    /// files). Shared with the table's and `data`'s: no list of its own per file.
+    pub snapshot: Arc<Snapshot>,
     /// The Parquet data files among them with their `add.size` in bytes: checked beneath the
     /// table at every open and getattr ([`Versions::check_parquet`]) before their converted
     /// rows are served.
@@ -50,23 +51,13 @@ impl VersionBody {
     /// About how many bytes of memory it holds (its strings and records): what the cache of
     /// bodies counts against `--version-cache-bytes` (docs/MOUNT.md "Limits").
     pub fn bytes(&self) -> usize {
-        let parts: usize = self
-            .data
-            .parts
-            .iter()
-            .map(|p| {
-                std::mem::size_of::<Part>()
-                    + p.rel.owned_len()
-                    + p.dir.as_ref().map_or(0, |d| d.path().as_os_str().len() + 64)
-            })
-            .sum();
         std::mem::size_of::<VersionBody>()
-            + std::mem::size_of::<Concat>()
-            + parts
+            + self.data.bytes()
             + self.schema_json.len()
             // The entries may be shared with the table's snapshots: counted as if they were not.
             + self
-                .sources
+                .snapshot
+                .files
                 .iter()
                 .map(|f| {
                     std::mem::size_of::<Arc<crate::log::snapshot::FileEntry>>()
@@ -115,7 +106,8 @@ impl From<String> for PartName {
     }
 }
 
-/// One file of a concatenation.
+/// One file of a concatenation, as [`Concat::part`] hands it out (made when asked: a
+/// concatenation keeps per part only its offset, see [`Concat`]).
 #[derive(Debug, Clone)]
 pub struct Part {
     /// Path relative to the table folder (`part-....jsonl`, `_delta_log/....json`), or to `dir`.
@@ -142,11 +134,33 @@ impl Part {
     }
 }
 
+/// The names of a concatenation's parts.
+#[derive(Debug)]
+enum Names {
+    /// Each part named on its own (a commit file, one part of `parts/`, tests).
+    Listed(Vec<(PartName, Option<Arc<Dir>>)>),
+    /// A version's data files: part `i` is the snapshot's file `i`, or file `index[i]` when
+    /// some files are empty (and left out); a file served as converted rows is named in
+    /// `converted` by its index in the snapshot.
+    Entries {
+        snapshot: Arc<Snapshot>,
+        index: Option<Vec<usize>>,
+        converted: std::collections::HashMap<usize, (Arc<str>, Arc<Dir>)>,
+    },
+}
+
 /// Files read as one: `data.jsonl` (the data files) or `commit.json` (one commit file).
+///
+/// Per part it holds 8 bytes, its offset: a version's data files are named by the snapshot's
+/// shared entries ([`Concat::of_snapshot`]), and a part's length is where the next one starts
+/// (docs/BENCHMARKS.md "A million live files").
 #[derive(Debug)]
 pub struct Concat {
-    /// The parts, in order, with increasing `start`.
-    pub parts: Vec<Part>,
+    /// The table folder.
+    root: Arc<Path>,
+    /// Where each part starts, strictly increasing (empty files are left out).
+    starts: Vec<u64>,
+    names: Names,
     /// Total length.
     pub len: u64,
 }
@@ -161,32 +175,143 @@ impl Concat {
     /// [`Concat::new`] for files each beneath its own folder (`None`: the table folder `root`).
     pub fn new_in(root: &Path, files: impl IntoIterator<Item = (PartName, u64, Option<Arc<Dir>>)>) -> Concat {
         let mut start = 0u64;
-        let root: Arc<Path> = Arc::from(root);
-        let parts = files
-            .into_iter()
-            .filter(|(_, len, _)| *len > 0)
-            .map(|(rel, len, dir)| {
-                let p = Part {
-                    root: root.clone(),
-                    rel,
-                    start,
-                    len,
-                    dir,
+        let mut starts = Vec::new();
+        let mut names = Vec::new();
+        for (rel, len, dir) in files {
+            if len == 0 {
+                continue;
+            }
+            starts.push(start);
+            names.push((rel, dir));
+            start = start.saturating_add(len);
+        }
+        Concat {
+            root: Arc::from(root),
+            starts,
+            names: Names::Listed(names),
+            len: start,
+        }
+    }
+
+    /// The data files of `snapshot` in its order, beneath the table folder `root`; a file for
+    /// which `converted` gives `Some((rel, len, dir))` is served as that file instead (its
+    /// converted rows). Empty files are left out. Errors: those of `converted`.
+    pub fn of_snapshot<E>(
+        root: &Path,
+        snapshot: Arc<Snapshot>,
+        mut converted: impl FnMut(&crate::log::snapshot::FileEntry) -> Result<Option<(String, u64, Dir)>, E>,
+    ) -> Result<Concat, E> {
+        let mut start = 0u64;
+        let mut starts = Vec::with_capacity(snapshot.files.len());
+        let mut index: Option<Vec<usize>> = None;
+        let mut conv = std::collections::HashMap::new();
+        for (k, f) in snapshot.files.iter().enumerate() {
+            let len = match converted(f)? {
+                Some((rel, len, dir)) => {
+                    conv.insert(k, (Arc::from(rel), Arc::new(dir)));
+                    len
+                }
+                None => f.size,
+            };
+            if len == 0 {
+                // From here on a part's file is not at its own index.
+                index.get_or_insert_with(|| (0..starts.len()).collect());
+                continue;
+            }
+            if let Some(ix) = &mut index {
+                ix.push(k);
+            }
+            starts.push(start);
+            start = start.saturating_add(len);
+        }
+        starts.shrink_to_fit();
+        if let Some(ix) = &mut index {
+            ix.shrink_to_fit();
+        }
+        Ok(Concat {
+            root: Arc::from(root),
+            starts,
+            names: Names::Entries {
+                snapshot,
+                index,
+                converted: conv,
+            },
+            len: start,
+        })
+    }
+
+    /// How many parts it has (empty files left out).
+    pub fn count(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// Part `i`, in order.
+    pub fn part(&self, i: usize) -> Option<Part> {
+        let start = *self.starts.get(i)?;
+        let end = self.starts.get(i + 1).copied().unwrap_or(self.len);
+        let (rel, dir) = match &self.names {
+            Names::Listed(names) => names.get(i)?.clone(),
+            Names::Entries {
+                snapshot,
+                index,
+                converted,
+            } => {
+                let k = match index {
+                    Some(ix) => *ix.get(i)?,
+                    None => i,
                 };
-                start = start.saturating_add(len);
-                p
-            })
-            .collect();
-        Concat { parts, len: start }
+                match converted.get(&k) {
+                    Some((rel, dir)) => (PartName::Owned(rel.clone()), Some(dir.clone())),
+                    None => (PartName::Entry(snapshot.files.get(k)?.clone()), None),
+                }
+            }
+        };
+        Some(Part {
+            rel,
+            root: self.root.clone(),
+            start,
+            len: end - start,
+            dir,
+        })
+    }
+
+    /// The index of the part holding byte `offset` (the last part when `offset` is past the end;
+    /// 0 when there are none).
+    pub fn part_at(&self, offset: u64) -> usize {
+        self.starts.partition_point(|&s| s <= offset).saturating_sub(1)
+    }
+
+    /// The index of the first part starting at or after `offset` (the count when none does).
+    fn first_from(&self, offset: u64) -> usize {
+        self.starts.partition_point(|&s| s < offset)
     }
 
     /// The one file this concatenation is, if it has exactly one part (a candidate for FUSE
     /// passthrough, see docs/MOUNT.md "Passthrough").
-    pub fn single(&self) -> Option<&Part> {
-        match self.parts.as_slice() {
-            [p] => Some(p),
-            _ => None,
-        }
+    pub fn single(&self) -> Option<Part> {
+        if self.count() == 1 { self.part(0) } else { None }
+    }
+
+    /// About how many bytes it holds itself (not counting shared snapshot entries).
+    pub fn bytes(&self) -> usize {
+        let names = match &self.names {
+            Names::Listed(names) => names
+                .iter()
+                .map(|(rel, dir)| {
+                    std::mem::size_of::<(PartName, Option<Arc<Dir>>)>()
+                        + rel.owned_len()
+                        + dir.as_ref().map_or(0, |d| d.path().as_os_str().len() + 64)
+                })
+                .sum(),
+            Names::Entries { index, converted, .. } => {
+                index.as_ref().map_or(0, |ix| ix.len() * std::mem::size_of::<usize>())
+                    + converted
+                        .values()
+                        .map(|(rel, dir)| 64 + rel.len() + dir.path().as_os_str().len() + 64)
+                        .sum::<usize>()
+            }
+        };
+        std::mem::size_of::<Concat>() + self.starts.len() * std::mem::size_of::<u64>() + names
     }
 }
 
@@ -423,16 +548,16 @@ impl ConcatReader {
         let end = self.concat.len.min(offset.saturating_add(size as u64));
         let want = (end - offset) as usize;
         buf.reserve(want);
-        let parts = &self.concat.parts;
         // The last part starting at or before offset.
-        let mut idx = parts.partition_point(|p| p.start <= offset).saturating_sub(1);
+        let mut idx = self.concat.part_at(offset);
         let mut pos = offset;
-        while pos < end && idx < parts.len() {
-            let part = &parts[idx];
+        while pos < end
+            && let Some(part) = self.concat.part(idx)
+        {
             let in_part = pos - part.start;
             let n = (part.len - in_part).min(end - pos) as usize;
-            let file = self.pool.get(part)?;
-            read_exact_at(&file, buf, n, in_part, part)?;
+            let file = self.pool.get(&part)?;
+            read_exact_at(&file, buf, n, in_part, &part)?;
             pos += n as u64;
             idx += 1;
         }
@@ -508,9 +633,7 @@ impl ConcatReader {
         }
         let end = self.concat.len.min(offset.saturating_add(size as u64));
         let len = (end - offset) as usize;
-        let parts = &self.concat.parts;
-        let idx = parts.partition_point(|p| p.start <= offset).saturating_sub(1);
-        let Some(part) = parts.get(idx) else {
+        let Some(part) = self.concat.part(self.concat.part_at(offset)) else {
             return Ok(None);
         };
         if len < MAP_MIN || end > part.start.saturating_add(part.len) {
@@ -521,7 +644,7 @@ impl ConcatReader {
         let map_off = in_part - in_part % page;
         let skip = (in_part - map_off) as usize;
         let map_len = skip + len;
-        let file = self.pool.get(part)?;
+        let file = self.pool.get(&part)?;
         // A file cut short since it was opened is damage, named here as `pread` would (a cut
         // racing with the reply still only makes the kernel answer EIO, see `Mapped`).
         let size = file.metadata().map_err(|e| Error::io("stat", part.path(), e))?.len();
@@ -565,20 +688,20 @@ impl ConcatReader {
             return Ok(Some(out));
         }
         let end = self.concat.len.min(offset.saturating_add(size as u64));
-        let parts = &self.concat.parts;
-        let mut idx = parts.partition_point(|p| p.start <= offset).saturating_sub(1);
+        let mut idx = self.concat.part_at(offset);
         // A reply across more files than a spliced reply may hold open is copied instead,
         // one file at a time (docs/MOUNT.md "Limits").
-        let last = parts.partition_point(|p| p.start < end);
+        let last = self.concat.first_from(end);
         if last.saturating_sub(idx) > self.pool.splice_files() {
             return Ok(None);
         }
         let mut pos = offset;
-        while pos < end && idx < parts.len() {
-            let part = &parts[idx];
+        while pos < end
+            && let Some(part) = self.concat.part(idx)
+        {
             let in_part = pos - part.start;
             let n = (part.len - in_part).min(end - pos) as usize;
-            let Some(file) = self.pool.try_get(part)? else {
+            let Some(file) = self.pool.try_get(&part)? else {
                 return Ok(None);
             };
             let size = file.metadata().map_err(|e| Error::io("stat", part.path(), e))?.len();
@@ -792,7 +915,7 @@ impl Versions {
         {
             return Ok(false);
         }
-        for f in body.sources.iter() {
+        for f in body.snapshot.files.iter() {
             if self.table.dir().stat(&f.path)?.is_none() {
                 return Ok(crate::table::history::vacuum_that_deleted(&self.table, version, &f.path)?.is_some());
             }
@@ -839,29 +962,25 @@ impl Versions {
         let root = self.table.root();
         // A Parquet data file is served as its converted rows, converted now (the first stat or
         // read of a version naming it), never at mount time.
-        let mut files = Vec::with_capacity(snap.files.len());
-        for f in &snap.files {
-            if f.converted() {
-                let c = self
-                    .table
-                    .converted(f, &snap.schema)
-                    .map_err(|e| crate::table::history::explain_missing(&self.table, version, &f.path, e))?;
-                files.push((PartName::from(c.rel), c.len, Some(Arc::new(c.dir))));
-            } else {
-                files.push((PartName::Entry(f.clone()), f.size, None));
+        let data = Concat::of_snapshot(root, snap.clone(), |f| {
+            if !f.converted() {
+                return Ok(None);
             }
-        }
-        let data = Concat::new_in(root, files);
+            let c = self
+                .table
+                .converted(f, &snap.schema)
+                .map_err(|e| crate::table::history::explain_missing(&self.table, version, &f.path, e))?;
+            Ok::<_, Error>(Some((c.rel, c.len, c.dir)))
+        })?;
         let body = Arc::new(VersionBody {
             data: Arc::new(data),
             schema_json: Arc::from(snap.schema.to_pretty_json().into_bytes()),
-            // The snapshot's entries, shared: one pointer per file, not a copy of each path.
-            sources: snap.files.iter().cloned().collect(),
+            snapshot: snap.clone(),
             parquet: snap
                 .files
                 .iter()
                 .filter(|f| f.converted())
-                .map(|f| (f.path.clone(), f.size))
+                .map(|f| (f.path.to_string(), f.size))
                 .collect(),
             stamp: stamp.unwrap_or(CommitStamp::UNKNOWN),
         });
@@ -925,6 +1044,64 @@ mod tests {
                 let lo = off.min(all.len());
                 let hi = (off + size).min(all.len());
                 assert_eq!(got, &all[lo..hi], "off {off} size {size}");
+            }
+        }
+    }
+
+    /// A version's parts named by its snapshot's entries: empty files left out (the part
+    /// numbers of `parts/` count only the others), a converted file served from its own folder,
+    /// the bytes those of the files in order.
+    #[test]
+    fn snapshot_parts_skip_empty_files_and_name_converted_ones() {
+        use crate::format::schema::Schema;
+        use crate::table::WriteOptions;
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Schema::parse_cli(&["id:int!".to_string()]).unwrap();
+        let t = Table::create(dir.path(), &schema).unwrap();
+        t.append("x", &b"{\"id\":1}\n"[..], &WriteOptions::default()).unwrap();
+        let conv = tempfile::tempdir().unwrap();
+        std::fs::write(conv.path().join("b.rows"), "{B}\n").unwrap();
+        let mut snap = (*t.snapshot_arc(1).unwrap()).clone();
+        let template = (*snap.files[0]).clone();
+        let mut want = Vec::new();
+        snap.files.clear();
+        for (i, text) in ["", "{a}\n", "", "{bbbbbbbb}\n", "{c}\n", ""].iter().enumerate() {
+            let name = format!("f{i}.jsonl");
+            std::fs::write(dir.path().join(&name), text).unwrap();
+            let mut e = template.clone();
+            e.path = name.as_str().into();
+            e.size = text.len() as u64;
+            snap.files.push(Arc::new(e));
+            if i == 3 {
+                want.extend_from_slice(b"{B}\n");
+            } else {
+                want.extend_from_slice(text.as_bytes());
+            }
+        }
+        let concat = Concat::of_snapshot(dir.path(), Arc::new(snap), |f| {
+            Ok::<_, Error>((&*f.path == "f3.jsonl").then(|| ("b.rows".to_string(), 4, Dir::open(conv.path()).unwrap())))
+        })
+        .unwrap();
+        let got: Vec<_> = (0..concat.count())
+            .map(|i| concat.part(i).unwrap())
+            .map(|p| (p.path(), p.start, p.len))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (dir.path().join("f1.jsonl"), 0, 4),
+                (conv.path().join("b.rows"), 4, 4),
+                (dir.path().join("f4.jsonl"), 8, 4),
+            ]
+        );
+        assert!(concat.part(3).is_none() && concat.single().is_none());
+        assert_eq!((concat.len, concat.part_at(5), concat.part_at(100)), (12, 1, 2));
+        let pool = Arc::new(FilePool::new(Dir::open(dir.path()).unwrap()));
+        let r = ConcatReader::new(Arc::new(concat), pool);
+        for off in 0..=want.len() {
+            for size in [1, 3, 5, 100] {
+                let hi = (off + size).min(want.len());
+                assert_eq!(r.read(off as u64, size).unwrap(), &want[off..hi], "off {off} size {size}");
             }
         }
     }
@@ -1059,8 +1236,10 @@ mod tests {
         let concat = Arc::new(Concat::new(dir.path(), files));
         let r = ConcatReader::new(concat.clone(), pool.clone());
         // Held as a spliced reply holds them: the ninth cannot be had without waiting.
-        let held: Vec<_> = concat.parts[..8].iter().map(|p| pool.try_get(p).unwrap().unwrap()).collect();
-        assert!(pool.try_get(&concat.parts[8]).unwrap().is_none());
+        let held: Vec<_> = (0..8)
+            .map(|i| pool.try_get(&concat.part(i).unwrap()).unwrap().unwrap())
+            .collect();
+        assert!(pool.try_get(&concat.part(8).unwrap()).unwrap().is_none());
         drop(held);
         // A read across every file opens them one at a time, and a reply across more files than
         // a spliced reply may hold (a quarter of the pool's 8) is left to the copying path.
@@ -1119,12 +1298,9 @@ mod tests {
                 .iter()
                 .map(|f| (dir.path().join(&f.path), f.size))
                 .collect();
-            let got: Vec<_> = vs
-                .body(v)
-                .unwrap()
-                .data
-                .parts
-                .iter()
+            let data = vs.body(v).unwrap().data.clone();
+            let got: Vec<_> = (0..data.count())
+                .map(|i| data.part(i).unwrap())
                 .map(|p| (p.path(), p.len))
                 .collect();
             assert_eq!(got, full, "version {v}");

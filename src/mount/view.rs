@@ -520,7 +520,7 @@ impl TableView {
                 let (size, large_io) = match f {
                     VersionFile::Data => {
                         let data = &self.versions.body(v)?.data;
-                        (data.len, data.parts.len() > 1)
+                        (data.len, data.count() > 1)
                     }
                     VersionFile::Commit => (head.commit_size, false),
                     VersionFile::Schema => (self.versions.body(v)?.schema_json.len() as u64, false),
@@ -581,8 +581,7 @@ impl TableView {
         let data = self.parts_of(v)?;
         usize::try_from(i)
             .ok()
-            .and_then(|i| data.parts.get(i))
-            .cloned()
+            .and_then(|i| data.part(i))
             .ok_or(FsError::NotFound)
     }
 
@@ -758,7 +757,7 @@ impl TableView {
             Node::PartsDir(v) => {
                 // Entry i: ".", "..", then part i - 2.
                 let data = self.parts_of(v)?;
-                let total = (data.parts.len() as u64).min(MAX_PARTS).saturating_add(2);
+                let total = (data.count() as u64).min(MAX_PARTS).saturating_add(2);
                 Ok(computed(offset, limit, total, |i| match i {
                     0 => (node.ino(), Kind::Dir, ".".to_string()),
                     1 => (Node::VersionDir(v).ino(), Kind::Dir, "..".to_string()),
@@ -948,14 +947,14 @@ impl TableView {
                 let body = self.versions.body(v)?;
                 self.versions.check_parquet(v)?;
                 match body.data.single() {
-                    Some(part) => Ok(Some(files.get_checked(part)?)),
+                    Some(part) => Ok(Some(files.get_checked(&part)?)),
                     None => Ok(None),
                 }
             }
             VersionFile::Commit => {
                 let concat = self.commit_concat(v)?;
                 match concat.single() {
-                    Some(part) => Ok(Some(files.get_checked(part)?)),
+                    Some(part) => Ok(Some(files.get_checked(&part)?)),
                     None => Ok(None),
                 }
             }

@@ -161,7 +161,7 @@ impl ChangeFeed {
             let base = if from == seg_first { from } else { from - 1 };
             let snap = table.snapshot(base)?;
             for f in &snap.files {
-                live.insert(f.path.clone(), Live::of(f));
+                live.insert(f.path.to_string(), Live::of(f));
             }
             if from == seg_first {
                 // The checkpoint's own version has no commit to read: the feed starts after it.
@@ -751,8 +751,8 @@ pub fn check_parts(table: &Table, parts: &[&ChangePart]) -> Result<()> {
     let mut last = 0u64;
     for p in parts {
         let (path, size) = match &p.parquet {
-            Some(src) => (&src.0.path, src.0.size),
-            None => (&p.path, p.size),
+            Some(src) => (src.0.path.as_str(), src.0.size),
+            None => (p.path.as_str(), p.size),
         };
         let Err(e) = table.stat_data_file(path, size) else {
             continue;
@@ -769,7 +769,7 @@ pub fn check_parts(table: &Table, parts: &[&ChangePart]) -> Result<()> {
                     .as_ref()
                     .is_some_and(|i| i.operation == crate::format::actions::VACUUM_START)
                 {
-                    let live = table.snapshot(v)?.files.iter().map(|f| f.path.clone()).collect();
+                    let live = table.snapshot(v)?.files.iter().map(|f| f.path.to_string()).collect();
                     list.push((v, live));
                 }
             }
@@ -778,10 +778,10 @@ pub fn check_parts(table: &Table, parts: &[&ChangePart]) -> Result<()> {
         let by = vacuums
             .iter()
             .flatten()
-            .find(|(v, live)| *v > p.version && !live.contains(path.as_str()));
+            .find(|(v, live)| *v > p.version && !live.contains(path));
         let Some((vacuum, _)) = by else { return Err(e) };
         if first.is_none() {
-            first = Some((p.version, path.clone(), *vacuum));
+            first = Some((p.version, path.to_string(), *vacuum));
         }
         last = last.max(p.version);
     }

@@ -219,7 +219,7 @@ fn check_versions(table: &Table, first: u64, end: u64, deep: bool, report: &mut 
     loop {
         check_side_files(table, &snap, report);
         for f in &snap.files {
-            named.insert(f.path.clone(), (f.size, snap.version, false));
+            named.insert(f.path.to_string(), (f.size, snap.version, false));
         }
         let v = snap.version + 1;
         if v > end {
@@ -235,7 +235,7 @@ fn check_versions(table: &Table, first: u64, end: u64, deep: bool, report: &mut 
     }
     let latest = snap;
     for f in &latest.files {
-        if let Some(e) = named.get_mut(&f.path) {
+        if let Some(e) = named.get_mut(f.path.as_str()) {
             e.2 = true;
         }
     }

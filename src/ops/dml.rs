@@ -570,7 +570,7 @@ fn run_change(
         .iter()
         .zip(may)
         .filter(|(_, m)| **m || plan.read_all)
-        .map(|(f, _)| f.path.clone())
+        .map(|(f, _)| f.path.to_string())
         .collect();
     for (i, (f, add)) in snap.files.iter().zip(adds).enumerate().skip(first) {
         match by_index.get(&i) {
@@ -580,7 +580,7 @@ fn run_change(
                 }
             }
             None => {
-                read_files.insert(f.path.clone());
+                read_files.insert(f.path.to_string());
                 let mut a = add;
                 a.data_change = false;
                 a.path = encode_path(&a.path);

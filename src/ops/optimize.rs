@@ -324,7 +324,7 @@ pub fn optimize(table: &Table, opts: &OptimizeOptions) -> Result<OptimizeReport>
         }
         return Err(e);
     }
-    let read_files: HashSet<String> = snap.files[start..].iter().map(|f| f.path.clone()).collect();
+    let read_files: HashSet<String> = snap.files[start..].iter().map(|f| f.path.to_string()).collect();
     let new_files = written.len();
     let mut params = BTreeMap::from([
         ("predicate".to_string(), "[]".to_string()),
@@ -556,8 +556,8 @@ mod tests {
         let shape = steps
             .iter()
             .map(|s| match s {
-                Step::Keep(f) => vec![f.path.clone()],
-                Step::Pack(v) => v.iter().map(|f| f.path.clone()).collect(),
+                Step::Keep(f) => vec![f.path.to_string()],
+                Step::Pack(v) => v.iter().map(|f| f.path.to_string()).collect(),
             })
             .collect();
         Some((start, shape))

@@ -201,7 +201,7 @@ fn changes(st: &State, q: &Query) -> Result<Value> {
             Some(x) => (x.0.clone(), &x.1),
             None => (
                 FileEntry {
-                    path: p.path.clone(),
+                    path: p.path.as_str().into(),
                     size: p.size,
                     num_records: p.rows,
                     has_stats: true,

@@ -70,7 +70,7 @@ impl RowPager {
     }
 
     fn marks_of(&self, table: &Table, f: &FileEntry, schema: &Schema) -> Result<Arc<RowMarks>> {
-        let key = (f.path.clone(), f.size);
+        let key = (f.path.to_string(), f.size);
         if let Some(m) = crate::util::sync::lock(&self.marks).get(&key) {
             return Ok(m);
         }

@@ -65,7 +65,7 @@ impl Timeline {
                 let snap = table.snapshot(first)?;
                 for f in &snap.files {
                     self.live
-                        .insert(f.path.clone(), (f.has_stats.then_some(f.num_records), f.size));
+                        .insert(f.path.to_string(), (f.has_stats.then_some(f.num_records), f.size));
                 }
                 let info = table.commit_info(first)?;
                 let (rows, bytes, files) = self.totals();

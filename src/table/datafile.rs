@@ -29,7 +29,7 @@ impl Table {
             }
             // A file a snapshot took from a Delta checkpoint at `v` was added before it: its
             // add is in the checkpoint.
-            if files.iter().any(|f| f.added_in == *v && !adds.contains_key(&f.path))
+            if files.iter().any(|f| f.added_in == *v && !adds.contains_key(f.path.as_str()))
                 && let Ok(actions) = self.delta_checkpoint_actions(*v)
             {
                 for a in actions.into_iter().filter_map(|a| a.add) {
@@ -42,7 +42,7 @@ impl Table {
             .map(|f| {
                 by_version
                     .get(&f.added_in)
-                    .and_then(|m| m.get(&f.path))
+                    .and_then(|m| m.get(f.path.as_str()))
                     .cloned()
                     .ok_or_else(|| Error::Corrupt {
                         path: self.commit_path(f.added_in),
@@ -249,8 +249,8 @@ pub struct DataFiles {
 }
 
 /// The identity [`DataFiles`] compares: inode and modification time in ns.
-fn file_id(file: &File, path: &Path) -> Result<(u64, i64)> {
-    let st = rustix::fs::fstat(file).map_err(|e| Error::io("stat", path, std::io::Error::from_raw_os_error(e.raw_os_error())))?;
+fn file_id(file: &File, path: impl FnOnce() -> PathBuf) -> Result<(u64, i64)> {
+    let st = rustix::fs::fstat(file).map_err(|e| Error::io("stat", path(), std::io::Error::from_raw_os_error(e.raw_os_error())))?;
     Ok((st.st_ino, (st.st_mtime as i64).saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec as i64)))
 }
 
@@ -324,7 +324,7 @@ impl DataFiles {
         for i in 0..out.files.len() {
             let file = out.open_one(i)?;
             if out.held.len() >= budget {
-                let id = file_id(&file, &out.table.root.join(&out.files[i].path))?;
+                let id = file_id(&file, || out.table.root.join(&out.files[i].path))?;
                 out.ids.resize(i, (0, 0));
                 out.ids.push(id);
             }
@@ -381,10 +381,10 @@ impl DataFiles {
             Some(f) => f,
             None => {
                 let file = self.open_one(i)?;
-                let path = self.table.root.join(&entry.path);
-                if !entry.converted() && self.ids.get(i) != Some(&file_id(&file, &path)?) {
+                let path = || self.table.root.join(&entry.path);
+                if !entry.converted() && self.ids.get(i) != Some(&file_id(&file, path)?) {
                     return Err(Error::Corrupt {
-                        path,
+                        path: path(),
                         reason: "data file changed while the version was read (replaced or rewritten after it was checked)".into(),
                     });
                 }
@@ -400,18 +400,20 @@ impl DataFiles {
 /// opener of data files, for holders of the folder's handle that have no [`Table`] (the mount's
 /// shared file pool). Errors: as [`Table::open_data_file`].
 pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File> {
-    let path = root.join(rel);
+    // The absolute path only for messages, made when one is needed (not once per file of a
+    // version of a million).
+    let path = || root.join(rel);
     let file = match root.open_file(rel) {
         Ok(f) => f,
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::MissingDataFile { path });
+            return Err(Error::MissingDataFile { path: path() });
         }
         Err(e) => return Err(e),
     };
-    let len = file.metadata().ctx("stat", &path)?.len();
+    let len = file.metadata().map_err(|e| Error::io("stat", path(), e))?.len();
     if len != expected_size {
         return Err(Error::Corrupt {
-            path,
+            path: path(),
             reason: format!("data file is {len} bytes, but its add action says {expected_size} bytes"),
         });
     }
@@ -422,12 +424,12 @@ pub fn open_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<File>
     }
     if !rel.ends_with(".jsonl") && len >= 4 {
         let mut magic = [0u8; 4];
-        std::os::unix::fs::FileExt::read_exact_at(&file, &mut magic, 0).ctx("read", &path)?;
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut magic, 0).map_err(|e| Error::io("read", path(), e))?;
         if &magic == b"PAR1" {
-            return Err(parquet_error(path));
+            return Err(parquet_error(path()));
         }
     }
-    check_jsonl_ends(&file, &path, len)?;
+    check_jsonl_ends(&file, path, len)?;
     Ok(file)
 }
 
@@ -459,15 +461,15 @@ pub(super) fn deleted_in_flight(path: PathBuf) -> Error {
 /// A non-empty canonical JSONL data file starts with `{` and ends with `\n` (docs/FORMAT.md,
 /// "Data files"): two 1-byte preads on the open descriptor, so a file of other bytes with the
 /// right size (Parquet named `part-*.jsonl`, garbage) is never served as rows.
-/// Errors: [`Error::Corrupt`] naming `path` (Parquet's `PAR1` magic is named as such).
-pub(super) fn check_jsonl_ends(file: &File, path: &Path, len: u64) -> Result<()> {
+/// Errors: [`Error::Corrupt`] naming `path()` (Parquet's `PAR1` magic is named as such).
+pub(super) fn check_jsonl_ends(file: &File, path: impl Fn() -> PathBuf, len: u64) -> Result<()> {
     use std::os::unix::fs::FileExt;
     if len == 0 {
         return Ok(());
     }
     let (mut first, mut last) = ([0u8; 1], [0u8; 1]);
-    file.read_exact_at(&mut first, 0).ctx("read", path)?;
-    file.read_exact_at(&mut last, len - 1).ctx("read", path)?;
+    file.read_exact_at(&mut first, 0).map_err(|e| Error::io("read", path(), e))?;
+    file.read_exact_at(&mut last, len - 1).map_err(|e| Error::io("read", path(), e))?;
     if first == *b"{" && last == *b"\n" {
         return Ok(());
     }
@@ -482,31 +484,29 @@ pub(super) fn check_jsonl_ends(file: &File, path: &Path, len: u64) -> Result<()>
     } else {
         "data file is not canonical JSONL: its last line has no newline".to_string()
     };
-    Err(Error::Corrupt {
-        path: path.to_path_buf(),
-        reason,
-    })
+    Err(Error::Corrupt { path: path(), reason })
 }
 
 /// [`open_data_file`]'s presence, type and size checks by `fstatat` beneath `root`, no open.
 pub(super) fn stat_data_file(root: &Dir, rel: &str, expected_size: u64) -> Result<()> {
-    let path = root.join(rel);
+    // The absolute path only for messages (no allocation per file of a million).
+    let path = || root.join(rel);
     let st = match root.stat(rel)? {
         Some(st) => st,
         None => {
-            return Err(Error::MissingDataFile { path });
+            return Err(Error::MissingDataFile { path: path() });
         }
     };
     if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
         return Err(Error::Corrupt {
-            path,
+            path: path(),
             reason: "data file is not a regular file (a symlink, folder or device is never followed)".into(),
         });
     }
     let len = st.st_size as u64;
     if len != expected_size {
         return Err(Error::Corrupt {
-            path,
+            path: path(),
             reason: format!("data file is {len} bytes, but its add action says {expected_size} bytes"),
         });
     }

@@ -69,7 +69,7 @@ pub fn readable_versions(table: &Table) -> Result<Vec<(u64, u64)>> {
     let mut missing_live: HashSet<String> = HashSet::new();
     for f in &base.files {
         if !present(&f.path)? {
-            missing_live.insert(f.path.clone());
+            missing_live.insert(f.path.to_string());
         }
     }
     let mut ranges: Vec<(u64, u64)> = Vec::new();

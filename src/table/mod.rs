@@ -1137,11 +1137,11 @@ impl Table {
         let mut counted: HashMap<String, Option<u64>> = HashMap::new();
         // One entry: `added` are the files the commit added (live after it), `r` the state after it.
         let mut entry = |v: u64, r: &Replay, info: CommitInfo, recorded_timestamp: i64, added: Vec<crate::log::snapshot::FileEntry>| {
-            let mut count = |f: &crate::log::snapshot::FileEntry| match counted.get(&f.path) {
+            let mut count = |f: &crate::log::snapshot::FileEntry| match counted.get(f.path.as_str()) {
                 Some(n) => *n,
                 None => {
                     let n = self.count_file_rows(f, r.metadata());
-                    counted.insert(f.path.clone(), n);
+                    counted.insert(f.path.to_string(), n);
                     n
                 }
             };

@@ -688,7 +688,7 @@ impl Table {
         let (params, mut metrics) = write_params("Overwrite", add.as_ref(), opts);
         metrics.insert("numRemovedFiles".into(), snap.files.len().to_string());
         let live: Vec<_> = snap.files.iter().map(|f| &**f).collect();
-        let read_files: HashSet<String> = snap.files.iter().map(|f| f.path.clone()).collect();
+        let read_files: HashSet<String> = snap.files.iter().map(|f| f.path.to_string()).collect();
         let res = crate::table::commit::commit_loop_serializable(self, read_version, &read_files, opts.expect_version, |_, ts| {
             let mut actions = vec![serializable_info("WRITE", &params, &metrics, read_version, ts)];
             actions.extend(Self::removes(&live, ts));
@@ -749,7 +749,7 @@ impl Table {
         ]);
         let mut params = BTreeMap::from([("version".to_string(), target.to_string())]);
         params.extend(opts.extra_params.iter().cloned());
-        let read_files: HashSet<String> = cur.files.iter().map(|f| f.path.clone()).collect();
+        let read_files: HashSet<String> = cur.files.iter().map(|f| f.path.to_string()).collect();
         let res = crate::table::commit::commit_loop_serializable(self, read_version, &read_files, opts.expect_version, |_, ts| {
             let mut actions = vec![serializable_info("RESTORE", &params, &metrics, read_version, ts)];
             if schema_changed {

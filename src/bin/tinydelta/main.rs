@@ -924,7 +924,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                 (None, Some(time)) => t.version_at_time(&time)?,
                 (None, None) => t.latest_version()?,
             };
-            let snap = t.snapshot(v)?;
+            let snap = t.snapshot_arc(v)?;
             if where_.is_some() || columns.is_some() || limit.is_some() || explain {
                 let opts = tinydelta::dml::ReadOptions {
                     predicate: where_
