@@ -92,6 +92,12 @@ fn plan(files: &[std::sync::Arc<FileEntry>], target: u64, movable: usize) -> Opt
 /// still becomes one file).
 pub const AUTO_COMPACT_FREE_BYTES: u64 = 1 << 20;
 
+/// The most data files one auto compaction packs (docs/FORMAT.md "Auto compaction"): its
+/// OPTIMIZE commit holds a `remove` per file packed, so this bounds the commit, the memory that
+/// builds it and the files read, whatever the table holds (a table of a million small files is
+/// compacted 10,000 files at a time, newest first, one compaction per write).
+pub const AUTO_COMPACT_MAX_FILES: usize = 10_000;
+
 /// Auto compaction's plan of `files` (snapshot order) for `target` bytes, in the shape of
 /// [`plan`]: walked from the newest movable file back, a file joins the run of newer files
 /// packed after it while the run stays within `target` and either stays within `free` bytes
@@ -99,13 +105,15 @@ pub const AUTO_COMPACT_FREE_BYTES: u64 = 1 << 20;
 /// when the bytes packed with it are at least its own, and its file at least doubles: past
 /// `free`, a byte is rewritten at most log2(`target` / `free`) times, and a stream of small
 /// commits costs a compaction at most `free` bytes plus what arrived (Delta's bin-packing,
-/// [`plan`], rewrites the whole run below `target` each time). `None` when no run holds two
-/// files.
+/// [`plan`], rewrites the whole run below `target` each time). At most `max_files` files are
+/// packed: the walk stops before the file that would pass it, and older files stay as they are.
+/// `None` when no run holds two files.
 fn plan_tiered(
     files: &[std::sync::Arc<FileEntry>],
     target: u64,
     free: u64,
     movable: usize,
+    max_files: usize,
 ) -> Option<(usize, Vec<Step<'_>>)> {
     let end = movable.min(files.len());
     let start = files[..end].iter().position(|f| f.size < target)?;
@@ -113,11 +121,14 @@ fn plan_tiered(
     let mut rev: Vec<Step<'_>> = files[end..].iter().rev().map(|f| Step::Keep(f)).collect();
     let mut run: Vec<&FileEntry> = Vec::new();
     let mut run_size = 0u64;
-    fn close<'a>(run: &mut Vec<&'a FileEntry>, rev: &mut Vec<Step<'a>>) {
+    // Files packed by the runs closed so far.
+    let mut packed = 0usize;
+    fn close<'a>(run: &mut Vec<&'a FileEntry>, rev: &mut Vec<Step<'a>>, packed: &mut usize) {
         match run.len() {
             0 => {}
             1 => rev.push(Step::Keep(run[0])),
-            _ => {
+            n => {
+                *packed += n;
                 let mut bin = std::mem::take(run);
                 bin.reverse();
                 rev.push(Step::Pack(bin));
@@ -125,29 +136,35 @@ fn plan_tiered(
         }
         run.clear();
     }
-    for f in files[start..end].iter().rev() {
+    // The oldest file the plan covers (files before it stay, untouched).
+    let mut first = start;
+    for (i, f) in files[start..end].iter().enumerate().rev() {
+        if packed + run.len() >= max_files.max(2) {
+            first = start + i + 1;
+            break;
+        }
         if f.size >= target {
-            close(&mut run, &mut rev);
+            close(&mut run, &mut rev, &mut packed);
             run_size = 0;
             rev.push(Step::Keep(f));
             continue;
         }
         let joined = run_size.saturating_add(f.size);
         if !run.is_empty() && (joined > target || (joined > free && f.size > run_size)) {
-            close(&mut run, &mut rev);
+            close(&mut run, &mut rev, &mut packed);
             run_size = 0;
         }
         run.push(f);
         run_size = run_size.saturating_add(f.size);
     }
-    close(&mut run, &mut rev);
+    close(&mut run, &mut rev, &mut packed);
     if !rev.iter().any(|s| matches!(s, Step::Pack(_))) {
         return None;
     }
     rev.reverse();
     let lead = rev.iter().take_while(|s| matches!(s, Step::Keep(_))).count();
     let steps: Vec<Step<'_>> = rev.into_iter().skip(lead).collect();
-    Some((start + lead, steps))
+    Some((first + lead, steps))
 }
 
 /// Write the concatenation of `inputs` as a new `part-<uuid>.jsonl` (bytes copied as they are,
@@ -270,7 +287,7 @@ pub fn optimize(table: &Table, opts: &OptimizeOptions) -> Result<OptimizeReport>
     }
     let movable = movable(&snap.files, *settled_before_ms);
     let planned = if *tiered {
-        plan_tiered(&snap.files, target_size, AUTO_COMPACT_FREE_BYTES, movable)
+        plan_tiered(&snap.files, target_size, AUTO_COMPACT_FREE_BYTES, movable, AUTO_COMPACT_MAX_FILES)
     } else {
         plan(&snap.files, target_size, movable)
     };
@@ -552,7 +569,7 @@ mod tests {
 
     /// The steps of [`plan_tiered`] as lists of paths (a kept file alone), with its start.
     fn tiered(files: &[std::sync::Arc<FileEntry>], target: u64, free: u64) -> Option<(usize, Vec<Vec<String>>)> {
-        let (start, steps) = plan_tiered(files, target, free, files.len())?;
+        let (start, steps) = plan_tiered(files, target, free, files.len(), AUTO_COMPACT_MAX_FILES)?;
         let shape = steps
             .iter()
             .map(|s| match s {
@@ -589,9 +606,31 @@ mod tests {
         assert_eq!(tiered(&[f("a", 30), f("b", 10)], 1000, 20), None, "the older one is larger");
         // Files from `movable` on stay, after the packed ones.
         let files = [f("a", 5), f("b", 5), f("young", 5)];
-        let (start, steps) = plan_tiered(&files, 1000, 20, 2).expect("a plan");
+        let (start, steps) = plan_tiered(&files, 1000, 20, 2, AUTO_COMPACT_MAX_FILES).expect("a plan");
         assert_eq!(start, 0);
         assert!(matches!(&steps[..], [Step::Pack(p), Step::Keep(y)] if p.len() == 2 && y.path == "young"));
+    }
+
+    /// A compaction packs at most `max_files` files, the newest; the older ones stay in place
+    /// before the packed file, so each compaction of a huge table is bounded and the next one
+    /// goes on (row order kept throughout).
+    #[test]
+    fn tiered_plans_pack_at_most_max_files_newest_first() {
+        let tiny: Vec<_> = (0..25).map(|i| f(&format!("t{i:02}"), 10)).collect();
+        let (start, steps) = plan_tiered(&tiny, 1 << 20, 1 << 10, tiny.len(), 10).expect("a plan");
+        assert_eq!(start, 15, "the 15 oldest files stay");
+        assert_eq!(steps.len(), 1);
+        let Step::Pack(p) = &steps[0] else { panic!("a pack") };
+        let names: Vec<&str> = p.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(names, (15..25).map(|i| format!("t{i:02}")).collect::<Vec<_>>());
+        // Runs closed by size count too: two runs of 4 and one cut at the cap, a big file kept.
+        let mut files: Vec<_> = (0..6).map(|i| f(&format!("a{i}"), 10)).collect();
+        files.push(f("big", 1000));
+        files.extend((0..4).map(|i| f(&format!("b{i}"), 10)));
+        let (start, steps) = plan_tiered(&files, 1000, 1 << 10, files.len(), 7).expect("a plan");
+        assert_eq!(start, 3, "a0-a2 stay");
+        assert!(matches!(&steps[..], [Step::Pack(a), Step::Keep(big), Step::Pack(b)]
+            if a.len() == 3 && big.path.as_str() == "big" && b.len() == 4));
     }
 
     /// A long stream of small commits, compacted after every 50 (the default threshold) with
@@ -608,7 +647,13 @@ mod tests {
                     n += 1;
                 }
                 total += 50 * row;
-                if let Some((start, steps)) = plan_tiered(&files, DEFAULT_TARGET_SIZE, AUTO_COMPACT_FREE_BYTES, files.len()) {
+                if let Some((start, steps)) = plan_tiered(
+                    &files,
+                    DEFAULT_TARGET_SIZE,
+                    AUTO_COMPACT_FREE_BYTES,
+                    files.len(),
+                    AUTO_COMPACT_MAX_FILES,
+                ) {
                     let mut next: Vec<std::sync::Arc<FileEntry>> = files[..start].to_vec();
                     for s in &steps {
                         match s {
