@@ -297,26 +297,26 @@ fn commit_sequenced(
     };
     // Versions after `read_version` up to this one were checked for conflicts.
     let mut checked = read_version;
+    // The last version this append lost to another process (0: none).
+    let mut lost = 0;
     let mut data = Some(data);
     for _ in 0..MAX_REBASES {
         table.check_log_in_place()?;
-        let mut ticket = {
+        let (mut ticket, first) = {
             let mut st = lock(&seq.state);
             let version = match st.next {
-                Some(v) if v > read_version => v,
+                Some(v) if v > read_version && v > lost => v,
                 stale => {
-                    // A new epoch: the first version not on disk after the one this append read
-                    // (a ticket of the epoch before, if any is out, is void: its version is on
-                    // disk already).
+                    // A new epoch: the version after the one this append read, or after the one
+                    // it lost (a ticket of the epoch before, if any is out, is void: its
+                    // version is on disk already). One version per attempt, as a writer without
+                    // tickets goes (docs/FORMAT.md "Concurrency").
                     if stale.is_some() {
                         st.epoch += 1;
                         st.next = None;
                         seq.linked.notify_all();
                     }
-                    let mut v = read_version + 1;
-                    while log.stat(&crate::log::files::commit_file_name(v))?.is_some() {
-                        v += 1;
-                    }
+                    let v = read_version.max(lost) + 1;
                     st.last_ts = table.commit_timestamp(v - 1)?;
                     st.first = v;
                     st.linked = v - 1;
@@ -327,15 +327,25 @@ fn commit_sequenced(
             st.next = Some(version + 1);
             let ts = next_timestamp(Some(st.last_ts));
             st.last_ts = ts;
-            Ticket {
+            let ticket = Ticket {
                 seq,
                 epoch: st.epoch,
                 version,
                 ts,
                 done: false,
-            }
+            };
+            (ticket, st.first)
         };
         let version = ticket.version;
+        // The versions in between that were on disk when this epoch began: checked now, before
+        // anything is written for this version (a lost race against a schema change ends here).
+        for v in checked + 1..version.min(first) {
+            let c = table.read_commit(v)?;
+            if c.actions.iter().any(|a| a.metadata.is_some() || a.protocol.is_some()) {
+                return Err(conflict(v));
+            }
+            checked = v;
+        }
         let actions = build(version, ticket.ts);
         if actions.iter().any(|a| a.metadata.is_some() || a.protocol.is_some()) {
             let mut st = lock(&seq.state);
@@ -345,7 +355,7 @@ fn commit_sequenced(
         }
         let tmp = prepare_tmp(table.dir(), log, version, &encode(&actions), data.take())?;
         // Wait for the version before this one; a void ticket takes a new one.
-        let (first, changes) = {
+        let changes = {
             let mut st = lock(&seq.state);
             while st.epoch == ticket.epoch && st.linked + 1 < version {
                 st = seq.linked.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -356,7 +366,7 @@ fn commit_sequenced(
                 let _ = log.try_unlink(&tmp);
                 continue;
             }
-            (st.first, st.changes.range(checked + 1..version).next().copied())
+            st.changes.range(checked + 1..version).next().copied()
         };
         // Never a gap: a version before this one that this append did not read itself must be
         // on disk (one moved aside by `check --repair` since it was linked voids the tickets
@@ -366,18 +376,10 @@ fn commit_sequenced(
             ticket.void();
             continue;
         }
-        // The versions in between: this epoch's from what their tickets built, older ones from
-        // the log.
+        // The versions in between of this epoch: from what their tickets built.
         if let Some(v) = changes {
             let _ = log.try_unlink(&tmp);
             return Err(conflict(v));
-        }
-        for v in checked + 1..version.min(first) {
-            let c = table.read_commit(v)?;
-            if c.actions.iter().any(|a| a.metadata.is_some() || a.protocol.is_some()) {
-                let _ = log.try_unlink(&tmp);
-                return Err(conflict(v));
-            }
         }
         checked = version - 1;
         match link_prepared(log, tmp, version)? {
@@ -393,7 +395,10 @@ fn commit_sequenced(
             }
             // Another process linked it: a new epoch from the log (the next ticket's checks
             // read that version).
-            Linked::Lost => ticket.void(),
+            Linked::Lost => {
+                lost = version;
+                ticket.void();
+            }
         }
     }
     Err(conflict(read_version + 1))
