@@ -81,38 +81,112 @@ pub fn publish(root: &Dir, log: &Dir, version: u64, bytes: &[u8]) -> Result<Publ
 /// Errors: as [`publish`]; a failed fsync of a data file is an [`Error::Io`] naming it (nothing
 /// published).
 pub fn publish_after(root: &Dir, log: &Dir, version: u64, bytes: &[u8], data: &[(&File, &Path)]) -> Result<Publish> {
+    match link_after(root, log, version, bytes, Some(data))? {
+        Linked::Won { tmp } => sync_published(root, log, version, &tmp).map(|()| Publish::Won),
+        Linked::Lost => Ok(Publish::Lost),
+    }
+}
+
+/// Outcome of [`link_after`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Linked {
+    /// The version is linked (visible, not yet durable); `tmp` is the commit's temporary name in
+    /// `_delta_log/`, for [`sync_published`] to remove.
+    Won {
+        /// The commit's temporary name in `_delta_log/`.
+        tmp: String,
+    },
+    /// Somebody else published the version first; nothing was published (the tmp is removed).
+    Lost,
+}
+
+/// The first half of [`publish_after`]: write the commit tmp, fsync it (and, with `data`, the
+/// table folder and those data files, at the same time) and link it as `version`. Returns
+/// [`Linked::Won`] once `version` is linked, before `_delta_log/` is fsynced: the caller must
+/// then call [`sync_published`] before it tells anyone the version is durable. `data: None` is a
+/// retry after a lost race whose data files and table folder an earlier attempt fsynced: only
+/// the tmp is fsynced.
+///
+/// Errors: as [`publish`] before the link (the tmp is removed, nothing is published).
+pub fn link_after(root: &Dir, log: &Dir, version: u64, bytes: &[u8], data: Option<&[(&File, &Path)]>) -> Result<Linked> {
+    let tmp = prepare_tmp(root, log, version, bytes, data)?;
+    link_prepared(log, tmp, version)
+}
+
+/// The commit tmp of `version` written and fsynced (with `data`, also the table folder and
+/// those data files, at the same time), up to the failpoint `before-link`: what [`link_after`]
+/// does before its link. Returns the tmp's name in `_delta_log/`, for [`link_prepared`].
+///
+/// Errors: as [`publish`] before the link (the tmp is removed).
+pub fn prepare_tmp(root: &Dir, log: &Dir, version: u64, bytes: &[u8], data: Option<&[(&File, &Path)]>) -> Result<String> {
     let tmp = format!(".{version:020}.{}.tmp", uuid::Uuid::new_v4().simple());
-    let target = files::commit_file_name(version);
     let res = write_tmp(log, &tmp, bytes)
         .and_then(|f| {
             let tmp_path = log.join(&tmp);
-            let mut syncs: Vec<Sync<'_>> = vec![Sync::File(&f, &tmp_path), Sync::Dir(root)];
-            syncs.extend(data.iter().map(|(f, p)| Sync::File(f, p)));
+            let mut syncs: Vec<Sync<'_>> = vec![Sync::File(&f, &tmp_path)];
+            if let Some(data) = data {
+                syncs.push(Sync::Dir(root));
+                syncs.extend(data.iter().map(|(f, p)| Sync::File(f, p)));
+            }
             sync_at_once(&syncs)
         })
-        .and_then(|()| failpoint::hit("before-link"))
-        .and_then(|()| link_tmp(log, &tmp, &target));
-    let outcome = match res {
-        Ok(o) => o,
+        .and_then(|()| failpoint::hit("before-link"));
+    match res {
+        Ok(()) => Ok(tmp),
         Err(e) => {
             let _ = log.try_unlink(&tmp);
-            return Err(e);
-        }
-    };
-    let mut result = Ok(outcome);
-    if outcome == Publish::Won {
-        // The link is the publish point: the version is visible now, whatever fails next. An
-        // error here is not "nothing committed" (the caller must keep the data files the
-        // version names), and not success either.
-        if let Err(e) = failpoint::hit("after-link").and_then(|()| log.sync()) {
-            result = Err(Error::NotDurable {
-                table: root.path().to_path_buf(),
-                version,
-                reason: e.to_string(),
-            });
+            Err(e)
         }
     }
-    let _ = log.try_unlink(&tmp);
+}
+
+/// Link the tmp [`prepare_tmp`] made as `version` (never replacing an existing one). On
+/// [`Linked::Lost`] or an error the tmp is removed.
+///
+/// Errors: as [`link_tmp`].
+pub fn link_prepared(log: &Dir, tmp: String, version: u64) -> Result<Linked> {
+    match link_tmp(log, &tmp, &files::commit_file_name(version)) {
+        Ok(Publish::Won) => Ok(Linked::Won { tmp }),
+        Ok(Publish::Lost) => {
+            let _ = log.try_unlink(&tmp);
+            Ok(Linked::Lost)
+        }
+        Err(e) => {
+            let _ = log.try_unlink(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// fsync the new data files `data` (each with its path for errors) and the table folder `root`
+/// (for their names) at the same time, as the first attempt of [`link_after`] does with its tmp:
+/// for a commit that waits for another one's publish, so that it fsyncs only its tmp after.
+///
+/// Errors: [`Error::Io`] naming the file or folder.
+pub fn sync_new_files(root: &Dir, data: &[(&File, &Path)]) -> Result<()> {
+    let mut syncs: Vec<Sync<'_>> = vec![Sync::Dir(root)];
+    syncs.extend(data.iter().map(|(f, p)| Sync::File(f, p)));
+    sync_at_once(&syncs)
+}
+
+/// The second half of [`publish_after`]: fsync `_delta_log/` after `version` was linked (one
+/// fsync shared with the other commits publishing at the same time: [`Dir::sync`]), with the
+/// failpoint `after-link`, then remove the commit's temporary name `tmp` (no durability needed:
+/// a leftover tmp is never read as a version).
+///
+/// Errors: [`Error::NotDurable`] (the version is published, its durability unknown).
+pub fn sync_published(root: &Dir, log: &Dir, version: u64, tmp: &str) -> Result<()> {
+    // The link is the publish point: the version is visible now, whatever fails next. An
+    // error here is not "nothing committed" (the caller must keep the data files the
+    // version names), and not success either.
+    let result = failpoint::hit("after-link")
+        .and_then(|()| log.sync())
+        .map_err(|e| Error::NotDurable {
+            table: root.path().to_path_buf(),
+            version,
+            reason: e.to_string(),
+        });
+    let _ = log.try_unlink(tmp);
     result
 }
 
@@ -203,12 +277,14 @@ fn sync_at_once(syncs: &[Sync<'_>]) -> Result<()> {
 fn write_tmp(log: &Dir, tmp: &str, bytes: &[u8]) -> Result<File> {
     let path = log.join(tmp);
     let mut f = log.create_new(tmp, 0o644)?;
+    if !failpoint_active() {
+        f.write_all(bytes).ctx("write", &path)?;
+        return Ok(f);
+    }
     let half = bytes.len() / 2;
     f.write_all(&bytes[..half]).ctx("write", &path)?;
-    if failpoint_active() {
-        f.sync_data().ctx("fsync", &path)?;
-        failpoint::hit("commit-half-written")?;
-    }
+    f.sync_data().ctx("fsync", &path)?;
+    failpoint::hit("commit-half-written")?;
     f.write_all(&bytes[half..]).ctx("write", &path)?;
     Ok(f)
 }

@@ -28,8 +28,9 @@ use super::view::{Attr, Caller, Kind, Opened, SetAttrs, TableView};
 /// `/proc/sys/fs/fuse/max_pages_limit` pages, 1 MiB by default).
 pub const MAX_IO: u32 = 1 << 20;
 
-/// Threads that run the requests of `incoming/` files that may commit (docs/MOUNT.md "Reading").
-pub const COMMIT_THREADS: usize = 2;
+/// Threads that run the requests of `incoming/` files that may commit (docs/MOUNT.md "Reading"):
+/// as many commits run at once, their fsyncs side by side (docs/FORMAT.md "Concurrency").
+pub const COMMIT_THREADS: usize = 8;
 
 /// The mounted file system: a [`TableView`] behind `fuser`'s trait.
 #[derive(Debug)]
@@ -48,8 +49,8 @@ type Job = Box<dyn FnOnce() + Send>;
 /// The threads that run `flush`, `fsync` and `rename` of `incoming/` files (each may
 /// be a commit: validation, fsyncs, a link), so that a long commit never holds one of the
 /// session's threads, which stay free for lookups and reads. Jobs wait in one queue; with
-/// [`COMMIT_THREADS`] threads, up to that many commits run at once (a commit of the same
-/// table is serialised by the table's own locks anyway).
+/// [`COMMIT_THREADS`] threads, up to that many commits run at once (their versions in the
+/// order of their tickets: [`crate::table::commit::Sequencer`]).
 #[derive(Debug)]
 struct Committer {
     /// `None` when no thread could be started: jobs then run on the calling thread.

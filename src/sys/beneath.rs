@@ -32,6 +32,8 @@ use crate::error::{Error, Result};
 pub struct Dir {
     fd: Arc<OwnedFd>,
     path: PathBuf,
+    /// The fsyncs of this directory, shared by the handle's clones ([`Dir::sync`]).
+    syncs: Arc<super::group_sync::SyncGroup>,
 }
 
 /// What kind of entry a listing found (`d_type`, or `fstatat` without following when the file
@@ -102,6 +104,7 @@ impl Dir {
         Ok(Dir {
             fd: Arc::new(fd),
             path: path.to_path_buf(),
+            syncs: Arc::default(),
         })
     }
 
@@ -117,6 +120,7 @@ impl Dir {
             Ok(fd) => Ok(Dir {
                 fd: Arc::new(fd),
                 path: path.to_path_buf(),
+                syncs: Arc::default(),
             }),
             Err(Errno::LOOP) => Err(refused(path.to_path_buf(), "is a symbolic link")),
             Err(Errno::NOTDIR) if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) => {
@@ -195,7 +199,11 @@ impl Dir {
             }
             Err(e) => return Err(open_error("open", path, e)),
         };
-        Ok(Dir { fd: Arc::new(fd), path })
+        Ok(Dir {
+            fd: Arc::new(fd),
+            path,
+            syncs: Arc::default(),
+        })
     }
 
     /// [`Dir::dir`], or `None` when it does not exist.
@@ -373,8 +381,15 @@ impl Dir {
     }
 
     /// `fsync` the directory itself (makes created, linked and removed names durable).
+    ///
+    /// Concurrent calls through this handle and its clones share fsyncs
+    /// ([`super::group_sync::SyncGroup`]): each returns after an fsync that started after it was
+    /// called, so every name changed before the call is durable on success, and several commits
+    /// publishing at once pay for one fsync of `_delta_log/` rather than one each.
     pub fn sync(&self) -> Result<()> {
-        rfs::fsync(self.fd()).map_err(|e| Error::io("fsync", self.path.clone(), io_err(e)))
+        self.syncs
+            .sync(|| rfs::fsync(self.fd()).map_err(|e| e.raw_os_error()))
+            .map_err(|e| Error::io("fsync", self.path.clone(), io::Error::from_raw_os_error(e)))
     }
 
     /// Split `rel` into (the directory holding its last component, opened beneath, or `None` for

@@ -3,4 +3,5 @@
 
 pub mod beneath;
 pub mod failpoint;
+pub mod group_sync;
 pub mod mountinfo;

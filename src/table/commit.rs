@@ -2,12 +2,17 @@
 //! [`crate::log::publish`]; when another writer won it, rebase over the winner unless it conflicts
 //! with what this commit read.
 
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::Path;
+use std::sync::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
 use crate::format::actions::Action;
-use crate::log::publish::{Isolation, Publish, encode, next_timestamp, publish_after};
+use crate::log::publish::{
+    Isolation, Linked, encode, link_after, link_prepared, next_timestamp, prepare_tmp, sync_new_files, sync_published,
+};
+use crate::util::sync::lock;
 use crate::table::Table;
 
 /// How many versions a blind append may be rebased over before giving up.
@@ -98,6 +103,9 @@ pub fn commit_loop_after(
     if isolation == Isolation::ReadDependent {
         return commit_loop_with(table, read_version, expect_version, data, build, |_| Ok(true));
     }
+    if expect_version.is_none() {
+        return commit_sequenced(table, read_version, data, build);
+    }
     commit_loop_with(table, read_version, expect_version, data, build, |version| {
         Ok(table
             .read_commit(version)?
@@ -141,13 +149,44 @@ fn commit_loop_with(
     }
     let mut version = read_version + 1;
     let mut prev_ts = table.commit_timestamp(read_version)?;
+    // The data files and the table folder are fsynced by the first attempt only: a retry after
+    // a lost race fsyncs just its new tmp.
+    let mut data = Some(data);
     for _ in 0..MAX_REBASES {
-        let ts = next_timestamp(Some(prev_ts));
-        let bytes = encode(&build(version, ts));
-        table.check_log_in_place()?;
-        match publish_after(table.dir(), table.log_dir_handle(), version, &bytes, data)? {
-            Publish::Won => return Ok(version),
-            Publish::Lost => {
+        // From the check of `version` to its link under this process's publish lock: a version
+        // another commit of this process took meanwhile is a lost race found by one `stat`,
+        // before this commit writes or fsyncs anything for it; `_delta_log/` is fsynced after
+        // the lock, one fsync shared with the commits linked meanwhile
+        // (crate::sys::beneath::Dir::sync).
+        let linked = {
+            let _publishing = match table.try_publish_lock() {
+                Some(g) => g,
+                None => {
+                    // Another commit of this process is publishing: fsync the data files and
+                    // the table folder while waiting for it, so that under the lock only the
+                    // tmp is fsynced.
+                    if let Some(d) = data.take() {
+                        sync_new_files(table.dir(), d)?;
+                    }
+                    table.publish_lock()
+                }
+            };
+            let log = table.log_dir_handle();
+            if log.stat(&crate::log::files::commit_file_name(version))?.is_some() {
+                Linked::Lost
+            } else {
+                let ts = next_timestamp(Some(prev_ts));
+                let bytes = encode(&build(version, ts));
+                table.check_log_in_place()?;
+                link_after(table.dir(), log, version, &bytes, data.take())?
+            }
+        };
+        match linked {
+            Linked::Won { tmp } => {
+                sync_published(table.dir(), table.log_dir_handle(), version, &tmp)?;
+                return Ok(version);
+            }
+            Linked::Lost => {
                 let conflict = Error::ConcurrentWrite {
                     table: root.to_path_buf(),
                     read_version,
@@ -169,4 +208,198 @@ fn commit_loop_with(
         read_version,
         version,
     })
+}
+
+/// Version tickets for the blind appends of one process (shared by a table's clones; the
+/// mount's concurrent commits): each append gets the next version and the next commit time from
+/// the sequencer, writes and fsyncs its commit tmp (and data files) at the same time as the
+/// others, and links it once the version before it is linked, so concurrent commits pay for
+/// their fsyncs side by side instead of one after another, and the version order is the order of
+/// the tickets (docs/FORMAT.md "Concurrency").
+///
+/// A ticket whose version cannot be linked (another process linked it first, an error, a
+/// conflict) voids every later ticket: the sequencer starts a new epoch from the log as it is on
+/// disk, and the holders of void tickets take new ones (their tmps are removed, their data files
+/// were fsynced already).
+#[derive(Debug, Default)]
+pub struct Sequencer {
+    state: Mutex<SeqState>,
+    linked: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct SeqState {
+    /// Bumped when a ticket is voided: tickets of an older epoch are void.
+    epoch: u64,
+    /// The next version to hand out in this epoch (`None`: look at the log first).
+    next: Option<u64>,
+    /// The first version handed out in this epoch.
+    first: u64,
+    /// Every version before `first` was on disk when the epoch began, and every version from
+    /// `first` up to this one was linked by a ticket of this epoch, in order.
+    linked: u64,
+    /// The commit time given to the last ticket.
+    last_ts: i64,
+    /// The versions of this epoch whose commit changes the metadata or protocol (a blind
+    /// append's only conflicts).
+    changes: BTreeSet<u64>,
+}
+
+/// One ticket: its epoch, version and commit time.
+struct Ticket<'a> {
+    seq: &'a Sequencer,
+    epoch: u64,
+    version: u64,
+    ts: i64,
+    /// Linked (or voided already): nothing to do on drop.
+    done: bool,
+}
+
+impl Ticket<'_> {
+    /// Void this ticket and every later one (a new epoch starts from the log on disk).
+    fn void(&mut self) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        let mut st = lock(&self.seq.state);
+        if st.epoch == self.epoch {
+            st.epoch += 1;
+            st.next = None;
+            st.changes.clear();
+            self.seq.linked.notify_all();
+        }
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        self.void();
+    }
+}
+
+/// A blind append through the table's [`Sequencer`] (see there): WriteSerializable's rule for
+/// blind appends, a commit in between conflicts only when it changes the metadata or protocol.
+/// Errors: as [`commit_loop`].
+fn commit_sequenced(
+    table: &Table,
+    read_version: u64,
+    data: &[(&File, &Path)],
+    mut build: impl FnMut(u64, i64) -> Vec<Action>,
+) -> Result<u64> {
+    let root = table.root();
+    let log = table.log_dir_handle();
+    let seq = table.sequencer();
+    let conflict = |version| Error::ConcurrentWrite {
+        table: root.to_path_buf(),
+        read_version,
+        version,
+    };
+    // Versions after `read_version` up to this one were checked for conflicts.
+    let mut checked = read_version;
+    // The last version this append lost to another process (0: none).
+    let mut lost = 0;
+    let mut data = Some(data);
+    for _ in 0..MAX_REBASES {
+        table.check_log_in_place()?;
+        let (mut ticket, first) = {
+            let mut st = lock(&seq.state);
+            let version = match st.next {
+                Some(v) if v > read_version && v > lost => v,
+                stale => {
+                    // A new epoch: the version after the one this append read, or after the one
+                    // it lost (a ticket of the epoch before, if any is out, is void: its
+                    // version is on disk already). One version per attempt, as a writer without
+                    // tickets goes (docs/FORMAT.md "Concurrency").
+                    if stale.is_some() {
+                        st.epoch += 1;
+                        st.next = None;
+                        seq.linked.notify_all();
+                    }
+                    let v = read_version.max(lost) + 1;
+                    st.last_ts = table.commit_timestamp(v - 1)?;
+                    st.first = v;
+                    st.linked = v - 1;
+                    st.changes.clear();
+                    v
+                }
+            };
+            st.next = Some(version + 1);
+            let ts = next_timestamp(Some(st.last_ts));
+            st.last_ts = ts;
+            let ticket = Ticket {
+                seq,
+                epoch: st.epoch,
+                version,
+                ts,
+                done: false,
+            };
+            (ticket, st.first)
+        };
+        let version = ticket.version;
+        // The versions in between that were on disk when this epoch began: checked now, before
+        // anything is written for this version (a lost race against a schema change ends here).
+        for v in checked + 1..version.min(first) {
+            let c = table.read_commit(v)?;
+            if c.actions.iter().any(|a| a.metadata.is_some() || a.protocol.is_some()) {
+                return Err(conflict(v));
+            }
+            checked = v;
+        }
+        let actions = build(version, ticket.ts);
+        if actions.iter().any(|a| a.metadata.is_some() || a.protocol.is_some()) {
+            let mut st = lock(&seq.state);
+            if st.epoch == ticket.epoch {
+                st.changes.insert(version);
+            }
+        }
+        let tmp = prepare_tmp(table.dir(), log, version, &encode(&actions), data.take())?;
+        // Wait for the version before this one; a void ticket takes a new one.
+        let changes = {
+            let mut st = lock(&seq.state);
+            while st.epoch == ticket.epoch && st.linked + 1 < version {
+                st = seq.linked.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+            if st.epoch != ticket.epoch {
+                ticket.done = true;
+                drop(st);
+                let _ = log.try_unlink(&tmp);
+                continue;
+            }
+            st.changes.range(checked + 1..version).next().copied()
+        };
+        // Never a gap: a version before this one that this append did not read itself must be
+        // on disk (one moved aside by `check --repair` since it was linked voids the tickets
+        // after it).
+        if version - 1 > read_version && log.stat(&crate::log::files::commit_file_name(version - 1))?.is_none() {
+            let _ = log.try_unlink(&tmp);
+            ticket.void();
+            continue;
+        }
+        // The versions in between of this epoch: from what their tickets built.
+        if let Some(v) = changes {
+            let _ = log.try_unlink(&tmp);
+            return Err(conflict(v));
+        }
+        checked = version - 1;
+        match link_prepared(log, tmp, version)? {
+            Linked::Won { tmp } => {
+                {
+                    let mut st = lock(&seq.state);
+                    st.linked = version;
+                    ticket.done = true;
+                    seq.linked.notify_all();
+                }
+                sync_published(table.dir(), log, version, &tmp)?;
+                return Ok(version);
+            }
+            // Another process linked it: a new epoch from the log (the next ticket's checks
+            // read that version).
+            Linked::Lost => {
+                lost = version;
+                ticket.void();
+            }
+        }
+    }
+    Err(conflict(read_version + 1))
 }

@@ -97,6 +97,14 @@ pub struct Table {
     /// The inotify watch keeping a listing of `_delta_log/` current ([`Table::watch_log`]; the
     /// mount's), shared by clones.
     watch: Option<Arc<crate::log::watch::LogWatch>>,
+    /// Held by a commit of this process from the write of its commit tmp to its link, shared by
+    /// clones ([`crate::table::commit`]): concurrent commits of one process (the mount's) take
+    /// versions one after another instead of racing for the same one, which the losers would
+    /// pay for with a second tmp, fsync and read of the winner.
+    publishing: Arc<Mutex<()>>,
+    /// Version tickets for this process's blind appends, shared by clones
+    /// ([`crate::table::commit::Sequencer`]).
+    sequencer: Arc<crate::table::commit::Sequencer>,
 }
 
 /// A snapshot and the stamp of its version's commit file taken before it was read.
@@ -232,6 +240,8 @@ impl Table {
             checkpoint_ok: Arc::new(AtomicU64::new(u64::MAX)),
             tip: Arc::new(Mutex::new(None)),
             watch: None,
+            publishing: Arc::new(Mutex::new(())),
+            sequencer: Arc::default(),
         }
     }
 
@@ -324,6 +334,26 @@ impl Table {
     /// `_delta_log/`'s directory handle.
     pub fn log_dir_handle(&self) -> &Dir {
         &self.log
+    }
+
+    /// The lock a commit of this process holds from its tmp's write to its link (see
+    /// [`Table::publishing`]'s field).
+    pub(crate) fn publish_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        crate::util::sync::lock(&self.publishing)
+    }
+
+    /// The version tickets of this process's blind appends.
+    pub(crate) fn sequencer(&self) -> &crate::table::commit::Sequencer {
+        &self.sequencer
+    }
+
+    /// [`Table::publish_lock`] if no other commit of this process holds it now.
+    pub(crate) fn try_publish_lock(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
+        match self.publishing.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
     }
 
     /// Check that `_delta_log` in the table folder is still the folder this table opened (same

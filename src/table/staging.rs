@@ -651,7 +651,9 @@ impl Staging {
     /// the commit's `add` records). Errors: [`Error::Corrupt`] naming `<id>.canon` when it was
     /// replaced, truncated or extended behind the mount's back (the new name is removed again);
     /// [`Error::Io`] (`EEXIST`, `EXDEV`, `EPERM` on file systems without hard links).
-    pub fn link_canon(&self, id: &str, path: &Path, ident: FileId, len: u64) -> Result<()> {
+    /// Returns the new name's descriptor, opened beneath the table folder for the check (the
+    /// commit holds the data file with it: [`crate::table::write::hold_data_file`]).
+    pub fn link_canon(&self, id: &str, path: &Path, ident: FileId, len: u64) -> Result<File> {
         self.link_into(id, "canon", path, ident, len)
     }
 
@@ -659,11 +661,11 @@ impl Staging {
     /// canonical form (docs/MOUNT.md "One pass over the bytes, written once": the staged file
     /// becomes the table's data file, and the mount never writes it again: a later write starts a
     /// new staged file).
-    pub fn link_data(&self, id: &str, path: &Path, ident: FileId, len: u64) -> Result<()> {
+    pub fn link_data(&self, id: &str, path: &Path, ident: FileId, len: u64) -> Result<File> {
         self.link_into(id, "data", path, ident, len)
     }
 
-    fn link_into(&self, id: &str, ext: &str, path: &Path, ident: FileId, len: u64) -> Result<()> {
+    fn link_into(&self, id: &str, ext: &str, path: &Path, ident: FileId, len: u64) -> Result<File> {
         let name = path
             .file_name()
             .and_then(|n| n.to_str())
@@ -711,7 +713,7 @@ impl Staging {
         if let Err(e) = rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(data_file_mode())) {
             ::log::warn!("{} stays mode 0600: chmod: {e}", path.display());
         }
-        Ok(())
+        Ok(file)
     }
 
     /// Delete a staged file: data first, so a crash in between leaves a lone name (deleted at

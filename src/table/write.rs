@@ -210,13 +210,16 @@ impl Table {
         place: impl FnOnce(&Path) -> Result<()>,
         opts: &WriteOptions,
     ) -> Result<Option<u64>> {
-        self.append_prepared_after(schema, stats, None, place, opts)
+        self.append_prepared_after(schema, stats, None, |path| place(path).map(|()| None), opts)
     }
 
     /// [`Table::append_prepared`] for canonical rows that may not be fsynced yet: `canon`, when
     /// given, is the open file whose bytes `place(path)` links to `path`; it is fsynced together
     /// with the commit ([`publish::publish_after`]), before the version is published (`None`: the
     /// placed bytes are durable already).
+    ///
+    /// `place` may return the placed file's descriptor, opened beneath the table folder, to hold
+    /// it by ([`hold_data_file`]) instead of opening it again.
     ///
     /// Errors: as [`Table::append_prepared`] ([`Error::ConcurrentWrite`] for a changed schema comes
     /// before `place` is called; every other conflict after); a failed fsync of `canon`
@@ -226,7 +229,7 @@ impl Table {
         schema: &Schema,
         stats: &rows::FileStats,
         canon: Option<&File>,
-        place: impl FnOnce(&Path) -> Result<()>,
+        place: impl FnOnce(&Path) -> Result<Option<File>>,
         opts: &WriteOptions,
     ) -> Result<Option<u64>> {
         let read_version = self.latest_version()?;
@@ -244,9 +247,9 @@ impl Table {
         }
         let name = format!("part-{}.jsonl", uuid::Uuid::new_v4());
         let path = self.root.join(&name);
-        place(&path)?;
+        let placed = place(&path)?;
         // Held until the commit is linked: vacuum skips a data file a writer holds.
-        let _held = self.dir.open_file(&name).and_then(|f| {
+        let _held = placed.map_or_else(|| self.dir.open_file(&name), Ok).and_then(|f| {
             hold_data_file(&self.dir, &name, &f)?;
             Ok(f)
         });

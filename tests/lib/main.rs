@@ -13,6 +13,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod concurrent_appends;
 mod doc_citations;
 mod facade;
 mod fuzz_regressions;

@@ -21,7 +21,7 @@ pub struct MountCli {
     /// permissions), allow_root, default_permissions.
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,
-    /// Worker threads serving requests (default: one per CPU, 2 to 16; commits run on 2 threads of their own).
+    /// Worker threads serving requests (default: one per CPU, 2 to 16; commits run on 8 threads of their own).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Where the background daemon writes its log (default: nowhere). Verbosity: RUST_LOG.

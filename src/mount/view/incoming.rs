@@ -1399,7 +1399,7 @@ impl TableView {
                 // A file changed behind the mount's back is refused, not worked around: the
                 // commit fails (EIO) and the note says why.
                 placed.set(Some(r.is_ok() || matches!(&r, Err(e) if e.is_damage())));
-                r
+                r.map(Some)
             },
             opts,
         );
