@@ -1544,7 +1544,7 @@ fn export(
         ),
         Some((a, b)) => writeln!(
             out,
-            "exported {} to {} as {} (holding version {} of the table): {} Parquet files written, {} reused, \
+            "exported {} to {} as {} (holding version {} of the table): {} written, {} reused, \
              {} rows, {} of JSONL -> {} of Parquet{}",
             table.display(),
             dest.display(),
@@ -1554,7 +1554,7 @@ fn export(
                 format!("versions {a}-{b}")
             },
             r.source_version,
-            r.files_written,
+            count(r.files_written as u64, "Parquet file", "Parquet files"),
             r.files_reused,
             r.rows,
             mb(r.bytes_in),
