@@ -275,7 +275,9 @@ pub struct FileEntry {
     #[allow(clippy::box_collection)] // 8 bytes per live file instead of a 24-byte empty map
     pub partition_values: Option<Box<BTreeMap<String, Option<String>>>>,
     /// The version whose commit holds the `add` action that made the file live (read it again
-    /// with [`crate::table::Table::add_action`]; snapshots keep no stats, to stay small).
+    /// with [`crate::table::Table::add_action`]; snapshots keep no stats, to stay small). For a
+    /// file taken from a Delta checkpoint, that checkpoint's version: the file was added at or
+    /// before it, and its `add` is in the checkpoint (or an older commit).
     pub added_in: u64,
     /// The `add`'s deletion vector (PROTOCOL "Deletion Vectors"): the data file's rows at its
     /// indexes are not rows of the table. `num_records` counts the rows left.
@@ -291,6 +293,22 @@ pub fn boxed_partition_values(
 }
 
 impl FileEntry {
+    /// Whether `self` (from a checkpoint) is `replayed` (from the commits) as a checkpoint may
+    /// record it: equal, or equal but for an `added_in` at or after the replay's (a file a
+    /// Delta checkpoint gave is known to be added at or before the checkpoint's version, see
+    /// [`FileEntry::added_in`]).
+    pub fn agrees_with_replay(&self, replayed: &FileEntry) -> bool {
+        if self == replayed {
+            return true;
+        }
+        if self.added_in < replayed.added_in {
+            return false;
+        }
+        let mut same = self.clone();
+        same.added_in = replayed.added_in;
+        same == *replayed
+    }
+
     /// The live file an `add` action of `version`'s commit makes.
     pub fn from_add(add: &crate::format::actions::Add, version: u64) -> FileEntry {
         let dv = add.deletion_vector.as_deref().cloned().map(Arc::new);

@@ -37,6 +37,38 @@ impl Table {
                 }
             }
         }
+        // A file whose `add` is in neither (a Delta checkpoint gave its `added_in`, and that
+        // checkpoint is gone): it was added at or before that version, so the older commits
+        // are read back, newest first, until every such file is found (or the log's start).
+        let mut missing: HashSet<&str> = files
+            .iter()
+            .filter(|f| by_version.get(&f.added_in).is_none_or(|m| !m.contains_key(f.path.as_str())))
+            .map(|f| f.path.as_str())
+            .collect();
+        if !missing.is_empty() {
+            let first = self.segment()?.first;
+            let newest = files.iter().map(|f| f.added_in).max().unwrap_or(0);
+            let mut found: std::collections::HashMap<String, Add> = std::collections::HashMap::new();
+            for v in (first..newest).rev() {
+                if missing.is_empty() {
+                    break;
+                }
+                let mut adds: std::collections::HashMap<String, Add> = std::collections::HashMap::new();
+                for a in self.read_commit(v)?.actions.into_iter().filter_map(|a| a.add) {
+                    adds.insert(a.path.clone(), a);
+                }
+                for (p, a) in adds {
+                    if missing.remove(p.as_str()) {
+                        found.insert(p, a);
+                    }
+                }
+            }
+            for f in files {
+                if let Some(a) = found.get(f.path.as_str()) {
+                    by_version.entry(f.added_in).or_default().insert(f.path.to_string(), a.clone());
+                }
+            }
+        }
         files
             .iter()
             .map(|f| {

@@ -272,7 +272,15 @@ impl Table {
         std::fs::create_dir_all(&root).ctx("create", &root)?;
         let dir = Dir::open(&root)?;
         let log = dir.create_dir(LOG_DIR, 0o755)?;
-        if log.stat(&files::commit_file_name(0))?.is_some() {
+        // A table is there when its log holds any commit or checkpoint: version 0, or, after
+        // another engine's log cleanup, only later commits and a checkpoint.
+        let listing = crate::log::segment::Listing::read(&log)?;
+        if log.stat(&files::commit_file_name(0))?.is_some()
+            || !listing.commits.is_empty()
+            || !listing.not_regular.is_empty()
+            || !listing.delta_checkpoints.is_empty()
+            || listing.last_checkpoint
+        {
             return Err(Error::TableExists(root));
         }
         if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
