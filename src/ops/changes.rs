@@ -849,6 +849,13 @@ pub fn print(
     {
         return Err(not_found(n));
     }
+    // A --from-version before the log's start (older commits cleaned up) cannot be printed
+    // from: refused, never a feed that silently starts later.
+    if let Some(n) = from
+        && n < first
+    {
+        return Err(not_found(n));
+    }
     let mut feed = ChangeFeed::new(table, from.map(|n| n.min(latest + 1)))?;
     // A --from-version past the latest (with --follow) starts at the next commit.
     let mut printed = 0usize;

@@ -937,6 +937,9 @@ fn a_log_cleaned_up_past_what_the_mount_saw_keeps_latest_and_stops_the_feed() {
     assert_eq!(&versions[..2], &[10, 11], "{h}");
     assert_eq!(h[0]["rows"], 1, "{h}");
     assert_eq!(h[0]["tableRows"], 9, "{h}");
+    crate::support::td(&["changes", &f.t(), "--from-version", "3"])
+        .code(4)
+        .stderr_has(&["the log holds versions 10 to"]);
     let cli = crate::support::td(&["changes", &f.t()]).ok();
     assert!(
         cli.text().contains("\"id\":10"),
