@@ -44,11 +44,37 @@ fn corrupt(path: &Path, reason: impl Into<String>) -> Error {
     }
 }
 
+/// A copy of `e` (its errno when it has one).
+fn same_io(e: &std::io::Error) -> std::io::Error {
+    e.raw_os_error()
+        .map(std::io::Error::from_raw_os_error)
+        .unwrap_or_else(|| std::io::Error::new(e.kind(), e.to_string()))
+}
+
+/// A failure to read Parquet `path`: an I/O error inside it (EMFILE on the reader's `dup`, EIO)
+/// is [`Error::Io`], never damage; anything else is [`Error::Corrupt`] saying `what` ("data
+/// file", "checkpoint") is not readable Parquet.
+fn unreadable(path: &Path, what: &str, e: &(dyn std::error::Error + 'static)) -> Error {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            return Error::io("read", path, same_io(io));
+        }
+        if let Some(parquet::errors::ParquetError::External(inner)) = c.downcast_ref::<parquet::errors::ParquetError>()
+            && let Some(io) = inner.downcast_ref::<std::io::Error>()
+        {
+            return Error::io("read", path, same_io(io));
+        }
+        cause = c.source();
+    }
+    corrupt(path, format!("{what} is not readable Parquet: {e}"))
+}
+
 fn open_reader(file: File, path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>> {
     let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
     let again = file.try_clone().map_err(|e| Error::io("open", path, e))?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| corrupt(path, format!("data file is not readable Parquet: {e}")))?;
+        .map_err(|e| unreadable(path, "data file", &e))?;
     check_footer(builder.metadata(), len).map_err(|why| corrupt(path, format!("damaged Parquet footer: {why}")))?;
     // INT96 timestamps (Spark) are decoded to microseconds, not the parquet crate's default
     // nanoseconds, which wrap after 2262 (docs/FORMAT.md "Parquet data files").
@@ -57,7 +83,7 @@ fn open_reader(file: File, path: &Path) -> Result<ParquetRecordBatchReaderBuilde
     };
     let options = parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_schema(std::sync::Arc::new(hinted));
     let meta = parquet::arrow::arrow_reader::ArrowReaderMetadata::try_new(builder.metadata().clone(), options)
-        .map_err(|e| corrupt(path, format!("data file is not readable Parquet: {e}")))?;
+        .map_err(|e| unreadable(path, "data file", &e))?;
     Ok(ParquetRecordBatchReaderBuilder::new_with_metadata(again, meta))
 }
 
@@ -198,7 +224,7 @@ pub fn write_jsonl(
     let declared = builder.metadata().file_metadata().num_rows();
     let reader = builder
         .build()
-        .map_err(|e| corrupt(path, format!("data file is not readable Parquet: {e}")))?;
+        .map_err(|e| unreadable(path, "data file", &e))?;
     // Key prefixes (`"name":`) and partition values (already JSON), once.
     let prefixes = key_prefixes(schema);
     let mut fixed: Vec<Option<Vec<u8>>> = Vec::with_capacity(schema.columns.len());
@@ -227,7 +253,7 @@ pub fn write_jsonl(
         src: Source::Parquet,
     };
     for batch in reader {
-        let batch = batch.map_err(|e| corrupt(path, format!("data file is not readable Parquet: {e}")))?;
+        let batch = batch.map_err(|e| unreadable(path, "data file", &e))?;
         let mut cols = batch_columns(&batch, schema, &fixed);
         // Type widening (PROTOCOL "Type Widening"): a Parquet FLOAT column of a Delta `double`
         // column is read as the doubles it widens to (`1.100000023841858`, not `1.1`).
@@ -960,11 +986,11 @@ pub fn read_checkpoint(file: File, path: &Path) -> Result<CheckpointPart> {
     let reader = open_reader(file, path)?
         .with_batch_size(BATCH_ROWS)
         .build()
-        .map_err(|e| corrupt(path, format!("checkpoint is not readable Parquet: {e}")))?;
+        .map_err(|e| unreadable(path, "checkpoint", &e))?;
     let mut part = CheckpointPart::default();
     let mut row = 0usize;
     for batch in reader {
-        let batch = batch.map_err(|e| corrupt(path, format!("checkpoint is not readable Parquet: {e}")))?;
+        let batch = batch.map_err(|e| unreadable(path, "checkpoint", &e))?;
         let schema = batch.schema();
         for r in 0..batch.num_rows() {
             row += 1;
@@ -1131,6 +1157,20 @@ pub fn checkpoint_files<'a>(names: impl IntoIterator<Item = &'a str>, version: u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An I/O error inside the parquet crate (EMFILE on its `dup`) is an I/O error naming the
+    /// file with its errno, never "not readable Parquet" (damage); a format error is damage.
+    #[test]
+    fn an_io_error_reading_parquet_is_not_damage() {
+        let p = Path::new("/t/x.parquet");
+        let e = parquet::errors::ParquetError::External(Box::new(std::io::Error::from_raw_os_error(libc::EMFILE)));
+        match unreadable(p, "checkpoint", &e) {
+            Error::Io { source, .. } => assert_eq!(source.raw_os_error(), Some(libc::EMFILE)),
+            other => panic!("{other:?}"),
+        }
+        let e = parquet::errors::ParquetError::General("bad magic".into());
+        assert!(matches!(unreadable(p, "checkpoint", &e), Error::Corrupt { .. }));
+    }
 
     #[test]
     fn checkpoint_names() {
