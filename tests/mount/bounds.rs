@@ -334,9 +334,19 @@ fn reads_of_3000_data_files_stay_under_the_descriptor_cap() {
         assert!(data > 0, "the sampler saw no data file open");
     }
     // The same table under a hard limit of 1024 open files.
+    let m = mount_with_nofile(&f, 1024);
+    let out = Command::new("cat").arg(f.m("latest/data.jsonl")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(lines(&out.stdout).len(), n);
+    drop(m);
+}
+
+/// Mount `f`'s table with the daemon under a hard and soft limit of `nofile` open files
+/// (`prlimit --nofile=N:N`), its log in the fixture's folder.
+fn mount_with_nofile(f: &Fixture, nofile: u32) -> Mount {
     let log = f.dir.path().join("prlimit.log");
     let out = Command::new("prlimit")
-        .arg("--nofile=1024:1024")
+        .arg(format!("--nofile={nofile}:{nofile}"))
         .arg(MOUNT_BIN)
         .arg(f.t())
         .arg(&f.mnt)
@@ -345,15 +355,11 @@ fn reads_of_3000_data_files_stay_under_the_descriptor_cap() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let m = Mount {
+    Mount {
         mnt: f.mnt.clone(),
         pid: daemon_pid(&f.table).expect("daemon pid"),
         log,
-    };
-    let out = Command::new("cat").arg(f.m("latest/data.jsonl")).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(lines(&out.stdout).len(), n);
-    drop(m);
+    }
 }
 
 /// A daemon started under `ulimit -n 64` (`prlimit --nofile=64:64`) keeps its data files
@@ -365,22 +371,7 @@ fn a_daemon_under_a_low_descriptor_limit_reads_300_files() {
     let n = 300;
     let f = many_files(n);
     let table = fs::canonicalize(&f.table).unwrap();
-    let log = f.dir.path().join("prlimit.log");
-    let out = Command::new("prlimit")
-        .arg("--nofile=64:64")
-        .arg(MOUNT_BIN)
-        .arg(f.t())
-        .arg(&f.mnt)
-        .arg("--log-file")
-        .arg(&log)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let m = Mount {
-        mnt: f.mnt.clone(),
-        pid: daemon_pid(&f.table).expect("daemon pid"),
-        log,
-    };
+    let m = mount_with_nofile(&f, 64);
     let limits = fs::read_to_string(format!("/proc/{}/limits", m.pid)).unwrap();
     let nofile = limits
         .lines()
