@@ -275,8 +275,7 @@ impl Table {
         // A table is there when its log holds any commit or checkpoint: version 0, or, after
         // another engine's log cleanup, only later commits and a checkpoint.
         let listing = crate::log::segment::Listing::read(&log)?;
-        if log.stat(&files::commit_file_name(0))?.is_some()
-            || !listing.commits.is_empty()
+        if !listing.commits.is_empty()
             || !listing.not_regular.is_empty()
             || !listing.delta_checkpoints.is_empty()
             || listing.last_checkpoint
