@@ -148,6 +148,48 @@ fn read_version_and_missing_versions() {
         .code(2);
 }
 
+/// `read` into a pipe (spliced), into a file (copy_file_range) and into /dev/null (sendfile)
+/// writes the same bytes, and a reader that goes away early ends it with exit 0 (docs/CLI.md
+/// "Usage": a closed pipe is not an error).
+#[test]
+fn read_into_a_pipe_a_file_and_a_reader_that_stops() {
+    let t = TempTable::new(SMALL);
+    let mut all = Vec::new();
+    for k in 0..4 {
+        let rows = small_rows(k * 5000, 5000);
+        t.append(&rows);
+        all.extend_from_slice(&rows);
+    }
+    let piped = t.read();
+    assert_eq!(piped.len(), all.len());
+    let file = t.dir.path().join("out.jsonl");
+    let status = cmd(&t.args("read", &[]))
+        .stdout(std::fs::File::create(&file).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(fs::read(&file).unwrap(), piped);
+    let status = cmd(&t.args("read", &[]))
+        .stdout(std::fs::File::create("/dev/null").unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // The reader takes one line and closes the pipe: EPIPE, exit 0, nothing on stderr.
+    let mut child = cmd(&t.args("read", &[]))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    drop(out);
+    let done = child.wait_with_output().unwrap();
+    assert_eq!(line.as_bytes(), &piped[..line.len()]);
+    assert_eq!(done.status.code(), Some(0), "{}", String::from_utf8_lossy(&done.stderr));
+    assert!(done.stderr.is_empty(), "{}", String::from_utf8_lossy(&done.stderr));
+}
+
 #[test]
 fn read_as_of_uses_commit_timestamps() {
     let t = TempTable::new(SMALL);

@@ -953,13 +953,16 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             // newlines).
             // SAFETY: fd 1 is open for the life of the process; ManuallyDrop never closes it.
             let mut fd1 = std::mem::ManuallyDrop::new(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(1) });
-            // File to File: std::io::copy uses copy_file_range, sendfile or splice (no user-space
-            // copy into a file, /dev/null or a pipe).
+            // No copy through user space: spliced into a pipe (`tinydelta read | jq`); std::io::copy
+            // uses copy_file_range into a file and sendfile into /dev/null or a socket.
+            let to_pipe = rustix::fs::fstat(&*fd1)
+                .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo);
             // Every file is opened and its size checked before the first byte goes out (with
             // a bounded number kept open: a version of a million files reads too).
             let mut files = t.open_data_files(&snap)?;
             while let Some((f, mut src)) = files.next_file()? {
-                let n = std::io::copy(&mut src, &mut *fd1).map_err(|e| Error::io("copy", t.root().join(&f.path), e))?;
+                let n =
+                    copy_out(&mut src, &mut *fd1, to_pipe).map_err(|e| Error::io("copy", t.root().join(&f.path), e))?;
                 // A file cut or grown after its check is not a shorter or longer version.
                 files.check_len(&f, n)?;
             }
@@ -1909,4 +1912,29 @@ mod tests {
             ["--retain", "--force", "-o", "--json"]
         );
     }
+}
+
+/// Copy `src` from its offset to its end into `out`, returning the bytes copied. Into a pipe
+/// the data file's pages are spliced (splice(2): handed to the pipe, never copied through
+/// user space; std::io::copy reads and writes 8 KiB at a time there); anything else, or a
+/// pipe that refuses splicing before the first byte, goes through std::io::copy
+/// (copy_file_range into a file, sendfile into /dev/null or a socket). Errors: the I/O error
+/// of the read or write (EPIPE when the reader went away).
+fn copy_out(src: &mut File, out: &mut File, to_pipe: bool) -> io::Result<u64> {
+    use rustix::io::Errno;
+    let mut n = 0u64;
+    if to_pipe {
+        loop {
+            match rustix::pipe::splice(&*src, None, &*out, None, 1 << 30, rustix::pipe::SpliceFlags::MORE) {
+                Ok(0) => return Ok(n),
+                Ok(k) => n += k as u64,
+                Err(Errno::INTR) => {}
+                // Not spliceable (a file system without splice_read), or a non-blocking pipe
+                // that is full: the plain copy from the offset reached, as without splicing.
+                Err(Errno::INVAL | Errno::NOSYS | Errno::AGAIN) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(n + io::copy(src, out)?)
 }
