@@ -962,7 +962,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             let mut files = t.open_data_files(&snap)?;
             while let Some((f, mut src)) = files.next_file()? {
                 let n =
-                    copy_out(&mut src, &mut *fd1, to_pipe).map_err(|e| Error::io("copy", t.root().join(&f.path), e))?;
+                    copy_out(&mut src, &mut fd1, to_pipe).map_err(|e| Error::io("copy", t.root().join(&f.path), e))?;
                 // A file cut or grown after its check is not a shorter or longer version.
                 files.check_len(&f, n)?;
             }
