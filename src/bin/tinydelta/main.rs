@@ -1787,6 +1787,31 @@ impl RowsAdded for Table {
     }
 }
 
+/// Copy `src` from its offset to its end into `out`, returning the bytes copied. Into a pipe
+/// the data file's pages are spliced (splice(2): handed to the pipe, never copied through
+/// user space; std::io::copy reads and writes 8 KiB at a time there); anything else, or a
+/// pipe that refuses splicing before the first byte, goes through std::io::copy
+/// (copy_file_range into a file, sendfile into /dev/null or a socket). Errors: the I/O error
+/// of the read or write (EPIPE when the reader went away).
+fn copy_out(src: &mut File, out: &mut File, to_pipe: bool) -> io::Result<u64> {
+    use rustix::io::Errno;
+    let mut n = 0u64;
+    if to_pipe {
+        loop {
+            match rustix::pipe::splice(&*src, None, &*out, None, 1 << 30, rustix::pipe::SpliceFlags::MORE) {
+                Ok(0) => return Ok(n),
+                Ok(k) => n += k as u64,
+                Err(Errno::INTR) => {}
+                // Not spliceable (a file system without splice_read), or a non-blocking pipe
+                // that is full: the plain copy from the offset reached, as without splicing.
+                Err(Errno::INVAL | Errno::NOSYS | Errno::AGAIN) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(n + io::copy(src, out)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1912,29 +1937,4 @@ mod tests {
             ["--retain", "--force", "-o", "--json"]
         );
     }
-}
-
-/// Copy `src` from its offset to its end into `out`, returning the bytes copied. Into a pipe
-/// the data file's pages are spliced (splice(2): handed to the pipe, never copied through
-/// user space; std::io::copy reads and writes 8 KiB at a time there); anything else, or a
-/// pipe that refuses splicing before the first byte, goes through std::io::copy
-/// (copy_file_range into a file, sendfile into /dev/null or a socket). Errors: the I/O error
-/// of the read or write (EPIPE when the reader went away).
-fn copy_out(src: &mut File, out: &mut File, to_pipe: bool) -> io::Result<u64> {
-    use rustix::io::Errno;
-    let mut n = 0u64;
-    if to_pipe {
-        loop {
-            match rustix::pipe::splice(&*src, None, &*out, None, 1 << 30, rustix::pipe::SpliceFlags::MORE) {
-                Ok(0) => return Ok(n),
-                Ok(k) => n += k as u64,
-                Err(Errno::INTR) => {}
-                // Not spliceable (a file system without splice_read), or a non-blocking pipe
-                // that is full: the plain copy from the offset reached, as without splicing.
-                Err(Errno::INVAL | Errno::NOSYS | Errno::AGAIN) => break,
-                Err(e) => return Err(e.into()),
-            }
-        }
-    }
-    Ok(n + io::copy(src, out)?)
 }
