@@ -41,6 +41,7 @@ pub fn commit_loop_serializable(
                 || a.add.as_ref().is_some_and(|r| read_files.contains(&r.path))
         }))
     })
+    .map(|(v, _)| v)
 }
 
 /// WriteSerializable's rule for an operation that read the files `read_files` (paths decoded)
@@ -100,6 +101,20 @@ pub fn commit_loop_after(
     data: &[(&File, &Path)],
     build: impl FnMut(u64, i64) -> Vec<Action>,
 ) -> Result<u64> {
+    commit_loop_published(table, read_version, isolation, expect_version, data, build).map(|(v, _)| v)
+}
+
+/// [`commit_loop_after`], also returning the bytes of the commit file it published (exactly
+/// what was linked as the version), so that the caller can advance its snapshot without
+/// reading the commit back. Errors: as [`commit_loop`].
+pub fn commit_loop_published(
+    table: &Table,
+    read_version: u64,
+    isolation: Isolation,
+    expect_version: Option<u64>,
+    data: &[(&File, &Path)],
+    build: impl FnMut(u64, i64) -> Vec<Action>,
+) -> Result<(u64, Vec<u8>)> {
     if isolation == Isolation::ReadDependent {
         return commit_loop_with(table, read_version, expect_version, data, build, |_| Ok(true));
     }
@@ -126,7 +141,7 @@ pub fn commit_loop_checked(
     build: impl FnMut(u64, i64) -> Vec<Action>,
     conflicts: impl Fn(u64) -> Result<bool>,
 ) -> Result<u64> {
-    commit_loop_with(table, read_version, expect_version, data, build, conflicts)
+    commit_loop_with(table, read_version, expect_version, data, build, conflicts).map(|(v, _)| v)
 }
 
 fn commit_loop_with(
@@ -136,7 +151,7 @@ fn commit_loop_with(
     data: &[(&File, &Path)],
     mut build: impl FnMut(u64, i64) -> Vec<Action>,
     conflicts: impl Fn(u64) -> Result<bool>,
-) -> Result<u64> {
+) -> Result<(u64, Vec<u8>)> {
     let root = table.root();
     if let Some(exp) = expect_version
         && exp != read_version
@@ -158,6 +173,7 @@ fn commit_loop_with(
         // before this commit writes or fsyncs anything for it; `_delta_log/` is fsynced after
         // the lock, one fsync shared with the commits linked meanwhile
         // (crate::sys::beneath::Dir::sync).
+        let mut bytes = Vec::new();
         let linked = {
             let _publishing = match table.try_publish_lock() {
                 Some(g) => g,
@@ -176,7 +192,7 @@ fn commit_loop_with(
                 Linked::Lost
             } else {
                 let ts = next_timestamp(Some(prev_ts));
-                let bytes = encode(&build(version, ts));
+                bytes = encode(&build(version, ts));
                 table.check_log_in_place()?;
                 link_after(table.dir(), log, version, &bytes, data.take())?
             }
@@ -184,7 +200,7 @@ fn commit_loop_with(
         match linked {
             Linked::Won { tmp } => {
                 sync_published(table.dir(), table.log_dir_handle(), version, &tmp)?;
-                return Ok(version);
+                return Ok((version, bytes));
             }
             Linked::Lost => {
                 let conflict = Error::ConcurrentWrite {
@@ -286,7 +302,7 @@ fn commit_sequenced(
     read_version: u64,
     data: &[(&File, &Path)],
     mut build: impl FnMut(u64, i64) -> Vec<Action>,
-) -> Result<u64> {
+) -> Result<(u64, Vec<u8>)> {
     let root = table.root();
     let log = table.log_dir_handle();
     let seq = table.sequencer();
@@ -353,7 +369,8 @@ fn commit_sequenced(
                 st.changes.insert(version);
             }
         }
-        let tmp = prepare_tmp(table.dir(), log, version, &encode(&actions), data.take())?;
+        let bytes = encode(&actions);
+        let tmp = prepare_tmp(table.dir(), log, version, &bytes, data.take())?;
         // Wait for the version before this one; a void ticket takes a new one.
         let changes = {
             let mut st = lock(&seq.state);
@@ -391,7 +408,7 @@ fn commit_sequenced(
                     seq.linked.notify_all();
                 }
                 sync_published(table.dir(), log, version, &tmp)?;
-                return Ok(version);
+                return Ok((version, bytes));
             }
             // Another process linked it: a new epoch from the log (the next ticket's checks
             // read that version).

@@ -1382,6 +1382,73 @@ mod tests {
         ));
     }
 
+    /// An append advances this handle's newest snapshot from the commit bytes it linked, never
+    /// reading the file back: that snapshot and the `.crc` written from it are the ones a
+    /// replay of the log from disk gives (a new handle, no cache), for plain appends and for an
+    /// append that merges the schema (a `metaData` in the commit).
+    #[test]
+    fn a_published_append_advances_as_the_file_replays() {
+        let (_d, t) = table();
+        append(&t, "{\"id\":1}\n");
+        append(&t, "{\"id\":2}\n{\"id\":3,\"s\":\"x\"}\n");
+        let merge = WriteOptions {
+            merge_schema: Some(Schema::parse_cli(&["id:int!".into(), "s:str".into(), "n:int".into()]).expect("schema")),
+            ..WriteOptions::default()
+        };
+        t.append("test", "{\"id\":4,\"n\":7}\n".as_bytes(), &merge)
+            .expect("merging append")
+            .expect("rows");
+        append(&t, "{\"id\":5,\"n\":8}\n");
+        for v in 1..=4 {
+            // The checksum the append wrote, then the version advanced from its bytes by another
+            // handle (as the writing handle did), then from disk by a fresh handle.
+            let on_disk = crate::log::crc::read(t.log_dir_handle(), v)
+                .expect("crc")
+                .expect("a .crc was written");
+            let kept = {
+                let w = Table::open(t.root()).expect("open");
+                let base = w.snapshot(v - 1).expect("base");
+                let bytes = std::fs::read(t.log_dir.join(crate::log::files::commit_file_name(v))).expect("commit");
+                w.write_crc_published(v, &base, Some(&bytes));
+                let kept = w.tip.lock().expect("tip").clone().expect("a newest snapshot is kept");
+                assert_eq!(kept.1, w.commit_stamp(v).expect("stamp"), "version {v}");
+                kept.0
+            };
+            let full = Table::open(t.root()).expect("open").snapshot(v).expect("replay");
+            assert_eq!(kept.files, full.files, "version {v}");
+            assert_eq!(
+                (
+                    kept.version,
+                    kept.timestamp,
+                    &kept.commit_info,
+                    &kept.schema,
+                    &kept.metadata,
+                    &kept.protocol,
+                    &kept.txns,
+                    kept.vacuums
+                ),
+                (
+                    full.version,
+                    full.timestamp,
+                    &full.commit_info,
+                    &full.schema,
+                    &full.metadata,
+                    &full.protocol,
+                    &full.txns,
+                    full.vacuums
+                ),
+                "version {v}"
+            );
+            let json = |c: &crate::log::crc::Crc| serde_json::to_value(c).expect("json");
+            assert_eq!(json(&on_disk), json(&crate::log::crc::Crc::of(&full)), "version {v}");
+        }
+        // The handle that wrote them keeps the newest as its tip, equal to the replay.
+        let tip = t.tip.lock().expect("tip").clone().expect("tip").0;
+        let full = Table::open(t.root()).expect("open").snapshot(4).expect("replay");
+        assert_eq!((tip.version, &tip.files, &tip.metadata), (4, &full.files, &full.metadata));
+        assert!(full.metadata.schema_string.contains("\"n\""), "the merged column");
+    }
+
     #[test]
     fn advance_equals_replay_or_declines() {
         let (_d, t) = table();

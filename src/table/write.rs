@@ -300,7 +300,7 @@ impl Table {
         if !changes.is_empty() {
             params.insert("mergeSchema".into(), "true".into());
         }
-        let res = crate::table::commit::commit_loop_after(
+        let res = crate::table::commit::commit_loop_published(
             self,
             read_version,
             Isolation::BlindAppend,
@@ -313,7 +313,13 @@ impl Table {
                 actions
             },
         );
-        self.finish(res, &[&add.path], snap)
+        match res {
+            Ok((v, bytes)) => {
+                self.write_crc_published(v, snap, Some(&bytes));
+                Ok(v)
+            }
+            Err(e) => self.finish(Err(e), &[&add.path], snap),
+        }
     }
 
     /// Replace the rows of one live data file `old` (a path relative to the root, as its `add`
@@ -523,27 +529,70 @@ impl Table {
     /// sorting of the live files, and the snapshot built becomes this table's newest one, so the
     /// next write starts from it.
     pub(crate) fn write_crc_after(&self, version: u64, base: Option<&Snapshot>) {
+        match base {
+            Some(b) => self.write_crc_published(version, b, None),
+            None => self.write_crc_snapshot(version, self.snapshot(version), None),
+        }
+    }
+
+    /// [`Table::write_crc_after`] from `base`, for a version this handle just linked whose
+    /// commit file holds `published` (the bytes it wrote and linked, when known): those bytes
+    /// are parsed and checked as a read of the file would (`scan_commit`, with the file's
+    /// modification time and size from the stamp taken first), so the snapshot is the one a
+    /// replay of the file gives, without opening and reading it again. A stamp whose size is not
+    /// `published`'s length (the file was replaced since the link) reads the file instead.
+    pub(crate) fn write_crc_published(&self, version: u64, base: &Snapshot, published: Option<&[u8]>) {
+        let stamp = self.commit_stamp(version);
+        let from_memory = match (published, stamp) {
+            (Some(bytes), Some(CommitStamp(Some((_, size, mtime, mtime_ns, _, _)))))
+                if version == base.version + 1 && u64::try_from(size).ok() == Some(bytes.len() as u64) =>
+            {
+                let mtime_ms = mtime.saturating_mul(1000).saturating_add(mtime_ns / 1_000_000);
+                let path = self.log_dir.join(crate::log::files::commit_file_name(version));
+                let mut actions = Vec::new();
+                Some(
+                    crate::log::files::scan_commit(version, &path, bytes, mtime_ms, |a| {
+                        actions.push(a);
+                        Ok(())
+                    })
+                    .map(|mut c| {
+                        c.actions = actions;
+                        c
+                    }),
+                )
+            }
+            _ => None,
+        };
         // This handle just linked `version` on top of `base` (plus any versions it rebased
         // over, which it read): replayed from the commits themselves, with no listing of the
         // log (a listing costs O(versions) per commit; readers never need the .crc).
-        let snap = match base {
-            Some(b) if version == b.version + 1 => match self.read_commit(version) {
-                Ok(c) => {
-                    // Read and checked whole: the next [`Table::latest_version`] need not read
-                    // it again while it is the newest (at worst a newer store is undone, and
-                    // that version is read once more).
-                    self.newest_ok.store(version, Ordering::Release);
-                    match crate::log::snapshot::advance(b, &c) {
-                        Some(s) => Ok(s),
-                        None => self.replay_after(b, version),
-                    }
-                }
-                Err(e) => Err(e),
-            },
-            Some(b) if version > b.version => self.replay_after(b, version),
-            Some(b) => self.snapshot_after(b, version),
-            None => self.snapshot(version),
+        let snap = match from_memory {
+            Some(c) => self.advance_read(version, base, c),
+            None if version == base.version + 1 => self.advance_read(version, base, self.read_commit(version)),
+            None if version > base.version => self.replay_after(base, version),
+            None => self.snapshot_after(base, version),
         };
+        self.write_crc_snapshot(version, snap, Some(stamp));
+    }
+
+    /// The snapshot of `version` = `base.version + 1` from its commit `read` (read and checked
+    /// whole), by [`advance`] when it only adds files, else by replay.
+    fn advance_read(&self, version: u64, base: &Snapshot, read: Result<crate::log::files::Commit>) -> Result<Snapshot> {
+        let c = read?;
+        // Read and checked whole: the next [`Table::latest_version`] need not read it again
+        // while it is the newest (at worst a newer store is undone, and that version is read
+        // once more).
+        self.newest_ok.store(version, Ordering::Release);
+        match crate::log::snapshot::advance(base, &c) {
+            Some(s) => Ok(s),
+            None => self.replay_after(base, version),
+        }
+    }
+
+    /// Keep `snap`, the snapshot of `version` just committed, as the newest (under `stamp`, its
+    /// commit's stamp taken before it was built; `None`: taken now) and write its version
+    /// checksum after the reply.
+    fn write_crc_snapshot(&self, version: u64, snap: Result<Snapshot>, stamp: Option<Option<CommitStamp>>) {
         let snap = match snap {
             Ok(s) => s,
             Err(e) => {
@@ -552,7 +601,7 @@ impl Table {
             }
         };
         let snap = Arc::new(snap);
-        if let Some(stamp) = self.commit_stamp(version) {
+        if let Some(stamp) = stamp.unwrap_or_else(|| self.commit_stamp(version)) {
             self.set_tip(snap.clone(), stamp);
         }
         // Advisory (docs/FORMAT.md, "Version checksums"): in the mount, written after the
