@@ -455,7 +455,7 @@ impl Filesystem for TableFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match request_for(req, || self.view.lookup(parent.0, name)) {
+        match request_for(req, || self.view.lookup_by(parent.0, name, Some(req.pid()))) {
             Ok(a) => reply.entry_with_ttls(&a.ttl, &a.entry_ttl.unwrap_or(a.ttl), &self.file_attr(&a), Generation(0)),
             Err(e) => reply.error(errno(&e)),
         }
@@ -507,7 +507,7 @@ impl Filesystem for TableFs {
 
     fn mknod(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
@@ -523,7 +523,7 @@ impl Filesystem for TableFs {
             };
             return reply.error(errno(&e));
         }
-        match request(|| self.view.mknod(parent.0, name)) {
+        match request(|| self.view.mknod(parent.0, name, Some(req.pid()))) {
             Ok(a) => reply.entry(&a.ttl, &self.file_attr(&a), Generation(0)),
             Err(e) => reply.error(log_err("mknod", &e)),
         }
