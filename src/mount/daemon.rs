@@ -472,12 +472,6 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
     check_apart(&table_root, &mountpoint)?;
     let d = ViewConfig::default();
     let budget = super::versions::descriptor_budget(session_threads(args));
-    log::info!(
-        "descriptor budget: {} data files, {} staged files, {} commit threads",
-        budget.data_files,
-        budget.staged_files,
-        budget.commit_threads
-    );
     let cfg = ViewConfig {
         share_incoming: args.share_incoming,
         max_line_bytes: args.max_line_bytes.map_or(d.max_line_bytes, |n| n.max(1)),
@@ -558,6 +552,11 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
         Err(e) => info!("read replies are not spliced: cannot duplicate the FUSE device descriptor: {e}"),
     }
     raise_readahead(&mountpoint);
+    // Once mounted: an error that refuses the mount is the one line the user sees.
+    info!(
+        "descriptor budget: {} data files, {} staged files, {} commit threads",
+        budget.data_files, budget.staged_files, budget.commit_threads
+    );
     Ok((session, mountpoint))
 }
 
