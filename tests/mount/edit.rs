@@ -620,6 +620,7 @@ fn vim_leaves_no_swap_file_behind() {
 fn a_process_writes_back_the_version_it_read_after_latest_moved() {
     let e = setup();
     let td = e.f.t();
+    let between = format!("echo \"{}\" | {TD_BIN} append {td}", row(80, "c").replace('"', "\\\""));
     let out = e.sh(&format!(
         r#"python3 -c '
 import os, subprocess, sys
@@ -635,8 +636,7 @@ try:
     sys.exit("an older version opened for writing")
 except OSError as err:
     assert err.errno == 30, err
-' '{between}'"#,
-        between = format!("echo \"{}\" | {TD_BIN} append {td}", row(80, "c").replace('"', "\\\""))
+' '{between}'"#
     ));
     assert!(
         out.status.success(),
