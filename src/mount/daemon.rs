@@ -471,14 +471,14 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
     let table_root = absolute(&args.table);
     check_apart(&table_root, &mountpoint)?;
     let d = ViewConfig::default();
+    let budget = super::versions::descriptor_budget(session_threads(args));
     let cfg = ViewConfig {
         share_incoming: args.share_incoming,
         max_line_bytes: args.max_line_bytes.map_or(d.max_line_bytes, |n| n.max(1)),
-        // By default no more than the data files' pool may hold (a quarter of the descriptor
-        // limit when that is lower: docs/MOUNT.md "Limits").
+        // By default what the descriptor budget leaves (docs/MOUNT.md "Limits").
         max_open_staged: args
             .max_open_staged
-            .map_or(d.max_open_staged.min(super::versions::open_files_bound()), |n| n.max(1)),
+            .map_or(d.max_open_staged.min(budget.staged_files), |n| n.max(1)),
         max_validate_bytes: args.max_validate_bytes.unwrap_or(d.max_validate_bytes),
         version_cache_bytes: args.version_cache_bytes.unwrap_or(d.version_cache_bytes),
         auto_compact: crate::ops::optimize::AutoCompact {
@@ -531,7 +531,7 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
     // written to a duplicate of the session's descriptor.
     config.clone_fd = false;
     let mnt_id = Arc::new(AtomicU64::new(0));
-    let fs = TableFs::new(view, mnt_id.clone(), !args.no_passthrough);
+    let fs = TableFs::new(view, mnt_id.clone(), !args.no_passthrough, budget.commit_threads);
     let splice = fs.splice_replies();
     let session = Session::new(fs, &mountpoint, &config).map_err(|e| {
         let hint = match e.kind() {
@@ -552,6 +552,11 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
         Err(e) => info!("read replies are not spliced: cannot duplicate the FUSE device descriptor: {e}"),
     }
     raise_readahead(&mountpoint);
+    // Once mounted: an error that refuses the mount is the one line the user sees.
+    info!(
+        "descriptor budget: {} data files, {} staged files, {} commit threads",
+        budget.data_files, budget.staged_files, budget.commit_threads
+    );
     Ok((session, mountpoint))
 }
 

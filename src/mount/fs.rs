@@ -29,8 +29,9 @@ use super::view::{Attr, Caller, Kind, Opened, SetAttrs, TableView};
 pub const MAX_IO: u32 = 1 << 20;
 
 /// Threads that run the requests of `incoming/` files that may commit (docs/MOUNT.md "Reading"):
-/// as many commits run at once, their fsyncs side by side (docs/FORMAT.md "Concurrency").
-pub const COMMIT_THREADS: usize = 8;
+/// as many commits run at once, their fsyncs side by side (docs/FORMAT.md "Concurrency"); fewer
+/// under a low descriptor limit ([`super::versions::descriptor_budget`]).
+pub const COMMIT_THREADS: usize = super::versions::MAX_COMMIT_THREADS;
 
 /// The mounted file system: a [`TableView`] behind `fuser`'s trait.
 #[derive(Debug)]
@@ -109,7 +110,9 @@ fn staged(ino: u64) -> bool {
 impl TableFs {
     /// Wrap a view. `mnt_id` is the mount's id in /proc/self/mountinfo once known (0 before).
     /// `passthrough`: ask the kernel for FUSE passthrough at `init` (docs/MOUNT.md "Passthrough").
-    pub fn new(mut view: TableView, mnt_id: Arc<AtomicU64>, passthrough: bool) -> TableFs {
+    /// `commit_threads`: how many commits run at once (at least 1, at most [`COMMIT_THREADS`];
+    /// [`super::versions::DescriptorBudget::commit_threads`]).
+    pub fn new(mut view: TableView, mnt_id: Arc<AtomicU64>, passthrough: bool, commit_threads: usize) -> TableFs {
         view.set_processes(Box::new(ProcFs {
             mnt_id,
             ..ProcFs::default()
@@ -121,7 +124,7 @@ impl TableFs {
                 ..Passthrough::default()
             },
             direct: Direct::default(),
-            commits: Committer::new(COMMIT_THREADS),
+            commits: Committer::new(commit_threads.clamp(1, COMMIT_THREADS)),
             splice: Arc::default(),
         }
     }
@@ -455,7 +458,7 @@ impl Filesystem for TableFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match request_for(req, || self.view.lookup(parent.0, name)) {
+        match request_for(req, || self.view.lookup_by(parent.0, name, Some(req.pid()))) {
             Ok(a) => reply.entry_with_ttls(&a.ttl, &a.entry_ttl.unwrap_or(a.ttl), &self.file_attr(&a), Generation(0)),
             Err(e) => reply.error(errno(&e)),
         }
@@ -507,7 +510,7 @@ impl Filesystem for TableFs {
 
     fn mknod(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
@@ -523,7 +526,7 @@ impl Filesystem for TableFs {
             };
             return reply.error(errno(&e));
         }
-        match request(|| self.view.mknod(parent.0, name)) {
+        match request(|| self.view.mknod(parent.0, name, Some(req.pid()))) {
             Ok(a) => reply.entry(&a.ttl, &self.file_attr(&a), Generation(0)),
             Err(e) => reply.error(log_err("mknod", &e)),
         }

@@ -287,6 +287,12 @@ pub(super) struct Staged {
     /// The batches committed by a close or rename since the last `fsync` commit (at most
     /// [`MAX_KEPT_BATCHES`], oldest first), readable below `base`.
     pub kept: Vec<KeptBatch>,
+    /// A scratch file of the version folders: the version whose folder it was created in (it
+    /// is seen in that folder and every later one, docs/MOUNT.md "Editing latest/data.jsonl").
+    pub since: Option<u64>,
+    /// A scratch file of the version folders: the version of `data.jsonl` its last writer had
+    /// opened for reading when it closed it (the base of its rename onto `data.jsonl`).
+    pub read_base: Option<u64>,
 }
 
 impl Staged {
@@ -481,6 +487,8 @@ impl Incoming {
                 in_place: false,
                 io: Arc::new(Mutex::new(())),
                 kept: Vec::new(),
+                since: None,
+                read_base: None,
             },
         );
         seq

@@ -331,6 +331,78 @@ pub fn open_files_bound() -> usize {
     usize::try_from(soft / 4).unwrap_or(usize::MAX).clamp(1, MAX_OPEN_FILES)
 }
 
+/// How the daemon spends its soft `RLIMIT_NOFILE` (getrlimit(2)) as a whole (docs/MOUNT.md
+/// "Limits", "Descriptors"): the data files' pool, the staged files' pool and the commit threads
+/// are sized so that they, the daemon's own descriptors and what each thread holds while it
+/// works fit under the limit together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DescriptorBudget {
+    /// The bound of the data and commit files' [`FilePool`] ([`open_files_bound`]).
+    pub data_files: usize,
+    /// The default bound of the staged files' descriptors (`--max-open-staged`).
+    pub staged_files: usize,
+    /// How many commits run at once (the mount's commit threads).
+    pub commit_threads: usize,
+}
+
+/// Descriptors the daemon holds of its own, whatever it serves: standard streams, the FUSE
+/// device and its duplicate, the log, the table's lock and folders, the change watch, the
+/// readiness pipe (14 measured idle), and a margin.
+pub const OWN_DESCRIPTORS: usize = 16;
+
+/// Descriptors each worker thread may hold: its splice pipe (2) and, while it works, a commit
+/// file being replayed or a Parquet conversion's file (docs/MOUNT.md "Limits").
+pub const DESCRIPTORS_PER_WORKER: usize = 4;
+
+/// Descriptors one commit in flight may hold at once besides the pools: the staged file it
+/// reads, the commit's temporary, the previous commit read for the version checksum and the
+/// checksum file, or the folder it fsyncs.
+pub const DESCRIPTORS_PER_COMMIT: usize = 4;
+
+/// The most commits that run at once (the mount's commit threads, docs/MOUNT.md "Reading").
+pub const MAX_COMMIT_THREADS: usize = 8;
+
+/// [`DescriptorBudget`] for a daemon of `workers` worker threads under a soft limit of `soft`
+/// descriptors: the data files' pool a quarter of the limit (at most [`MAX_OPEN_FILES`]), the
+/// staged files as many (at most [`crate::table::staging::DEFAULT_MAX_OPEN_STAGED`]), [`MAX_COMMIT_THREADS`] commit threads.
+/// When these and the daemon's own ([`OWN_DESCRIPTORS`], [`DESCRIPTORS_PER_WORKER`] per worker,
+/// [`DESCRIPTORS_PER_COMMIT`] per commit thread) do not fit, the staged files get an eighth of
+/// the limit and the commit threads what is left (at least 1: commits then wait for each other
+/// rather than fail with `EMFILE`). Under `ulimit -n 64` with 2 workers: 16 data files, 8 staged
+/// files, 4 commit threads.
+pub fn descriptor_budget_for(soft: u64, workers: usize) -> DescriptorBudget {
+    let soft = usize::try_from(soft).unwrap_or(usize::MAX);
+    let data = (soft / 4).clamp(1, MAX_OPEN_FILES);
+    let own = OWN_DESCRIPTORS.saturating_add(workers.saturating_mul(DESCRIPTORS_PER_WORKER));
+    let full = DescriptorBudget {
+        data_files: data,
+        staged_files: data.min(crate::table::staging::DEFAULT_MAX_OPEN_STAGED),
+        commit_threads: MAX_COMMIT_THREADS,
+    };
+    let need = own
+        .saturating_add(MAX_COMMIT_THREADS * DESCRIPTORS_PER_COMMIT)
+        .saturating_add(full.data_files)
+        .saturating_add(full.staged_files);
+    if need <= soft {
+        return full;
+    }
+    let staged = (soft / 8).clamp(1, crate::table::staging::DEFAULT_MAX_OPEN_STAGED);
+    let left = soft.saturating_sub(own).saturating_sub(data).saturating_sub(staged);
+    DescriptorBudget {
+        data_files: data,
+        staged_files: staged,
+        commit_threads: (left / DESCRIPTORS_PER_COMMIT).clamp(1, MAX_COMMIT_THREADS),
+    }
+}
+
+/// [`descriptor_budget_for`] this process's soft `RLIMIT_NOFILE` now.
+pub fn descriptor_budget(workers: usize) -> DescriptorBudget {
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    descriptor_budget_for(soft, workers)
+}
+
 /// The most data files one spliced reply holds open ([`ConcatReader::pieces`]); a read across
 /// more is copied with `pread`, one file open at a time. A pool bound below 4 times this lowers
 /// it to a quarter of the bound ([`FilePool::splice_files`]), so that two replies in flight
@@ -1023,6 +1095,29 @@ impl Versions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn descriptor_budget_fits_the_limit() {
+        // A large limit: the bounds of the pools, 8 commit threads.
+        let big = descriptor_budget_for(1 << 20, 2);
+        assert_eq!((big.data_files, big.staged_files, big.commit_threads), (MAX_OPEN_FILES, 256, 8));
+        assert_eq!(descriptor_budget_for(u64::MAX, 16).commit_threads, MAX_COMMIT_THREADS);
+        // ulimit -n 64, 2 workers: 16 data files, 8 staged files, 4 commit threads, 64 in all.
+        let low = descriptor_budget_for(64, 2);
+        assert_eq!((low.data_files, low.staged_files, low.commit_threads), (16, 8, 4));
+        for soft in [32u64, 64, 100, 128, 256, 1024, 4096] {
+            for workers in [1usize, 2, 4, 16] {
+                let b = descriptor_budget_for(soft, workers);
+                assert!(b.data_files >= 1 && b.staged_files >= 1 && b.commit_threads >= 1, "{b:?}");
+                let own = OWN_DESCRIPTORS + workers * DESCRIPTORS_PER_WORKER;
+                let used = own + b.data_files + b.staged_files + b.commit_threads * DESCRIPTORS_PER_COMMIT;
+                // Fits whenever the daemon's own and one commit leave room for the pools.
+                if own + DESCRIPTORS_PER_COMMIT + (soft as usize) / 4 + (soft as usize) / 8 <= soft as usize {
+                    assert!(used <= soft as usize, "{soft} {workers}: {b:?} uses {used}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn concat_reads_across_parts() {

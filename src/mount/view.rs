@@ -156,6 +156,10 @@ pub struct Caller {
     pub still_open: bool,
     /// The inode a closing request names (`None`: not a close).
     pub ino: Option<u64>,
+    /// The thread that made the request (FUSE's `pid`), if known: a change in a version folder
+    /// that is no longer the newest is taken when this thread's last lookup of `latest` named
+    /// it (docs/MOUNT.md "Editing latest/data.jsonl").
+    pub tid: Option<u32>,
 }
 
 /// Attribute changes of `setattr`.
@@ -237,10 +241,15 @@ pub struct TableView {
     compacting: Arc<(std::sync::atomic::AtomicBool, std::sync::atomic::AtomicBool)>,
     /// Why the last edit of a version's `data.jsonl` failed, by version (`v/<n>/data.jsonl.error`).
     pub(super) edit_notes: Mutex<HashMap<u64, String>>,
-    /// The version of the `data.jsonl` each process (thread-group id) last opened for reading:
-    /// the base of its next edit (docs/MOUNT.md "Editing latest/data.jsonl"), since `latest`
-    /// may move between the tool's read and its write.
-    pub(super) read_bases: Mutex<HashMap<u32, u64>>,
+    /// The version of the `data.jsonl` each process (thread-group id) last opened for reading,
+    /// and whether it was the newest version then: the base of its next edit (docs/MOUNT.md
+    /// "Editing latest/data.jsonl"), since `latest` may move between the tool's read and its
+    /// write.
+    pub(super) read_bases: Mutex<HashMap<u32, (u64, bool)>>,
+    /// The version each thread's last lookup of `latest` named (by FUSE's `pid`, a thread id):
+    /// a tool that resolved `latest` to a version may still change that version's folder after
+    /// a newer one landed (docs/MOUNT.md "Editing latest/data.jsonl").
+    pub(super) latest_seen: Mutex<HashMap<u32, u64>>,
 }
 
 /// Up to `limit` entries of a listing of `total` entries computed from their index (`entry(i)`:
@@ -323,6 +332,7 @@ impl TableView {
             compacting: Arc::default(),
             edit_notes: Mutex::default(),
             read_bases: Mutex::default(),
+            latest_seen: Mutex::default(),
         };
         view.restore_staged(found, &committed)?;
         Ok(view)
@@ -595,6 +605,12 @@ impl TableView {
 
     /// Look `name` up in directory `parent`.
     pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Attr> {
+        self.lookup_by(parent, name, None)
+    }
+
+    /// [`TableView::lookup`] for thread `tid` (FUSE's `pid`): a lookup of `latest` is remembered
+    /// as the version this thread resolved it to ([`TableView::latest_seen`]).
+    pub fn lookup_by(&self, parent: u64, name: &OsStr, tid: Option<u32>) -> FsResult<Attr> {
         let parent = Node::from_ino(parent).ok_or(FsError::NotFound)?;
         let name = name.to_str().ok_or(FsError::NotFound)?;
         let node = match parent {
@@ -603,7 +619,11 @@ impl TableView {
                 // The link as it names the newest version now; its entry has TTL 0 (the
                 // attributes of `Node::LatestAt` are cached, the entry never).
                 "latest" => {
-                    let mut a = self.node_attr(Node::LatestAt(self.versions.latest()?))?;
+                    let latest = self.versions.latest()?;
+                    if let Some(t) = tid {
+                        self.note_latest_seen(t, latest);
+                    }
+                    let mut a = self.node_attr(Node::LatestAt(latest))?;
                     a.entry_ttl = Some(Duration::ZERO);
                     return Ok(a);
                 }
@@ -978,9 +998,13 @@ impl TableView {
         flags: i32,
         caller: Caller,
     ) -> FsResult<(Attr, Opened)> {
-        let name = match Node::from_ino(parent) {
-            Some(Node::VersionDir(v)) => edit::key(v, self.version_dir_name(v, name)?),
-            _ => {
+        let since = match Node::from_ino(parent) {
+            Some(Node::VersionDir(v)) => Some(v),
+            _ => None,
+        };
+        let name = match since {
+            Some(v) => edit::key(self.version_dir_name(v, name, caller)?),
+            None => {
                 self.writable_dir(parent)?;
                 Self::check_name(name)?.to_string()
             }
@@ -990,21 +1014,32 @@ impl TableView {
         let trunc = flags & libc::O_TRUNC != 0;
         let append = write && flags & libc::O_APPEND != 0;
         let (seq, opened) = self.create_staged(name, write, trunc, append, excl, caller)?;
+        if let Some(v) = since {
+            self.scratch_created(seq, v);
+        }
         let attr = self.node_attr(Node::Staged(seq))?;
         Ok((attr, opened))
     }
 
-    /// Create `name` in `parent` (only `incoming/`) without opening it (`mknod`).
-    pub fn mknod(&self, parent: u64, name: &OsStr) -> FsResult<Attr> {
-        let name = match Node::from_ino(parent) {
-            Some(Node::VersionDir(v)) => edit::key(v, self.version_dir_name(v, name)?),
-            _ => {
+    /// Create `name` in `parent` (only `incoming/`) without opening it (`mknod`); `tid`: the
+    /// calling thread, as [`Caller::tid`].
+    pub fn mknod(&self, parent: u64, name: &OsStr, tid: Option<u32>) -> FsResult<Attr> {
+        let since = match Node::from_ino(parent) {
+            Some(Node::VersionDir(v)) => Some(v),
+            _ => None,
+        };
+        let name = match since {
+            Some(v) => edit::key(self.version_dir_name(v, name, Caller { tid, ..Caller::default() })?),
+            None => {
                 self.writable_dir(parent)?;
                 Self::check_name(name)?.to_string()
             }
         };
         let name = name.as_str();
         let seq = self.new_staged(name)?;
+        if let Some(v) = since {
+            self.scratch_created(seq, v);
+        }
         self.node_attr(Node::Staged(seq))
     }
 
@@ -1235,6 +1270,7 @@ impl TableView {
             killed: false,
             still_open: false,
             ino: closing.map(|(_, ino)| ino),
+            tid: Some(pid),
         };
         if let (Some(tgid), Some((fh, ino))) = (who.tgid, closing)
             && self.opened_by(fh, tgid)
@@ -1263,7 +1299,14 @@ impl TableView {
     /// `close()` of a descriptor: commit point for the process that opened it for writing.
     pub fn flush(&self, fh: u64, caller: Caller) -> FsResult<()> {
         match self.handle(fh)?.as_ref() {
-            Handle::Staged { writable, opener, .. } => self.flush_staged(fh, *writable, *opener, caller),
+            Handle::Staged {
+                writable, opener, seq, ..
+            } => {
+                if *writable {
+                    self.note_scratch_read_base(*seq, caller);
+                }
+                self.flush_staged(fh, *writable, *opener, caller)
+            }
             Handle::Edit(e) => self.edit_flush(e, caller),
             Handle::Concat(_) | Handle::Bytes(_) | Handle::Dir(_) | Handle::Changes => Ok(()),
         }
@@ -1313,8 +1356,8 @@ impl TableView {
         caller: Caller,
     ) -> FsResult<()> {
         match (Node::from_ino(parent), Node::from_ino(newparent)) {
-            (Some(Node::VersionDir(v)), Some(Node::VersionDir(w))) if v == w => {
-                return self.version_dir_rename(v, name, newname, noreplace, caller);
+            (Some(Node::VersionDir(v)), Some(Node::VersionDir(w))) => {
+                return self.version_dir_rename(v, name, w, newname, noreplace, caller);
             }
             (Some(Node::VersionDir(_)), Some(Node::Incoming)) | (Some(Node::Incoming), Some(Node::VersionDir(_))) => {
                 return Err(FsError::CrossDevice);

@@ -562,6 +562,7 @@ fn caller(p: u32) -> Caller {
         killed: false,
         still_open: false,
         ino: None,
+        tid: None,
     }
 }
 

@@ -444,6 +444,80 @@ fn a_daemon_under_a_low_descriptor_limit_reads_300_files() {
     drop(m);
 }
 
+/// Concurrent writers into `incoming/` under `ulimit -n 64` (`prlimit --nofile=64:64`), while
+/// `cat`s read a 40-file version and its `parts/`: rounds of 8, then of 16 threads each open a
+/// file, write one row and close it at the same time; every close answers 0 and commits its row.
+/// The daemon splits its 64 descriptors between its own, the pools and the commit threads
+/// (16 data files, 8 staged files, 4 commits at once), where pools of 16 and 8 commit threads
+/// answered `EMFILE` at the close (docs/MOUNT.md "Limits").
+#[test]
+fn concurrent_writers_commit_under_a_low_descriptor_limit() {
+    let n = 40;
+    let f = many_files(n);
+    let m = mount_with_nofile(&f, 64);
+    let mut rows = n;
+    for (round, writers) in [8usize, 8, 8, 16, 16, 16].into_iter().enumerate() {
+        let readers: Vec<_> = [f.m("latest/data.jsonl"), f.m("v/1/data.jsonl")]
+            .iter()
+            .map(|p| {
+                Command::new("cat")
+                    .arg(p)
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(writers));
+        let threads: Vec<_> = (0..writers)
+            .map(|i| {
+                let (barrier, path) = (barrier.clone(), f.m(&format!("incoming/r{round}-{i}.jsonl")));
+                let id = 10_000 + round * 100 + i;
+                std::thread::spawn(move || -> Result<(), String> {
+                    use std::io::Write;
+                    use std::os::fd::IntoRawFd;
+                    let file = fs::File::create(&path).map_err(|e| format!("open: {e}"));
+                    barrier.wait();
+                    let mut file = file?;
+                    file.write_all(format!("{{\"id\":{id}}}\n").as_bytes())
+                        .map_err(|e| format!("write: {e}"))?;
+                    barrier.wait();
+                    let fd = file.into_raw_fd();
+                    // SAFETY: fd is ours, closed once; close(2)'s status is what is tested.
+                    match unsafe { libc::close(fd) } {
+                        0 => Ok(()),
+                        _ => Err(format!("close: {}", std::io::Error::last_os_error())),
+                    }
+                })
+            })
+            .collect();
+        let failed: Vec<String> = threads
+            .into_iter()
+            .filter_map(|t| t.join().expect("writer thread").err())
+            .collect();
+        for mut r in readers {
+            assert!(r.wait().unwrap().success(), "round {round}: a reader failed");
+        }
+        assert!(
+            failed.is_empty(),
+            "round {round}: {} of {writers} writers failed: {failed:?}\nlog:\n{}",
+            failed.len(),
+            m.log_text()
+        );
+        rows += writers;
+        let out = Command::new("cat").arg(f.m("latest/data.jsonl")).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(lines(&out.stdout).len(), rows, "round {round}");
+    }
+    assert!(!m.log_text().contains("Too many open files"), "{}", m.log_text());
+    assert!(
+        m.log_text()
+            .contains("descriptor budget: 16 data files, 8 staged files, 4 commit threads"),
+        "{}",
+        m.log_text()
+    );
+    drop(m);
+}
+
 /// `VmRSS` of `pid`, bytes.
 fn rss(pid: u32) -> u64 {
     let s = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

@@ -24,13 +24,18 @@ fn row(id: i64, s: &str) -> String {
 }
 
 fn setup() -> Env {
+    setup_with(&[])
+}
+
+/// [`setup`], mounted with the `tinydelta-mount` flags `extra`.
+fn setup_with(extra: &[&str]) -> Env {
     let f = Fixture::empty(&["id:int!", "s:str"]);
     for (a, b) in [(1, 2), (3, 4), (5, 6)] {
         let file = f.dir.path().join(format!("in{a}.jsonl"));
         fs::write(&file, format!("{}\n{}\n", row(a, "a"), row(b, "b"))).expect("write input");
         f.td(&["append", &f.t(), "--file", &file.display().to_string()]);
     }
-    let m = f.mount();
+    let m = f.mount_with(extra);
     Env { f, m }
 }
 
@@ -507,4 +512,218 @@ else:
         !rows.contains(&row(4, "b")) && !rows.contains(&row(50, "z")),
         "{rows:?}"
     );
+}
+
+/// The names in every version folder that are not a version's own (scratch files, notes).
+fn scratch_names(e: &Env) -> Vec<String> {
+    let mut left = Vec::new();
+    for v in 0..=e.f.latest() {
+        let dir = e.f.m(&format!("v/{v}"));
+        for d in fs::read_dir(&dir).expect("ls v/N") {
+            let name = d.expect("entry").file_name().to_string_lossy().into_owned();
+            if !["data.jsonl", "commit.json", "schema.json", "parts"].contains(&name.as_str()) {
+                left.push(format!("v/{v}/{name}"));
+            }
+        }
+    }
+    left
+}
+
+/// A tool's temporary made in `latest/` is found through `latest/` after `latest` moved (a
+/// commit landed between its create and its rename or unlink): the rename commits the edit on
+/// top of the append that moved it, a rename that conflicts fails with EBUSY and the tool's
+/// unlink of its temporary still works; nothing is left in any version folder (docs/MOUNT.md
+/// "Editing latest/data.jsonl", "When latest moves during an edit").
+#[test]
+fn a_temporary_is_found_through_latest_after_latest_moved() {
+    let e = setup();
+    let edit = |between: &str, then: &str| {
+        e.sh(&format!(
+            r#"python3 -c '
+import os, subprocess, sys
+m = os.environ["M"]
+d = open(m + "/latest/data.jsonl").read()
+with open(m + "/latest/tmp.jsonl", "w") as f:
+    f.write(d.replace("\"s\":\"a\"", "\"s\":\"E\"", 1))
+subprocess.run(["sh", "-c", sys.argv[1]], check=True)
+try:
+    if sys.argv[2] == "rename":
+        os.rename(m + "/latest/tmp.jsonl", m + "/latest/data.jsonl")
+    else:
+        os.unlink(m + "/latest/tmp.jsonl")
+except OSError as err:
+    os.unlink(m + "/latest/tmp.jsonl")
+    sys.exit("failed: %s" % err)
+' '{between}' '{then}'"#
+        ))
+    };
+    let td = e.f.t();
+    let append = |id: i64| format!("echo \"{}\" | {TD_BIN} append {td}", row(id, "c").replace('"', "\\\""));
+    // The rename after an append: committed on top of it.
+    let out = edit(&append(90), "rename");
+    assert!(
+        out.status.success(),
+        "{}\nlog:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        e.m.log_text()
+    );
+    assert_eq!(e.f.latest(), 5, "the append, then the edit");
+    assert_eq!(
+        e.rows(),
+        vec![
+            row(1, "E"),
+            row(2, "b"),
+            row(3, "a"),
+            row(4, "b"),
+            row(5, "a"),
+            row(6, "b"),
+            row(90, "c")
+        ]
+    );
+    assert_eq!(scratch_names(&e), Vec::<String>::new());
+    // The unlink after an append: the temporary is gone.
+    let out = edit(&append(91), "unlink");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(scratch_names(&e), Vec::<String>::new());
+    // A delete in between conflicts: the rename fails with EBUSY, the deleted row stays
+    // deleted, and the tool's cleanup through latest/ removes its temporary.
+    let out = edit(&format!("{TD_BIN} delete {td} --where \"id = 2\""), "rename");
+    assert!(!out.status.success(), "the rename answered 0");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Device or resource busy"), "{err}");
+    assert!(!e.rows().contains(&row(2, "b")), "{:?}", e.rows());
+    let left = scratch_names(&e);
+    assert!(left.iter().all(|n| n.ends_with("/data.jsonl.error")), "{left:?}");
+}
+
+/// vim's swap file, made in `latest/` before vim's write commits, is removed by vim through
+/// `latest/` after that commit moved `latest` (it was left in the older version's folder).
+#[test]
+fn vim_leaves_no_swap_file_behind() {
+    let e = setup();
+    e.ok(r#"vim -u NONE -N -es -c 'g/"id":3,/d' -c wq "$M/latest/data.jsonl""#);
+    assert_eq!(e.f.latest(), 4);
+    assert_eq!(e.commit(4).0, "DELETE");
+    assert_eq!(scratch_names(&e), Vec::<String>::new());
+    // And again: a second vim finds no stale swap file to stop at.
+    e.ok(r#"vim -u NONE -N -es -c 'g/"id":4,/d' -c wq "$M/latest/data.jsonl""#);
+    assert_eq!(e.f.latest(), 5);
+    assert_eq!(scratch_names(&e), Vec::<String>::new());
+    assert_eq!(e.rows(), vec![row(1, "a"), row(2, "b"), row(5, "a"), row(6, "b")]);
+}
+
+/// A process that read `latest/data.jsonl` while version n was the newest may still write
+/// back through the folder it resolved (`v/<n>/`, as vim does) after a newer version landed:
+/// an append is one more append, a rewrite is an edit of n under the conflict rules. A version
+/// that was already older when the process read it stays read-only.
+#[test]
+fn a_process_writes_back_the_version_it_read_after_latest_moved() {
+    let e = setup();
+    let td = e.f.t();
+    let between = format!("echo \"{}\" | {TD_BIN} append {td}", row(80, "c").replace('"', "\\\""));
+    let out = e.sh(&format!(
+        r#"python3 -c '
+import os, subprocess, sys
+m = os.environ["M"]
+d = open(m + "/v/3/data.jsonl").read()
+subprocess.run(["sh", "-c", sys.argv[1]], check=True)
+with open(m + "/v/3/data.jsonl", "w") as f:
+    f.write(d.replace("\"s\":\"b\"", "\"s\":\"W\"", 1))
+with open(m + "/v/3/data.jsonl", "a") as f:
+    f.write("{{\"id\":81,\"s\":\"p\"}}\n")
+try:
+    open(m + "/v/1/data.jsonl", "a")
+    sys.exit("an older version opened for writing")
+except OSError as err:
+    assert err.errno == 30, err
+' '{between}'"#
+    ));
+    assert!(
+        out.status.success(),
+        "{}\nlog:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        e.m.log_text()
+    );
+    assert_eq!(e.f.latest(), 6, "the CLI's append, the rewrite, the append");
+    assert_eq!(
+        e.rows(),
+        vec![
+            row(1, "a"),
+            row(2, "W"),
+            row(3, "a"),
+            row(4, "b"),
+            row(5, "a"),
+            row(6, "b"),
+            row(80, "c"),
+            row(81, "p")
+        ]
+    );
+    // A version older when read: read-only, as before.
+    let out = e.sh(r#"sed -i 's/"s":"a"/"s":"Z"/' "$M/v/4/data.jsonl""#);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Read-only file system"));
+    assert_eq!(e.f.latest(), 6);
+}
+
+/// `sed -i`, `perl -pi` and Python's `open(..., 'a')` on `latest/data.jsonl` while another
+/// thread drops one-row files into `incoming/`: every tool run succeeds, every appended row
+/// is in the table once, and no temporary is left in any version folder. (`latest` moves at
+/// each append; the tools resolve it again between their open and their rename.)
+#[test]
+fn tools_edit_latest_while_appends_land() {
+    // An auto compaction landing during an edit rewrites the files it read: a conflict (EBUSY),
+    // not what this test is about.
+    let e = setup_with(&["--auto-compact", "off"]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let appender = {
+        let stop = stop.clone();
+        let inc = e.f.m("incoming");
+        std::thread::spawn(move || {
+            let mut n = 0i64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) || n < 50 {
+                n += 1;
+                fs::write(inc.join(format!("a{n}.jsonl")), format!("{}\n", row(1000 + n, "i"))).expect("append");
+            }
+            n
+        })
+    };
+    let mut failed = Vec::new();
+    for k in 0..12 {
+        let (from, to) = if k % 2 == 0 { ("a", "A") } else { ("A", "a") };
+        for script in [
+            format!(r#"sed -i 's/"id":1,"s":"{from}"/"id":1,"s":"{to}"/' "$M/latest/data.jsonl""#),
+            format!(r#"perl -pi -e 's/"id":3,"s":"{from}"/"id":3,"s":"{to}"/' "$M/latest/data.jsonl""#),
+            format!(
+                r#"python3 -c 'open(__import__("os").environ["M"] + "/latest/data.jsonl", "a").write({:?})'"#,
+                format!("{}\n", row(2000 + k, "p"))
+            ),
+        ] {
+            let out = e.sh(&script);
+            if !out.status.success() {
+                failed.push(format!("{script}: {}", String::from_utf8_lossy(&out.stderr)));
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let appended = appender.join().expect("appender");
+    assert!(failed.is_empty(), "{} tool runs failed: {failed:#?}", failed.len());
+    assert_eq!(scratch_names(&e), Vec::<String>::new());
+    let rows = e.rows();
+    let ids: Vec<i64> = rows
+        .iter()
+        .map(|r| {
+            serde_json::from_str::<Value>(r).expect("row")["id"]
+                .as_i64()
+                .expect("id")
+        })
+        .collect();
+    let mut want: Vec<i64> = (1..=6)
+        .chain((1..=appended).map(|n| 1000 + n))
+        .chain(2000..2012)
+        .collect();
+    want.sort_unstable();
+    let mut got = ids.clone();
+    got.sort_unstable();
+    assert_eq!(got, want, "every row once");
+    assert!(rows.contains(&row(1, "a")) && rows.contains(&row(3, "a")), "{rows:?}");
 }

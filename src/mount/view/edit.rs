@@ -1,7 +1,10 @@
 //! Editing the newest version's `data.jsonl` (docs/MOUNT.md "Editing latest/data.jsonl"):
 //! opens for writing, the scratch files tools create beside it in `v/<n>/` (staged like
-//! `incoming/`'s scratch names, under the key `<n>/NAME`), the rename of one onto `data.jsonl`,
-//! and the commit of the difference ([`crate::ops::edit::commit_edit`]).
+//! `incoming/`'s scratch names, under the key `v/NAME`: one name space for every version
+//! folder, each file seen in the folder it was created in and every later one, so a tool whose
+//! `latest` moved between its create and its rename or unlink still finds its file), the
+//! rename of one onto `data.jsonl`, and the commit of the difference
+//! ([`crate::ops::edit::commit_edit`]).
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -27,10 +30,15 @@ use super::{Attr, Caller, Handle, Kind, Opened, TableView};
 /// The name `data.jsonl.error` of the note of a failed edit.
 const NOTE_NAME: &str = "data.jsonl.error";
 
-/// The key of scratch file `name` of `v/<v>/` among the staged files (names hold no `/`).
-pub(super) fn key(v: u64, name: &str) -> String {
-    format!("{v}/{name}")
+/// The key of scratch file `name` of the version folders among the staged files (the names
+/// of `incoming/` hold no `/`).
+pub(super) fn key(name: &str) -> String {
+    format!("v/{name}")
 }
+
+/// How many threads' lookups of `latest` are remembered; past it the knowledge is dropped (a
+/// change in a folder that is no longer the newest is then `EROFS`).
+const MAX_LATEST_SEEN: usize = 4096;
 
 /// Whether `name` is one of a version folder's own entries.
 fn fixed(name: &str) -> bool {
@@ -114,12 +122,59 @@ impl EditSource for StagedBytes {
 }
 
 impl TableView {
-    /// `v/<v>/` takes changes: it is the newest version of a table of JSONL files.
-    pub(super) fn editable(&self, v: u64) -> FsResult<()> {
+    /// `v/<v>/` takes changes by `caller`: it is the newest version of a table of JSONL files,
+    /// or an edit began on it or before it while it was: the calling thread's last lookup of
+    /// `latest` named `v` (a commit landed between the tool's lookup and its open or create),
+    /// or the calling process last opened the `data.jsonl` of `v` or of an older version for
+    /// reading while that was the newest version (vim reads `latest/data.jsonl`, then resolves
+    /// the link when it writes back what it read). Such an edit, of the version it read, commits
+    /// under the rules of concurrent edits (docs/MOUNT.md "Editing latest/data.jsonl"). A version
+    /// that was already older when the tool found it stays read-only.
+    pub(super) fn editable(&self, v: u64, caller: Caller) -> FsResult<()> {
         if self.versions.latest()? != v {
-            return Err(FsError::ReadOnly);
+            let seen = caller.tid.and_then(|t| lock(&self.latest_seen).get(&t).copied()) == Some(v);
+            let read = caller
+                .tgid
+                .and_then(|t| lock(&self.read_bases).get(&t).copied())
+                .is_some_and(|(r, newest)| newest && r <= v);
+            if !seen && !read {
+                return Err(FsError::ReadOnly);
+            }
+            debug!("v/{v}: a change by {caller:?}, whose edit began on v/{v} before a newer version landed");
         }
         Ok(self.table().check_accepts_writes("an edit of data.jsonl")?)
+    }
+
+    /// Remember that thread `tid`'s lookup of `latest` named version `v` (bounded: past
+    /// [`MAX_LATEST_SEEN`] threads the map starts again).
+    pub(super) fn note_latest_seen(&self, tid: u32, v: u64) {
+        let mut m = lock(&self.latest_seen);
+        if m.len() >= MAX_LATEST_SEEN && !m.contains_key(&tid) {
+            m.clear();
+        }
+        m.insert(tid, v);
+    }
+
+    /// A scratch file `seq` was created (or created again) in `v/<v>/`: it is seen there and in
+    /// every later version's folder. A name that already existed keeps its first version.
+    pub(super) fn scratch_created(&self, seq: u64, v: u64) {
+        if let Ok(e) = lock(&self.incoming).get(seq) {
+            e.since.get_or_insert(v);
+        }
+    }
+
+    /// The writer of staged file `seq` closes it: when it is a scratch file of the version
+    /// folders and the writer last opened a version's `data.jsonl` for reading, that version is
+    /// the base of the file's rename onto `data.jsonl` (`jq ... latest/data.jsonl >
+    /// latest/tmp.jsonl`, whose shell made the file before `jq` read; `mv` reads nothing).
+    pub(super) fn note_scratch_read_base(&self, seq: u64, caller: Caller) {
+        let Some(t) = caller.tgid else { return };
+        let Some((base, _)) = lock(&self.read_bases).get(&t).copied() else { return };
+        if let Ok(e) = lock(&self.incoming).get(seq)
+            && e.since.is_some()
+        {
+            e.read_base = Some(base);
+        }
     }
 
     /// Whether `v` is the newest version (its folder and `data.jsonl` are shown writable, with
@@ -130,10 +185,10 @@ impl TableView {
 
     /// Open `v/<v>/data.jsonl` for writing (`flags`: `O_TRUNC`, `O_APPEND`).
     pub(super) fn open_edit(&self, v: u64, flags: i32, caller: Caller) -> FsResult<Opened> {
-        self.editable(v)?;
+        self.editable(v, caller)?;
         let data = self.versions.body(v)?.data.clone();
         let base_len = data.len;
-        let (id, file) = self.staging.create(&key(v, "data.jsonl"))?;
+        let (id, file) = self.staging.create(&format!("{v}/data.jsonl"))?;
         let trunc = flags & libc::O_TRUNC != 0;
         let st = EditState {
             prefix: if trunc { 0 } else { base_len },
@@ -357,11 +412,12 @@ impl TableView {
     /// takes its folder's version as its base).
     pub(super) fn note_read_base(&self, v: u64, caller: Caller) {
         let Some(t) = caller.tgid else { return };
+        let newest = self.is_newest(v);
         let mut m = lock(&self.read_bases);
         if m.len() >= 4096 && !m.contains_key(&t) {
             m.clear();
         }
-        m.insert(t, v);
+        m.insert(t, (v, newest));
     }
 
     /// The base of an edit written into version `v`'s folder by `caller`: the version of the
@@ -370,7 +426,7 @@ impl TableView {
     pub(super) fn edit_base(&self, v: u64, caller: Caller) -> u64 {
         caller
             .tgid
-            .and_then(|t| lock(&self.read_bases).get(&t).copied())
+            .and_then(|t| lock(&self.read_bases).get(&t).map(|r| r.0))
             .filter(|r| *r < v)
             .unwrap_or(v)
     }
@@ -427,10 +483,15 @@ impl TableView {
             };
         }
         let inc = lock(&self.incoming);
-        match inc.names.get(&key(v, name)) {
-            Some(seq) if matches!(inc.files.get(seq).map(|e| &e.state), Some(State::Listed(_))) => Ok(Node::Staged(*seq)),
+        match inc.names.get(&key(name)) {
+            Some(seq) if Self::seen_in(inc.files.get(seq), v) => Ok(Node::Staged(*seq)),
             _ => Err(FsError::NotFound),
         }
+    }
+
+    /// Whether a scratch file is listed in `v/<v>/` (created in it or an earlier folder).
+    fn seen_in(e: Option<&crate::mount::incoming::Staged>, v: u64) -> bool {
+        e.is_some_and(|e| matches!(e.state, State::Listed(_)) && e.since.is_none_or(|s| s <= v))
     }
 
     /// The scratch files and the note of `v/<v>/`.
@@ -439,11 +500,11 @@ impl TableView {
         if lock(&self.edit_notes).contains_key(&v) {
             list.push((Node::EditNote(v).ino(), Kind::File, NOTE_NAME.to_string()));
         }
-        let prefix = key(v, "");
+        let prefix = key("");
         let inc = lock(&self.incoming);
         for (k, seq) in inc.names.range(prefix.clone()..) {
             let Some(name) = k.strip_prefix(&prefix) else { break };
-            if matches!(inc.files.get(seq).map(|e| &e.state), Some(State::Listed(_))) {
+            if Self::seen_in(inc.files.get(seq), v) {
                 list.push((Node::Staged(*seq).ino(), Kind::File, name.to_string()));
             }
         }
@@ -462,9 +523,10 @@ impl TableView {
         lock(&self.edit_notes).get(&v).map(|n| format!("{n}\n")).ok_or(FsError::NotFound)
     }
 
-    /// A name for a new scratch file in `v/<v>/`: the newest version's folder only.
-    pub(super) fn version_dir_name<'a>(&self, v: u64, name: &'a OsStr) -> FsResult<&'a str> {
-        self.editable(v)?;
+    /// A name for a new scratch file in `v/<v>/` by `caller`: the newest version's folder only
+    /// (or one its edit began on, [`TableView::editable`]).
+    pub(super) fn version_dir_name<'a>(&self, v: u64, name: &'a OsStr, caller: Caller) -> FsResult<&'a str> {
+        self.editable(v, caller)?;
         let name = Self::check_name(name)?;
         if fixed(name) {
             return Err(FsError::Exists);
@@ -484,59 +546,87 @@ impl TableView {
                 None => Err(FsError::NotFound),
             };
         }
-        self.unlink_staged(&key(v, name))
+        self.scratch_in(v, name)?;
+        self.unlink_staged(&key(name))
     }
 
-    /// A rename inside `v/<v>/`: a scratch file onto another scratch name, or onto
-    /// `data.jsonl`, which commits its bytes as the edit of version `v` (`sed -i`, `perl -pi`,
-    /// `os.replace`, `mv`). If the commit fails, the file keeps its old name and
-    /// `data.jsonl.error` says why.
-    pub(super) fn version_dir_rename(&self, v: u64, old: &OsStr, new: &OsStr, noreplace: bool, caller: Caller) -> FsResult<()> {
+    /// The sequence number and creation version of scratch file `name` as seen from `v/<v>/`.
+    fn scratch_in(&self, v: u64, name: &str) -> FsResult<(u64, u64)> {
+        let inc = lock(&self.incoming);
+        let seq = *inc.names.get(&key(name)).ok_or(FsError::NotFound)?;
+        let e = inc.files.get(&seq);
+        if !Self::seen_in(e, v) {
+            return Err(FsError::NotFound);
+        }
+        Ok((seq, e.and_then(|e| e.since).unwrap_or(v)))
+    }
+
+    /// A rename from `v/<v>/` into `v/<w>/` (the same folder, or two that `latest` named when
+    /// the kernel looked the two paths up, a commit landing in between): a scratch file onto
+    /// another scratch name, or onto `data.jsonl`, which commits its bytes as an edit (`sed -i`,
+    /// `perl -pi`, `os.replace`, `mv`). The scratch file must be seen in `v/<v>/`, and `w` be no
+    /// older than the folder it was created in (else `EROFS`: an older version is read-only).
+    /// The edit's base is the version its writer read ([`TableView::note_scratch_read_base`]),
+    /// else the one the renaming process read, else the version it was created in; a commit
+    /// since then that conflicts with it fails the rename (`EBUSY`). If the commit fails, the
+    /// file keeps its old name and `v/<w>/data.jsonl.error` says why.
+    pub(super) fn version_dir_rename(
+        &self,
+        v: u64,
+        old: &OsStr,
+        w: u64,
+        new: &OsStr,
+        noreplace: bool,
+        caller: Caller,
+    ) -> FsResult<()> {
         let old = old.to_str().ok_or(FsError::NotFound)?;
         let new = new.to_str().ok_or(FsError::NotFound)?;
         if fixed(old) || old == NOTE_NAME {
             return Err(FsError::ReadOnly);
         }
-        let old_key = key(v, old);
+        let (seq, since) = self.scratch_in(v, old)?;
+        if w < since {
+            return Err(FsError::ReadOnly);
+        }
+        let old_key = key(old);
         if new != "data.jsonl" {
             if fixed(new) || new == NOTE_NAME {
                 return Err(FsError::ReadOnly);
             }
             let new = Self::check_name(OsStr::new(new))?;
-            return self.rename_checked(&old_key, &key(v, new), noreplace, caller);
+            return self.rename_checked(&old_key, &key(new), noreplace, caller);
         }
         if noreplace {
             return Err(FsError::Exists);
         }
-        let seq = {
-            let inc = lock(&self.incoming);
-            *inc.names.get(&old_key).ok_or(FsError::NotFound)?
-        };
         // A writer whose close was seen but whose release is on its way writes no more.
         self.await_released(None, seq, Node::Staged(seq).ino());
-        let source = format!("v/{v}/data.jsonl");
+        let source = format!("v/{w}/data.jsonl");
         self.with_io(seq, || {
-            let src = {
+            let (src, written_base) = {
                 let mut inc = lock(&self.incoming);
                 let e = inc.get(seq)?;
+                let read_base = e.read_base;
                 let Some(b) = e.bytes() else { return Err(FsError::NotFound) };
                 if let Some(why) = &b.blocked {
                     return Err(FsError::Blocked(why.clone()));
                 }
-                StagedBytes {
+                let src = StagedBytes {
                     file: b.data(&self.staging)?,
                     len: b.len,
-                }
+                };
+                (src, read_base)
             };
-            match self.commit_edit_of(self.edit_base(v, caller), &source, &src) {
+            let base = written_base.unwrap_or_else(|| self.edit_base(since, caller));
+            match self.commit_edit_of(base, &source, &src) {
                 Ok(_) => {
-                    lock(&self.edit_notes).remove(&v);
+                    lock(&self.edit_notes).remove(&w);
                     Ok(())
                 }
-                Err(err) => Err(self.edit_failed(v, &source, err)),
+                Err(err) => Err(self.edit_failed(w, &source, err)),
             }
         })?;
-        debug!("v/{v}/{old:?} renamed onto data.jsonl and committed");
+        debug!("v/{v}/{old:?} renamed onto v/{w}/data.jsonl and committed");
         self.unlink_staged(&old_key)
     }
 }

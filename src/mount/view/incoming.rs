@@ -268,6 +268,8 @@ impl TableView {
             io: std::mem::replace(&mut e.io, Arc::new(Mutex::new(()))),
             // The committed bytes below `base` stay readable through the name.
             kept: Vec::new(),
+            since: e.since,
+            read_base: e.read_base,
         };
         e.in_place = false;
         inc.files.insert(new, moved);

@@ -11,6 +11,7 @@ const ME: Caller = Caller {
     killed: false,
     still_open: false,
     ino: None,
+    tid: None,
 };
 
 fn table(dir: &Path) -> Table {
