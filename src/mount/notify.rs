@@ -59,7 +59,8 @@ impl Invalidator {
         let sent = std::thread::Builder::new().name("invalidate".into()).spawn(move || {
             for ino in rx {
                 match notifier.inval_inode(INodeNo(ino), -1, 0) {
-                    Ok(()) => {}
+                    // (Said after the kernel took it: tests wait for this line.)
+                    Ok(()) => debug!("invalidated the attributes of inode {ino:#x} in the kernel"),
                     // The connection is gone (unmounted): nothing is cached any more.
                     Err(e) if matches!(e.raw_os_error(), Some(libc::ENODEV | libc::ENOTCONN)) => break,
                     Err(e) => warn!("cannot invalidate the attributes of inode {ino:#x} in the kernel: {e}"),
@@ -94,7 +95,6 @@ impl Invalidator {
                     view.cache_newest(false);
                 }
                 for ino in view.stale_newest() {
-                    debug!("invalidating the attributes of inode {ino:#x}: no longer the newest version's");
                     if tx.send(ino).is_err() {
                         return;
                     }
