@@ -204,15 +204,21 @@ impl LogWaiter {
     pub fn wait(&self) -> bool {
         let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
         let mut events = inotify::Reader::new(&self.fd, &mut buf);
+        let mut ended = false;
         loop {
             match events.next() {
                 Ok(ev) => {
-                    return !ev
+                    ended |= ev
                         .events()
                         .intersects(ReadFlags::IGNORED | ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::UNMOUNT);
                 }
                 Err(Errno::INTR) => continue,
                 Err(_) => return false,
+            }
+            // Every event of the batch read is looked at (the end of the watch may follow a
+            // change in it); the next read would block.
+            if events.is_buffer_empty() {
+                return !ended;
             }
         }
     }
@@ -573,6 +579,40 @@ mod tests {
             assert_eq!(view(&kept), view(&fresh));
             assert_eq!(kept.expect("segment").end, 299);
         }
+    }
+
+    /// A waiter returns at each commit written into the folder, a commit written in place
+    /// included (its close), and says the watch ended once the folder moved.
+    #[test]
+    fn a_waiter_wakes_at_each_change_and_ends_with_the_folder() {
+        for root in watchable_roots() {
+            let (dir, log, _w) = watched(&root);
+            let waiter = LogWaiter::start(&log).expect("waiter");
+            std::thread::scope(|s| {
+                let woke = s.spawn(|| waiter.wait());
+                std::fs::write(dir.join(name(0, "json")), b"{}").expect("write");
+                assert!(woke.join().expect("join"), "the watch ended at a commit");
+            });
+            // (The close of that write may still be queued: drain it first.)
+            while waiter_ready(&waiter) {
+                assert!(waiter.wait());
+            }
+            let mut temps = 0;
+            run(&dir, &Op::LinkCommit(1), &mut temps);
+            assert!(waiter.wait());
+            while waiter_ready(&waiter) {
+                assert!(waiter.wait());
+            }
+            std::fs::rename(&dir, root.path().join("moved")).expect("mv");
+            assert!(!waiter.wait(), "the watch did not end when its folder moved");
+        }
+    }
+
+    /// Whether `w` has an event queued (it would not block).
+    fn waiter_ready(w: &LogWaiter) -> bool {
+        use rustix::event::{PollFd, PollFlags, poll};
+        let mut fds = [PollFd::new(&w.fd, PollFlags::IN)];
+        matches!(poll(&mut fds, Some(&rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 })), Ok(n) if n > 0)
     }
 
     /// The folder moved away ends the watch: callers list as without one.
