@@ -29,7 +29,11 @@ fn setup() -> (Fixture, Mount) {
 
 /// Permission bits of `p` (`stat`, following links).
 fn mode(p: &Path) -> u32 {
-    fs::metadata(p).unwrap_or_else(|e| panic!("stat {}: {e}", p.display())).permissions().mode() & 0o777
+    fs::metadata(p)
+        .unwrap_or_else(|e| panic!("stat {}: {e}", p.display()))
+        .permissions()
+        .mode()
+        & 0o777
 }
 
 /// How many `GETATTR` requests for inode `ino` the daemon's log holds.
@@ -68,7 +72,10 @@ fn the_newest_attributes_are_cached_and_invalidated_at_each_commit() {
         assert_eq!(mode(&data3), 0o644);
     }
     let asked = getattrs(&m, ino3) - before;
-    assert!(asked <= 5, "20 stats of the newest data.jsonl asked the daemon {asked} times: not cached");
+    assert!(
+        asked <= 5,
+        "20 stats of the newest data.jsonl asked the daemon {asked} times: not cached"
+    );
 
     // A commit by another process: `latest` names it at the very next lookup, and the former
     // newest shows read-only once the daemon sent the invalidation (however recently the kernel
@@ -85,7 +92,11 @@ fn the_newest_attributes_are_cached_and_invalidated_at_each_commit() {
     );
     await_invalidation(&m, ino3, inv_data);
     await_invalidation(&m, dir3, inv_dir);
-    assert_eq!(mode(&data3), 0o444, "v/3/data.jsonl still writable after the invalidation");
+    assert_eq!(
+        mode(&data3),
+        0o444,
+        "v/3/data.jsonl still writable after the invalidation"
+    );
     assert_eq!(mode(&f.m("v/3")), 0o555, "v/3 still writable after the invalidation");
     assert_eq!(mode(&f.m("v/4/data.jsonl")), 0o644);
     assert_eq!(fs::read(&data3).expect("read v/3"), f.read_v(3), "v/3's bytes changed");
@@ -99,7 +110,11 @@ fn the_newest_attributes_are_cached_and_invalidated_at_each_commit() {
     fs::write(f.m("incoming/r8.jsonl"), row(8, "d")).expect("write into incoming/");
     assert_eq!(f.latest_link(), "v/5");
     await_invalidation(&m, ino4, inv4);
-    assert_eq!(mode(&data4), 0o444, "v/4/data.jsonl still writable after the invalidation");
+    assert_eq!(
+        mode(&data4),
+        0o444,
+        "v/4/data.jsonl still writable after the invalidation"
+    );
     assert_eq!(fs::read(&data4).expect("read v/4"), f.read_v(4));
 }
 
@@ -113,8 +128,17 @@ fn an_edit_in_place_leaves_each_version_its_bytes_and_size() {
     assert_eq!(fs::metadata(&data3).expect("stat").len(), v3.len() as u64);
 
     // sed -i: a scratch file renamed onto data.jsonl commits version 4.
-    let out = sh(f.dir.path(), "sed -i 's/\"s\":\"b\"/\"s\":\"bb\"/' \"$M/latest/data.jsonl\"", &f.mnt, &f.table);
-    assert!(out.status.success(), "sed -i failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = sh(
+        f.dir.path(),
+        "sed -i 's/\"s\":\"b\"/\"s\":\"bb\"/' \"$M/latest/data.jsonl\"",
+        &f.mnt,
+        &f.table,
+    );
+    assert!(
+        out.status.success(),
+        "sed -i failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(f.latest_link(), "v/4");
     let v4 = f.read_v(4);
     assert_eq!(String::from_utf8_lossy(&v4).matches("\"bb\"").count(), 3);
@@ -152,7 +176,12 @@ fn an_edit_in_place_leaves_each_version_its_bytes_and_size() {
         .arg(&data4)
         .output()
         .expect("run python3");
-    assert!(py.status.success(), "the edit failed: {}\nlog:\n{}", String::from_utf8_lossy(&py.stderr), m.log_text());
+    assert!(
+        py.status.success(),
+        "the edit failed: {}\nlog:\n{}",
+        String::from_utf8_lossy(&py.stderr),
+        m.log_text()
+    );
     assert_eq!(f.latest_link(), "v/5");
     assert_eq!(f.read_v(5), new.as_bytes());
     // Version 4 reads its own bytes with its own size at once, whatever size the kernel held
