@@ -641,6 +641,10 @@ impl TableView {
     /// `data.jsonl` of those versions, forgotten here once returned. The caller invalidates
     /// them (off the request threads: docs/MOUNT.md "Reading").
     pub fn stale_newest(&self) -> Vec<u64> {
+        // Nothing handed out (a stream of commits that nobody stats): no need to read the log.
+        if lock(&self.newest.shown).is_empty() {
+            return Vec::new();
+        }
         let (latest, later) = crate::table::request::one_request(|| {
             crate::table::request::set_no_requester();
             self.versions.latest().ok()
