@@ -71,24 +71,6 @@ impl LogWatch {
     /// that cannot be watched (another file system, no inotify instance or watch left, no
     /// `/proc`) is [`Started::Unwatched`] with the reason.
     pub fn start(log: &Dir) -> Started {
-        use std::os::fd::AsRawFd;
-        match rustix::fs::fstatfs(log.fd()) {
-            // (`f_type` is signed on some targets: the magic numbers are 32 bits.)
-            Ok(sfs) if LOCAL_FILE_SYSTEMS.contains(&(sfs.f_type as u64 & 0xFFFF_FFFF)) => {}
-            Ok(sfs) => {
-                return Started::Unwatched(format!(
-                    "{} is on a file system (type {:#x}) whose changes may not all pass through this kernel",
-                    log.path().display(),
-                    sfs.f_type as u64 & 0xFFFF_FFFF
-                ));
-            }
-            Err(e) => return Started::Unwatched(format!("statfs {}: {e}", log.path().display())),
-        }
-        let fd = match inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC) {
-            Ok(fd) => fd,
-            Err(e) => return Started::Unwatched(format!("inotify_init: {e}")),
-        };
-        let proc_path = format!("/proc/self/fd/{}", log.fd().as_raw_fd());
         let mask = WatchFlags::CREATE
             | WatchFlags::DELETE
             | WatchFlags::MOVED_FROM
@@ -96,13 +78,13 @@ impl LogWatch {
             | WatchFlags::DELETE_SELF
             | WatchFlags::MOVE_SELF
             | WatchFlags::ONLYDIR;
-        if let Err(e) = inotify::add_watch(&fd, proc_path.as_str(), mask) {
-            return Started::Unwatched(format!("inotify_add_watch {}: {e}", log.path().display()));
+        match watch_fd(log, CreateFlags::NONBLOCK | CreateFlags::CLOEXEC, mask) {
+            Ok(fd) => Started::Watching(Box::new(LogWatch {
+                fd,
+                state: Mutex::new(State::default()),
+            })),
+            Err(why) => Started::Unwatched(why),
         }
-        Started::Watching(Box::new(LogWatch {
-            fd,
-            state: Mutex::new(State::default()),
-        }))
     }
 
     /// The segment of the watched folder `log`: the kept one when no event changed it, else
@@ -184,6 +166,86 @@ impl LogWatch {
             apply(st, log, &name, flags);
         }
     }
+}
+
+/// A blocking inotify watch of one `_delta_log/` folder that only says *that* it changed, for a
+/// thread that acts on every change at once (the mount's invalidation of the attributes it let
+/// the kernel cache: docs/MOUNT.md "Reading"). Its own inotify instance, so no other reader of
+/// the folder's events (a [`LogWatch`] drained by requests) can take an event from it: once a
+/// change to a name in the folder has returned to whoever made it, [`LogWaiter::wait`] returns
+/// (inotify(7)).
+#[derive(Debug)]
+pub struct LogWaiter {
+    /// The inotify instance (blocking): one watch, on the folder.
+    fd: OwnedFd,
+}
+
+impl LogWaiter {
+    /// Watch `log` for names created, linked, renamed and removed. (A commit another engine
+    /// writes in place wakes the waiter at its creation, possibly still incomplete: the caller
+    /// then cannot read the newest version and must treat every version as possibly not the
+    /// newest.) Only on the file systems [`LogWatch::start`] watches.
+    ///
+    /// Errors: why the folder cannot be watched (for the daemon's log).
+    pub fn start(log: &Dir) -> std::result::Result<LogWaiter, String> {
+        let mask = WatchFlags::CREATE
+            | WatchFlags::DELETE
+            | WatchFlags::MOVED_FROM
+            | WatchFlags::MOVED_TO
+            | WatchFlags::DELETE_SELF
+            | WatchFlags::MOVE_SELF
+            | WatchFlags::ONLYDIR;
+        watch_fd(log, CreateFlags::CLOEXEC, mask).map(|fd| LogWaiter { fd })
+    }
+
+    /// Block until the folder changed (every event queued by then is consumed). `false` once
+    /// the watch has ended (the folder removed or moved, the file system unmounted, a read
+    /// error): no later change will be reported. A queue overflow counts as a change.
+    pub fn wait(&self) -> bool {
+        let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+        let mut events = inotify::Reader::new(&self.fd, &mut buf);
+        let mut ended = false;
+        loop {
+            match events.next() {
+                Ok(ev) => {
+                    ended |= ev
+                        .events()
+                        .intersects(ReadFlags::IGNORED | ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::UNMOUNT);
+                }
+                Err(Errno::INTR) => continue,
+                Err(_) => return false,
+            }
+            // Every event of the batch read is looked at (the end of the watch may follow a
+            // change in it); the next read would block.
+            if events.is_buffer_empty() {
+                return !ended;
+            }
+        }
+    }
+}
+
+/// An inotify instance (`flags`) with one watch (`mask`) on `log`, added through its open handle
+/// (`/proc/self/fd/N`, so the folder watched is the one held, whatever its path names now), on
+/// the file systems whose every change passes through this kernel ([`LOCAL_FILE_SYSTEMS`]).
+fn watch_fd(log: &Dir, flags: CreateFlags, mask: WatchFlags) -> std::result::Result<OwnedFd, String> {
+    use std::os::fd::AsRawFd;
+    match rustix::fs::fstatfs(log.fd()) {
+        // (`f_type` is signed on some targets: the magic numbers are 32 bits.)
+        Ok(sfs) if LOCAL_FILE_SYSTEMS.contains(&(sfs.f_type as u64 & 0xFFFF_FFFF)) => {}
+        Ok(sfs) => {
+            return Err(format!(
+                "{} is on a file system (type {:#x}) whose changes may not all pass through this kernel",
+                log.path().display(),
+                sfs.f_type as u64 & 0xFFFF_FFFF
+            ));
+        }
+        Err(e) => return Err(format!("statfs {}: {e}", log.path().display())),
+    }
+    let fd = inotify::init(flags).map_err(|e| format!("inotify_init: {e}"))?;
+    let proc_path = format!("/proc/self/fd/{}", log.fd().as_raw_fd());
+    inotify::add_watch(&fd, proc_path.as_str(), mask)
+        .map_err(|e| format!("inotify_add_watch {}: {e}", log.path().display()))?;
+    Ok(fd)
 }
 
 /// Forget the kept listing and segment (the next caller lists).
@@ -517,6 +579,39 @@ mod tests {
             assert_eq!(view(&kept), view(&fresh));
             assert_eq!(kept.expect("segment").end, 299);
         }
+    }
+
+    /// A waiter returns at each commit written into the folder and says the watch ended once
+    /// the folder moved.
+    #[test]
+    fn a_waiter_wakes_at_each_change_and_ends_with_the_folder() {
+        for root in watchable_roots() {
+            let (dir, log, _w) = watched(&root);
+            let waiter = LogWaiter::start(&log).expect("waiter");
+            std::thread::scope(|s| {
+                let woke = s.spawn(|| waiter.wait());
+                std::fs::write(dir.join(name(0, "json")), b"{}").expect("write");
+                assert!(woke.join().expect("join"), "the watch ended at a commit");
+            });
+            while waiter_ready(&waiter) {
+                assert!(waiter.wait());
+            }
+            let mut temps = 0;
+            run(&dir, &Op::LinkCommit(1), &mut temps);
+            assert!(waiter.wait());
+            while waiter_ready(&waiter) {
+                assert!(waiter.wait());
+            }
+            std::fs::rename(&dir, root.path().join("moved")).expect("mv");
+            assert!(!waiter.wait(), "the watch did not end when its folder moved");
+        }
+    }
+
+    /// Whether `w` has an event queued (it would not block).
+    fn waiter_ready(w: &LogWaiter) -> bool {
+        use rustix::event::{PollFd, PollFlags, poll};
+        let mut fds = [PollFd::new(&w.fd, PollFlags::IN)];
+        matches!(poll(&mut fds, Some(&rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 })), Ok(n) if n > 0)
     }
 
     /// The folder moved away ends the watch: callers list as without one.

@@ -533,6 +533,7 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
     let mnt_id = Arc::new(AtomicU64::new(0));
     let fs = TableFs::new(view, mnt_id.clone(), !args.no_passthrough, budget.commit_threads);
     let splice = fs.splice_replies();
+    let invalidator = fs.invalidator();
     let session = Session::new(fs, &mountpoint, &config).map_err(|e| {
         let hint = match e.kind() {
             io::ErrorKind::PermissionDenied if args.allow_other => {
@@ -547,6 +548,7 @@ fn start(args: &MountArgs) -> Result<(Session<TableFs>, PathBuf), StartError> {
         Some(id) => mnt_id.store(id, Ordering::Relaxed),
         None => warn!("cannot find {mountpoint:?} in /proc/self/mountinfo"),
     }
+    invalidator.start(session.notifier());
     match session.as_fd().try_clone_to_owned() {
         Ok(dev) => splice.set_device(dev),
         Err(e) => info!("read replies are not spliced: cannot duplicate the FUSE device descriptor: {e}"),

@@ -42,6 +42,8 @@ pub struct TableFs {
     commits: Committer,
     /// Read replies spliced from the data files, once the session's device is known.
     splice: Arc<super::splice::Replies>,
+    /// Invalidations of cached attributes, sent off the request threads once the session exists.
+    invalidate: Arc<super::notify::Invalidator>,
 }
 
 /// A request's work, with its reply, handed to a [`Committer`] thread.
@@ -117,8 +119,10 @@ impl TableFs {
             mnt_id,
             ..ProcFs::default()
         }));
+        let view = Arc::new(view);
         TableFs {
-            view: Arc::new(view),
+            invalidate: Arc::new(super::notify::Invalidator::new(view.clone())),
+            view,
             passthrough: Passthrough {
                 wanted: passthrough,
                 ..Passthrough::default()
@@ -134,6 +138,13 @@ impl TableFs {
     /// mappings.
     pub fn splice_replies(&self) -> Arc<super::splice::Replies> {
         self.splice.clone()
+    }
+
+    /// The invalidator, to start with the session's notifier once the session exists
+    /// ([`super::notify::Invalidator::start`]); until then the newest version's attributes have
+    /// TTL 0.
+    pub fn invalidator(&self) -> Arc<super::notify::Invalidator> {
+        self.invalidate.clone()
     }
 }
 
@@ -789,8 +800,15 @@ impl Filesystem for TableFs {
         // kernel sends it after the last close's flush was answered), and it only updates the
         // file's counts (or removes an empty staged file): a hand-off to a commit thread cost
         // two context switches per commit.
+        let edit = self.view.is_edit(fh.0);
         self.view.release(fh.0);
         reply.ok();
+        // The editor's writes and truncates changed the size the kernel holds for the
+        // version's inode: the next stat asks again (sent by another thread: never from a
+        // request handler, src/mount/notify.rs).
+        if edit {
+            self.invalidate.inode(ino.0);
+        }
     }
 
     fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {

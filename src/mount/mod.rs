@@ -23,6 +23,7 @@ pub mod errno;
 pub mod fs;
 pub mod incoming;
 pub mod inode;
+pub mod notify;
 pub mod process;
 pub mod splice;
 pub mod versions;

@@ -7,11 +7,11 @@
 //! except that writes to, truncates of and commits of one staged file are serialised by that
 //! file's own I/O lock (a commit of one file never blocks reads, other files or other commits).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -71,6 +71,39 @@ impl Default for ViewConfig {
                 ..Default::default()
             },
         }
+    }
+}
+
+/// How long the kernel may cache the attributes of the newest version's folder and
+/// `data.jsonl` while the daemon watches `_delta_log/` and invalidates them as soon as it sees a
+/// newer version ([`TableView::stale_newest`]; docs/MOUNT.md "Reading"). It bounds how long
+/// `ls -l` can show them writable after a newer version exists when an invalidation loses a
+/// race with the reply that cached them. Their sizes never change (a version's bytes are
+/// immutable; while an edit is open they have TTL 0).
+pub const NEWEST_TTL: Duration = Duration::from_secs(1);
+
+/// What the kernel may cache of the newest version's attributes, and which versions it was told
+/// it may.
+#[derive(Debug, Default)]
+struct NewestCache {
+    /// A watcher invalidates the newest version's attributes when a newer version lands
+    /// ([`TableView::cache_newest`]): they are answered with [`NEWEST_TTL`], else with TTL 0.
+    on: AtomicBool,
+    /// Versions whose attributes were answered as the newest's with [`NEWEST_TTL`] and not
+    /// invalidated since.
+    shown: Mutex<BTreeSet<u64>>,
+    /// Open edits of a `data.jsonl`: while any is open, every `data.jsonl`'s attributes have TTL
+    /// 0 (the kernel keeps one size per inode, which the editor's writes and truncates change).
+    edits: Arc<AtomicUsize>,
+}
+
+/// Counts one open edit in [`NewestCache::edits`] until dropped (with the edit's handle).
+#[derive(Debug)]
+pub(crate) struct EditOpen(Arc<AtomicUsize>);
+
+impl Drop for EditOpen {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -250,6 +283,8 @@ pub struct TableView {
     /// a tool that resolved `latest` to a version may still change that version's folder after
     /// a newer one landed (docs/MOUNT.md "Editing latest/data.jsonl").
     pub(super) latest_seen: Mutex<HashMap<u32, u64>>,
+    /// The newest version's attributes the kernel may cache.
+    newest: NewestCache,
 }
 
 /// Up to `limit` entries of a listing of `total` entries computed from their index (`entry(i)`:
@@ -333,6 +368,7 @@ impl TableView {
             edit_notes: Mutex::default(),
             read_bases: Mutex::default(),
             latest_seen: Mutex::default(),
+            newest: NewestCache::default(),
         };
         view.restore_staged(found, &committed)?;
         Ok(view)
@@ -514,7 +550,8 @@ impl TableView {
                 // latest/data.jsonl"): writable, and TTL 0 so that it shows read-only once a
                 // newer version exists.
                 if self.is_newest(v) {
-                    return Ok(self.fixed_name(self.attr(ino, Kind::Dir, 0, 0o755, nlink, t, Duration::ZERO)));
+                    let ttl = self.newest_ttl(v, false);
+                    return Ok(self.fixed_name(self.attr(ino, Kind::Dir, 0, 0o755, nlink, t, ttl)));
                 }
                 Ok(self.attr(ino, Kind::Dir, 0, 0o555, nlink, t, vttl))
             }
@@ -539,8 +576,12 @@ impl TableView {
                 a.large_io = large_io;
                 if f == VersionFile::Data && self.is_newest(v) {
                     a.perm = 0o644;
-                    a.ttl = Duration::ZERO;
+                    a.ttl = self.newest_ttl(v, true);
                     a = self.fixed_name(a);
+                } else if f == VersionFile::Data && self.edit_open() {
+                    // An edit that outlived its version's newest days still changes the
+                    // inode's size in the kernel.
+                    a.ttl = Duration::ZERO;
                 }
                 Ok(a)
             }
@@ -571,6 +612,64 @@ impl TableView {
                 Ok(self.attr(ino, Kind::File, part.len, 0o444, 1, t, vttl))
             }
         }
+    }
+
+    /// The TTL of the attributes of the newest version `v`'s folder (`data`: its `data.jsonl`):
+    /// [`NEWEST_TTL`] when a watcher invalidates them ([`TableView::cache_newest`]) and, for
+    /// `data.jsonl`, no edit is open; else 0. A version answered with a TTL is remembered until
+    /// [`TableView::stale_newest`] hands it out for invalidation (before the reply is sent, so a
+    /// newer version seen after it invalidates it).
+    fn newest_ttl(&self, v: u64, data: bool) -> Duration {
+        if !self.newest.on.load(Ordering::SeqCst) || (data && self.edit_open()) {
+            return Duration::ZERO;
+        }
+        lock(&self.newest.shown).insert(v);
+        NEWEST_TTL
+    }
+
+    /// Whether an edit of a `data.jsonl` is open.
+    fn edit_open(&self) -> bool {
+        self.newest.edits.load(Ordering::SeqCst) > 0
+    }
+
+    /// Count one more open edit until the returned guard is dropped.
+    pub(super) fn edit_opened(&self) -> EditOpen {
+        self.newest.edits.fetch_add(1, Ordering::SeqCst);
+        EditOpen(self.newest.edits.clone())
+    }
+
+    /// From now on (`on`) the newest version's folder and `data.jsonl` are answered with
+    /// [`NEWEST_TTL`]: the caller watches `_delta_log/` and, at every change, invalidates in the
+    /// kernel the inodes [`TableView::stale_newest`] returns. `false` (the watch ended): TTL 0
+    /// again; the caller then invalidates [`TableView::stale_newest`]'s inodes one last time.
+    pub fn cache_newest(&self, on: bool) {
+        self.newest.on.store(on, Ordering::SeqCst);
+    }
+
+    /// The inodes whose attributes the kernel may hold as the newest version's though that
+    /// version is no longer the newest (or the newest cannot be read now): the folders and
+    /// `data.jsonl` of those versions, forgotten here once returned. The caller invalidates
+    /// them (off the request threads: docs/MOUNT.md "Reading").
+    pub fn stale_newest(&self) -> Vec<u64> {
+        // Nothing handed out (a stream of commits that nobody stats): no need to read the log.
+        if lock(&self.newest.shown).is_empty() {
+            return Vec::new();
+        }
+        let (latest, later) = crate::table::request::one_request(|| {
+            crate::table::request::set_no_requester();
+            self.versions.latest().ok()
+        });
+        crate::table::request::run(later);
+        let mut shown = lock(&self.newest.shown);
+        let stale: Vec<u64> = shown.iter().copied().filter(|v| Some(*v) != latest).collect();
+        for v in &stale {
+            shown.remove(v);
+        }
+        drop(shown);
+        stale
+            .into_iter()
+            .flat_map(|v| [Node::VersionFile(v, VersionFile::Data).ino(), Node::VersionDir(v).ino()])
+            .collect()
     }
 
     /// The parts of `v/<v>/data.jsonl` (docs/MOUNT.md "`v/<n>/parts/`"). `ENOENT` when the version
@@ -1197,6 +1296,7 @@ impl TableView {
                 }
                 let mut a = self.node_attr(node)?;
                 a.size = self.edit_size(e);
+                a.ttl = Duration::ZERO;
                 Ok(a)
             }
             Node::EditNote(_) if changes => Err(FsError::Denied),
@@ -1247,6 +1347,7 @@ impl TableView {
             && let Handle::Edit(e) = h.as_ref()
         {
             a.size = self.edit_size(e);
+            a.ttl = Duration::ZERO;
         }
         Ok(a)
     }

@@ -338,6 +338,13 @@ impl Table {
         &self.dir
     }
 
+    /// Whether `_delta_log/` is watched with inotify ([`Table::watch_log`] succeeded): its
+    /// changes all pass through this kernel, so a [`crate::log::watch::LogWaiter`] on it sees
+    /// every commit.
+    pub fn log_watched(&self) -> bool {
+        self.watch.is_some()
+    }
+
     /// `_delta_log/`'s directory handle.
     pub fn log_dir_handle(&self) -> &Dir {
         &self.log

@@ -24,6 +24,7 @@ mod incoming_security;
 mod incoming_writers;
 mod integrity_mount;
 mod mount;
+mod newest_attrs;
 mod parquet_read;
 mod passthrough;
 mod security;

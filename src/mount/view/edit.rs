@@ -60,6 +60,9 @@ pub(crate) struct Edit {
     pub(super) opener: Option<u32>,
     append: bool,
     st: Mutex<EditState>,
+    /// Counts this edit among the open ones while it lives (their `data.jsonl`s' attributes
+    /// then have TTL 0).
+    _open: super::EditOpen,
 }
 
 #[derive(Debug)]
@@ -178,7 +181,8 @@ impl TableView {
     }
 
     /// Whether `v` is the newest version (its folder and `data.jsonl` are shown writable, with
-    /// TTL 0, so the mode changes when it stops being the newest).
+    /// a short TTL and invalidated when a newer version lands, so the mode changes when it stops
+    /// being the newest: docs/MOUNT.md "Reading").
     pub(super) fn is_newest(&self, v: u64) -> bool {
         self.versions.latest().is_ok_and(|l| l == v)
     }
@@ -206,6 +210,7 @@ impl TableView {
             opener: caller.tgid,
             append: flags & libc::O_APPEND != 0,
             st: Mutex::new(st),
+            _open: self.edit_opened(),
         };
         debug!("v/{v}/data.jsonl: opened for writing ({} bytes)", base_len);
         Ok(Opened {

@@ -694,3 +694,39 @@ fn changes_jsonl_grows_with_every_commit_and_at_names_versions() {
         );
     }
 }
+
+/// With a watcher (`cache_newest`), the newest version's folder and `data.jsonl` are answered
+/// with [`NEWEST_TTL`] and handed out for invalidation once a newer version exists, each once;
+/// while an edit is open, `data.jsonl`s have TTL 0.
+#[test]
+fn the_newest_attributes_are_cached_until_a_newer_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = table(dir.path());
+    let v = view(dir.path());
+    t.append("x", &b"{\"id\":1}\n"[..], &WriteOptions::default()).unwrap();
+    // No watcher: TTL 0, nothing to invalidate.
+    assert_eq!(lookup_path(&v, "v/1/data.jsonl").unwrap().ttl, Duration::ZERO);
+    assert!(v.stale_newest().is_empty());
+    v.cache_newest(true);
+    let data = lookup_path(&v, "v/1/data.jsonl").unwrap();
+    assert_eq!((data.ttl, data.perm), (NEWEST_TTL, 0o644));
+    assert_eq!(lookup_path(&v, "v/1").unwrap().ttl, NEWEST_TTL);
+    // Still the newest: nothing is stale.
+    assert!(v.stale_newest().is_empty());
+    t.append("x", &b"{\"id\":2}\n"[..], &WriteOptions::default()).unwrap();
+    let mut stale = v.stale_newest();
+    stale.sort_unstable();
+    let mut want = vec![data.ino, inode::Node::VersionDir(1).ino()];
+    want.sort_unstable();
+    assert_eq!(stale, want);
+    assert!(v.stale_newest().is_empty(), "handed out twice");
+    assert_eq!(lookup_path(&v, "v/1/data.jsonl").unwrap().perm, 0o444);
+    // An edit open: every data.jsonl has TTL 0 until it is released.
+    let newest = lookup_path(&v, "v/2/data.jsonl").unwrap();
+    assert_eq!(newest.ttl, NEWEST_TTL);
+    let o = v.open_flags(newest.ino, true, libc::O_WRONLY, ME).unwrap();
+    assert_eq!(lookup_path(&v, "v/2/data.jsonl").unwrap().ttl, Duration::ZERO);
+    assert_eq!(lookup_path(&v, "v/1/data.jsonl").unwrap().ttl, Duration::ZERO);
+    v.release(o.fh);
+    assert_eq!(lookup_path(&v, "v/2/data.jsonl").unwrap().ttl, NEWEST_TTL);
+}
