@@ -268,7 +268,7 @@ pub enum Error {
     /// The change feed of a version whose data files a retention vacuum deleted (docs/MOUNT.md
     /// "Following a table: `changes.jsonl`"): its rows are gone; later versions' changes may still
     /// be read.
-    #[error("table {}: version {version}'s changes need data file {}, which the vacuum of {time} (version {vacuum_version}) removed (it is no longer in the table); changes can be read from version {readable_from} on (--from-version {readable_from})", table.display(), path.display())]
+    #[error("table {}: version {version}'s changes need data file {}, which the vacuum of {time} (version {vacuum_version}) removed (it is no longer in the table); changes can be read from version {readable_from} on ({})", table.display(), path.display(), crate::util::spelling::with("from_version", readable_from))]
     ChangesVacuumed {
         /// Table root.
         table: PathBuf,
@@ -288,7 +288,7 @@ pub enum Error {
     /// another engine's log retention removed before it was read (PROTOCOL "Checkpoints"): its
     /// changes are unknown, so the feed stops there rather than skip them (as Delta's streaming
     /// source does by default; docs/MOUNT.md "Versions another engine cleaned up").
-    #[error("table {}: the change feed cannot go on past version {}: the commits of versions {version} to {} were removed from the log (log cleanup) before they were read, so their changes are unknown; changes can be read anew from version {first} on (--from-version {first}, or mount the table again)", table.display(), version.saturating_sub(1), first.saturating_sub(1))]
+    #[error("table {}: the change feed cannot go on past version {}: the commits of versions {version} to {} were removed from the log (log cleanup) before they were read, so their changes are unknown; changes can be read anew from version {first} on ({}, or mount the table again)", table.display(), version.saturating_sub(1), first.saturating_sub(1), crate::util::spelling::with("from_version", first))]
     ChangesCleanedUp {
         /// Table root.
         table: PathBuf,

@@ -245,6 +245,8 @@ _EXIT = {
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = _parser().parse_args(argv)
+    # This command line takes flags, so its messages name flags (`--force`), not keywords.
+    td._tinydelta._spell_options_as("cli")
     try:
         run(args)
     except td.TinyDeltaError as e:

@@ -364,11 +364,12 @@ pub fn vacuum(table: &Table, opts: &VacuumOptions) -> Result<VacuumReport> {
     let retention = opts.retain.unwrap_or(default_retention);
     if retention < default_retention && !opts.force {
         return Err(Error::InvalidArgument(format!(
-            "--retain {} is below the table's retention of removed files ({}, {RETENTION_PROPERTY}): \
+            "{} is below the table's retention of removed files ({}, {RETENTION_PROPERTY}): \
              versions older than it could no longer be read and a reader still reading one would fail; \
-             pass --force if that is what you want",
-            format_duration(retention),
-            format_duration(default_retention)
+             pass {} if that is what you want",
+            crate::util::spelling::with_text("retain", &format_duration(retention)),
+            format_duration(default_retention),
+            crate::util::spelling::switch("force")
         )));
     }
     let now = crate::util::time::now_ms();

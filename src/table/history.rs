@@ -110,7 +110,7 @@ impl Table {
     /// when it is before version 0's commit; as [`Table::commit_times`].
     pub fn version_at_time(&self, time: &str) -> Result<u64> {
         use crate::util::time::{now_ms, parse, shown_ms};
-        let ms = parse(time, now_ms()).map_err(|e| Error::InvalidArgument(format!("--as-of {e}")))?;
+        let ms = parse(time, now_ms()).map_err(|e| Error::InvalidArgument(format!("{} {e}", crate::util::spelling::opt("as_of"))))?;
         if let Some(v) = self.version_as_of(ms)? {
             return Ok(v);
         }

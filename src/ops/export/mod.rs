@@ -235,9 +235,9 @@ fn export_into(
                 "it holds an export in {} mode; run the export again {}",
                 m.mode,
                 if m.mode == "all-versions" {
-                    "with --all-versions"
+                    format!("with {}", crate::util::spelling::switch("all_versions"))
                 } else {
-                    "without --all-versions"
+                    format!("without {}", crate::util::spelling::switch("all_versions"))
                 }
             ));
         }
@@ -284,9 +284,11 @@ fn export_all(
     let first = source.segment()?.first;
     if first > 0 {
         return Err(Error::InvalidArgument(format!(
-            "{}: versions before {first} are not available (their commits were cleaned up), so --all-versions cannot \
-             export them; export one version with --version",
-            source.root().display()
+            "{}: versions before {first} are not available (their commits were cleaned up), so {} cannot \
+             export them; export one version with {}",
+            source.root().display(),
+            crate::util::spelling::switch("all_versions"),
+            crate::util::spelling::opt("version")
         )));
     }
     let mut base = match &d.marker {
