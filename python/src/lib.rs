@@ -660,6 +660,7 @@ impl PyTable {
             "sourceVersion": r.source_version,
             "filesWritten": r.files_written,
             "rows": r.rows,
+            "rowsHeld": r.rows_held,
             "bytesIn": r.bytes_in,
             "bytesOut": r.bytes_out,
             "checkpoints": r.checkpoints,

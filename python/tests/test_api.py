@@ -180,3 +180,13 @@ def test_the_python_command_line_names_flags(table_path):
     )
     assert r.returncode == 2, r.stderr
     assert "pass --force" in r.stderr and "--retain 0 seconds" in r.stderr, r.stderr
+
+
+def test_export_of_an_older_version_counts_the_rows_dest_holds(table_path, tmp_path):
+    t = tinydelta.create(table_path, "id:int! region:str year:int")
+    t.append(ROWS)
+    t.append(OTHER)
+    first = t.export(tmp_path / "dest")
+    assert (first["rows"], first["rowsHeld"]) == (3, 3)
+    back = t.export(tmp_path / "dest", version=1)
+    assert (back["rows"], back["rowsHeld"], back["sourceVersion"]) == (0, 2, 1)

@@ -220,7 +220,10 @@ def run(args: argparse.Namespace) -> None:
             _out(json.dumps(c, separators=(",", ":")))
     elif cmd == "export":
         r = t.export(args.dest, args.version, args.all_versions)
-        _out(f"exported {args.table} version {r['sourceVersion']} into {args.dest}: {_count(r['rows'], 'row', 'rows')}")
+        _out(
+            f"exported {args.table} version {r['sourceVersion']} into {args.dest}: it holds "
+            f"{_count(r['rowsHeld'], 'row', 'rows')} ({_count(r['rows'], 'row', 'rows')} written)"
+        )
     elif cmd == "delete":
         r = t.delete(args.where, expect_version=args.expect_version)
         _out(_change_line(args.table, r))

@@ -898,3 +898,30 @@ fn the_docs_duckdb_lines_read_an_export_offline() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "3\n");
 }
+
+/// The summary's counts are the truth: rows this run wrote, and rows DEST now holds. Going back
+/// from the latest version to an older one writes no rows (it removes files) and holds the
+/// older version's rows, never "0 rows".
+#[test]
+fn an_export_of_an_older_version_says_the_rows_dest_holds() {
+    let src = TempTable::new(&["id:int"]);
+    td_in(&["append", &src.p()], b"{\"id\":1}\n{\"id\":2}\n").ok();
+    td_in(&["append", &src.p()], b"{\"id\":3}\n").ok();
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("dest");
+    let out = export(&src, &dest, &[]).ok().text();
+    assert!(
+        out.contains("(holding version 2 of the table, 3 rows)") && out.contains("3 rows written"),
+        "{out}"
+    );
+    let out = export(&src, &dest, &["--version", "1"]).ok().text();
+    assert!(
+        out.contains("as version 1 (holding version 1 of the table, 2 rows)") && out.contains("0 rows written"),
+        "{out}"
+    );
+    let out = export(&src, &dest, &["--version", "1"]).ok().text();
+    assert!(
+        out.contains("it holds version 1 of") && out.contains("(2 rows); nothing exported"),
+        "{out}"
+    );
+}

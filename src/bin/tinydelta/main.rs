@@ -1537,15 +1537,16 @@ fn export(
     match r.dest_versions {
         None => writeln!(
             out,
-            "{} is up to date: it holds version {} of {}; nothing exported",
+            "{} is up to date: it holds version {} of {} ({}); nothing exported",
             dest.display(),
             r.source_version,
-            table.display()
+            table.display(),
+            count(r.rows_held, "row", "rows")
         ),
         Some((a, b)) => writeln!(
             out,
-            "exported {} to {} as {} (holding version {} of the table): {} written, {} reused, \
-             {} rows, {} of JSONL -> {} of Parquet{}",
+            "exported {} to {} as {} (holding version {} of the table, {}): {} written, {} reused, \
+             {} written, {} of JSONL -> {} of Parquet{}",
             table.display(),
             dest.display(),
             if a == b {
@@ -1554,9 +1555,10 @@ fn export(
                 format!("versions {a}-{b}")
             },
             r.source_version,
+            count(r.rows_held, "row", "rows"),
             count(r.files_written as u64, "Parquet file", "Parquet files"),
             r.files_reused,
-            r.rows,
+            count(r.rows, "row", "rows"),
             mb(r.bytes_in),
             mb(r.bytes_out),
             match r.checkpoints.as_slice() {

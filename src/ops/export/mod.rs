@@ -87,8 +87,12 @@ pub struct Report {
     pub files_written: u64,
     /// Files a version re-adds that an earlier DEST version already holds (a restore).
     pub files_reused: u64,
-    /// Rows written into Parquet files.
+    /// Rows written into Parquet files by this run (an export of an older version than DEST
+    /// holds writes none: it removes files).
     pub rows: u64,
+    /// Rows DEST's newest version holds (those of source version `source_version`), whether
+    /// this run wrote them or an earlier one did.
+    pub rows_held: u64,
     /// JSONL bytes read.
     pub bytes_in: u64,
     /// Parquet bytes written.
@@ -382,6 +386,7 @@ fn export_all(
     }
     if let Some(b) = &base {
         d.check_matches(b)?;
+        report.rows_held = b.num_records();
     }
     Ok(())
 }
@@ -450,6 +455,7 @@ fn export_snapshot(
         let held = source.snapshot(m.source_version)?;
         d.check_matches(&held)?;
         report.source_version = m.source_version;
+        report.rows_held = held.num_records();
         if m.source_version == target {
             return Ok(());
         }
@@ -508,6 +514,7 @@ fn export_snapshot(
     let version = d.latest.map_or(0, |(v, _)| v + 1);
     d.commit(version, info, body, report)?;
     report.source_version = target;
+    report.rows_held = snap.num_records();
     d.check_matches(&snap)?;
     progress(&Progress {
         source_version: target,
