@@ -579,6 +579,7 @@ impl PyTable {
             "numFiles": r.deleted.len(),
             "sizeBytes": r.bytes,
             "numExpiredDataFiles": r.expired,
+            "numExpiredChangeDataFiles": r.expired_change_data,
             "retentionMillis": r.retention.as_millis() as u64,
             "retention": tinydelta::vacuum::format_duration(r.retention),
             "dataKept": r.data_kept,

@@ -189,6 +189,12 @@ def run(args: argparse.Namespace) -> None:
         _out(
             f"{verb} {_count(r['numFiles'], 'file', 'files')} ({_count(r['sizeBytes'], 'byte', 'bytes')}) "
             f"from {args.table}; {r['numExpiredDataFiles']} of them data files removed more than {r['retention']} ago"
+            + (
+                f" and {_count(r['numExpiredChangeDataFiles'], 'change data file', 'change data files')} "
+                "written that long ago"
+                if r["numExpiredChangeDataFiles"]
+                else ""
+            )
         )
         if r["vacuumStartVersion"] is not None:
             _out(

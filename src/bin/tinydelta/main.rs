@@ -1395,6 +1395,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                     "numFiles": report.deleted.len(),
                     "sizeBytes": report.bytes,
                     "numExpiredDataFiles": report.expired,
+                    "numExpiredChangeDataFiles": report.expired_change_data,
                     "retentionMillis": report.retention.as_millis() as u64,
                     "dataKept": report.data_kept,
                     "stagingSkipped": report.staging_skipped,
@@ -1412,12 +1413,19 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             }
             writeln!(
                 out,
-                "{verb} {} ({}) from {}; {} of them data files removed more than {} ago",
+                "{verb} {} ({}) from {}; {} of them data files removed more than {} ago{}",
                 count(report.deleted.len() as u64, "file", "files"),
                 count(report.bytes, "byte", "bytes"),
                 table.display(),
                 report.expired,
                 tinydelta::vacuum::format_duration(report.retention),
+                match report.expired_change_data {
+                    0 => String::new(),
+                    n => format!(
+                        " and {} written that long ago",
+                        count(n as u64, "change data file", "change data files")
+                    ),
+                },
             )
             .map_err(stdout_err)?;
             if let Some((start, end)) = report.commits {
