@@ -49,14 +49,17 @@ pub enum Error {
         latest: u64,
     },
 
-    /// `--as-of` names a time before version 0 was committed.
-    #[error("table {}: no version was committed at or before {time} (version 0 was committed at {first})", table.display())]
+    /// `--as-of` names a time before the first version the log holds was committed (version 0,
+    /// or a later one when log cleanup removed the commits before a checkpoint).
+    #[error("table {}: no version was committed at or before {time} (version {first_version} was committed at {first}{})", table.display(), if *first_version > 0 { format!("; the commits of versions 0 to {} were cleaned up from the log", first_version - 1) } else { String::new() })]
     NoVersionAsOf {
         /// Table root.
         table: PathBuf,
         /// The requested time, as given.
         time: String,
-        /// Version 0's commit time, RFC 3339.
+        /// The first version the log holds (0 unless log cleanup removed older commits).
+        first_version: u64,
+        /// That version's commit time, RFC 3339.
         first: String,
     },
 
