@@ -1755,7 +1755,11 @@ fn outcome(t: &Table, table: &std::path::Path, v: u64) -> Result<serde_json::Val
         if let Some(add) = &a.add {
             files += 1;
             bytes = bytes.saturating_add(add.size);
-            rows = rows.zip(add.num_records()).map(|(a, b)| a.saturating_add(b));
+            // Rows added are the data change: a compaction's re-added file (dataChange false)
+            // adds none (Delta PROTOCOL "Add File and Remove File").
+            if add.data_change {
+                rows = rows.zip(add.num_records()).map(|(a, b)| a.saturating_add(b));
+            }
         }
         if a.remove.is_some() {
             removed += 1;
