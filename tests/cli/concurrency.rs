@@ -89,8 +89,12 @@ fn racing_appends_each_get_a_version_and_no_row_is_lost_or_duplicated() {
         assert!(st.success(), "writer {i}: {st:?} {err}");
         let v = version_in(out);
         assert!(versions.insert(v), "version {v} reported twice");
-        // A writer that ended at version v tried 1, 2, ..., v in turn: one freeze per attempt.
-        assert_eq!(freezes(err) as u64, v, "writer {i} (version {v}) attempts: {err}");
+        // A writer that ended at version v tried version 1, then after each lost race the
+        // version after the newest on disk: at most v attempts (one freeze per attempt), fewer
+        // when others linked several versions while it was frozen (the jump itself is checked
+        // by a_lagging_append_retries_at_the_newest_version_not_one_version_per_attempt).
+        let attempts = freezes(err) as u64;
+        assert!((1..=v).contains(&attempts), "writer {i} (version {v}) attempts: {err}");
         // Its rows are exactly its version's add.
         let adds: Vec<_> = t.commit(v).into_iter().filter(|a| a.get("add").is_some()).collect();
         assert_eq!(adds.len(), 1);
