@@ -49,14 +49,17 @@ pub enum Error {
         latest: u64,
     },
 
-    /// `--as-of` names a time before version 0 was committed.
-    #[error("table {}: no version was committed at or before {time} (version 0 was committed at {first})", table.display())]
+    /// `--as-of` names a time before the first version the log holds was committed (version 0,
+    /// or a later one when log cleanup removed the commits before a checkpoint).
+    #[error("table {}: no version was committed at or before {time} (version {first_version} was committed at {first}{})", table.display(), if *first_version > 0 { format!("; the commits of versions 0 to {} were cleaned up from the log", first_version - 1) } else { String::new() })]
     NoVersionAsOf {
         /// Table root.
         table: PathBuf,
         /// The requested time, as given.
         time: String,
-        /// Version 0's commit time, RFC 3339.
+        /// The first version the log holds (0 unless log cleanup removed older commits).
+        first_version: u64,
+        /// That version's commit time, RFC 3339.
         first: String,
     },
 
@@ -268,7 +271,7 @@ pub enum Error {
     /// The change feed of a version whose data files a retention vacuum deleted (docs/MOUNT.md
     /// "Following a table: `changes.jsonl`"): its rows are gone; later versions' changes may still
     /// be read.
-    #[error("table {}: version {version}'s changes need data file {}, which the vacuum of {time} (version {vacuum_version}) removed (it is no longer in the table); changes can be read from version {readable_from} on (--from-version {readable_from})", table.display(), path.display())]
+    #[error("table {}: version {version}'s changes need data file {}, which the vacuum of {time} (version {vacuum_version}) removed (it is no longer in the table); changes can be read from version {readable_from} on ({})", table.display(), path.display(), crate::util::spelling::with("from_version", readable_from))]
     ChangesVacuumed {
         /// Table root.
         table: PathBuf,
@@ -288,7 +291,7 @@ pub enum Error {
     /// another engine's log retention removed before it was read (PROTOCOL "Checkpoints"): its
     /// changes are unknown, so the feed stops there rather than skip them (as Delta's streaming
     /// source does by default; docs/MOUNT.md "Versions another engine cleaned up").
-    #[error("table {}: the change feed cannot go on past version {}: the commits of versions {version} to {} were removed from the log (log cleanup) before they were read, so their changes are unknown; changes can be read anew from version {first} on (--from-version {first}, or mount the table again)", table.display(), version.saturating_sub(1), first.saturating_sub(1))]
+    #[error("table {}: the change feed cannot go on past version {}: the commits of versions {version} to {} were removed from the log (log cleanup) before they were read, so their changes are unknown; changes can be read anew from version {first} on ({}, or mount the table again)", table.display(), version.saturating_sub(1), first.saturating_sub(1), crate::util::spelling::with("from_version", first))]
     ChangesCleanedUp {
         /// Table root.
         table: PathBuf,

@@ -69,6 +69,12 @@ pub mod quote {
     pub use crate::util::quote::{QUOTED_BYTES, quoted, shortened};
 }
 
+/// How messages spell an option: the command line's `--force` or the Python package's
+/// `force=True` (one setting per process).
+pub mod spelling {
+    pub use crate::util::spelling::{Spelling, current, set};
+}
+
 /// Time expressions (`--as-of`, `at/`), the RFC 3339 form commit times are shown in, the clock.
 pub mod time {
     pub use crate::util::time::{ACCEPTED, now_ms, parse, rfc3339_ms, shown_ms};

@@ -147,6 +147,23 @@ fn lib<T>(r: tinydelta::Result<T>) -> R<T> {
     r.map_err(py_err)
 }
 
+/// Spell options in messages as `"python"` keyword arguments (`force=True`, the default once the
+/// module is imported) or as `"cli"` flags (`--force`; `python -m tinydelta` takes flags).
+#[pyfunction]
+fn _spell_options_as(spelling: &str) -> R<()> {
+    use tinydelta::spelling::{Spelling, set};
+    match spelling {
+        "python" => set(Spelling::Python),
+        "cli" => set(Spelling::Cli),
+        other => {
+            return Err(InvalidArgumentError::new_err(format!(
+                "spelling {other:?} is not \"python\" or \"cli\""
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Create a table at `path` with columns in the CLI's syntax (`id:int!`, `region:str`).
 #[pyfunction]
 fn create(py: Python<'_>, path: PathBuf, columns: Vec<String>) -> R<PyTable> {
@@ -562,6 +579,7 @@ impl PyTable {
             "numFiles": r.deleted.len(),
             "sizeBytes": r.bytes,
             "numExpiredDataFiles": r.expired,
+            "numExpiredChangeDataFiles": r.expired_change_data,
             "retentionMillis": r.retention.as_millis() as u64,
             "retention": tinydelta::vacuum::format_duration(r.retention),
             "dataKept": r.data_kept,
@@ -643,6 +661,7 @@ impl PyTable {
             "sourceVersion": r.source_version,
             "filesWritten": r.files_written,
             "rows": r.rows,
+            "rowsHeld": r.rows_held,
             "bytesIn": r.bytes_in,
             "bytesOut": r.bytes_out,
             "checkpoints": r.checkpoints,
@@ -747,7 +766,10 @@ impl ArrowStream {
 #[pymodule]
 fn _tinydelta(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    // Messages name this package's keyword arguments (`force=True`, `where=`), not CLI flags.
+    tinydelta::spelling::set(tinydelta::spelling::Spelling::Python);
     m.add_function(wrap_pyfunction!(create, m)?)?;
+    m.add_function(wrap_pyfunction!(_spell_options_as, m)?)?;
     m.add_class::<PyTable>()?;
     m.add_class::<ArrowStream>()?;
     m.add("TinyDeltaError", py.get_type::<TinyDeltaError>())?;

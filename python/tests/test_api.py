@@ -141,3 +141,52 @@ def test_stub_and_marker_ship():
     pkg = pathlib.Path(tinydelta.__file__).parent
     assert (pkg / "py.typed").exists()
     assert (pkg / "__init__.pyi").exists()
+
+
+def test_messages_name_keyword_arguments_not_cli_flags(table_path, tmp_path):
+    t = tinydelta.create(table_path, "id:int! region:str year:int")
+    t.append(ROWS)
+    with pytest.raises(tinydelta.InvalidArgumentError) as e:
+        t.vacuum("0s")
+    assert "pass force=True" in str(e.value) and 'retain="0 seconds"' in str(e.value), str(e.value)
+    assert "--" not in str(e.value), str(e.value)
+    with pytest.raises(tinydelta.InvalidArgumentError) as e:
+        t.read(where="nope = 1")
+    assert str(e.value).startswith("where= "), str(e.value)
+    with pytest.raises(tinydelta.InvalidArgumentError) as e:
+        t.update({"year": "nope"}, "id = 1")
+    assert str(e.value).startswith("set= "), str(e.value)
+    with pytest.raises(tinydelta.InvalidArgumentError) as e:
+        t.merge([{"id": 1, "region": "EU", "year": 1}], on="nope")
+    assert str(e.value).startswith("on= no column"), str(e.value)
+    with pytest.raises(tinydelta.InvalidArgumentError) as e:
+        t.changes(from_version=1, to_version=0)
+    assert str(e.value) == "from_version=1 is after to_version=0", str(e.value)
+    t.export(tmp_path / "exported")
+    with pytest.raises(tinydelta.TinyDeltaError) as e:
+        t.export(tmp_path / "exported", all_versions=True)
+    assert "without all_versions=True" in str(e.value), str(e.value)
+
+
+def test_the_python_command_line_names_flags(table_path):
+    import subprocess
+    import sys
+
+    tinydelta.create(table_path, "id:int! region:str year:int")
+    r = subprocess.run(
+        [sys.executable, "-m", "tinydelta", "vacuum", str(table_path), "--retain", "0s"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2, r.stderr
+    assert "pass --force" in r.stderr and "--retain 0 seconds" in r.stderr, r.stderr
+
+
+def test_export_of_an_older_version_counts_the_rows_dest_holds(table_path, tmp_path):
+    t = tinydelta.create(table_path, "id:int! region:str year:int")
+    t.append(ROWS)
+    t.append(OTHER)
+    first = t.export(tmp_path / "dest")
+    assert (first["rows"], first["rowsHeld"]) == (3, 3)
+    back = t.export(tmp_path / "dest", version=1)
+    assert (back["rows"], back["rowsHeld"], back["sourceVersion"]) == (0, 2, 1)

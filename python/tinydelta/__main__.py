@@ -189,6 +189,12 @@ def run(args: argparse.Namespace) -> None:
         _out(
             f"{verb} {_count(r['numFiles'], 'file', 'files')} ({_count(r['sizeBytes'], 'byte', 'bytes')}) "
             f"from {args.table}; {r['numExpiredDataFiles']} of them data files removed more than {r['retention']} ago"
+            + (
+                f" and {_count(r['numExpiredChangeDataFiles'], 'change data file', 'change data files')} "
+                "written that long ago"
+                if r["numExpiredChangeDataFiles"]
+                else ""
+            )
         )
         if r["vacuumStartVersion"] is not None:
             _out(
@@ -220,7 +226,10 @@ def run(args: argparse.Namespace) -> None:
             _out(json.dumps(c, separators=(",", ":")))
     elif cmd == "export":
         r = t.export(args.dest, args.version, args.all_versions)
-        _out(f"exported {args.table} version {r['sourceVersion']} into {args.dest}: {_count(r['rows'], 'row', 'rows')}")
+        _out(
+            f"exported {args.table} version {r['sourceVersion']} into {args.dest}: it holds "
+            f"{_count(r['rowsHeld'], 'row', 'rows')} ({_count(r['rows'], 'row', 'rows')} written)"
+        )
     elif cmd == "delete":
         r = t.delete(args.where, expect_version=args.expect_version)
         _out(_change_line(args.table, r))
@@ -245,6 +254,8 @@ _EXIT = {
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = _parser().parse_args(argv)
+    # This command line takes flags, so its messages name flags (`--force`), not keywords.
+    td._tinydelta._spell_options_as("cli")
     try:
         run(args)
     except td.TinyDeltaError as e:

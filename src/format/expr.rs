@@ -630,8 +630,9 @@ impl Predicate {
     /// the column or the token (a syntax error, an unknown column, a type mismatch, an
     /// unsupported construct, a condition that is not boolean).
     pub fn parse(schema: &Schema, text: &str) -> Result<Predicate> {
-        let c = Compiler { schema, text, what: "--where" };
-        let ast = parse("--where", text)?;
+        let what = crate::util::spelling::opt("where");
+        let c = Compiler { schema, text, what: &what };
+        let ast = parse(&what, text)?;
         let node = c.condition(&ast)?;
         Ok(Predicate(Expr {
             node,
@@ -691,8 +692,9 @@ impl Assignment {
     /// Parse and type-check `text`, `COL = EXPR`, against `schema`. Errors:
     /// [`Error::InvalidArgument`] naming the column or the token.
     pub fn parse(schema: &Schema, text: &str) -> Result<Assignment> {
-        let c = Compiler { schema, text, what: "--set" };
-        let ast = parse("--set", text)?;
+        let what = crate::util::spelling::opt("set");
+        let c = Compiler { schema, text, what: &what };
+        let ast = parse(&what, text)?;
         let Ast::BinaryOp { left, op: B::Eq, right } = &ast else {
             return Err(c.err("is not COLUMN = EXPRESSION"));
         };

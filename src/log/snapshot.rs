@@ -405,7 +405,9 @@ pub struct Replay {
     bytes: u64,
     /// Live files whose `add` has no row count in its stats (their rows are not in `rows`).
     unstated: usize,
-    /// The slots the commit being applied (or last applied) added.
+    /// The slots the commit being applied (or last applied) added as a data change
+    /// (`dataChange` true: not a compaction's rearrangement, Delta PROTOCOL "Add File and Remove
+    /// File").
     last_adds: Vec<usize>,
     /// A `remove` of the commit being applied that named no live file, and how many did.
     stray_removes: (Option<String>, u64),
@@ -599,7 +601,9 @@ impl Replay {
             if let Some(set) = &mut self.ever_added {
                 set.insert(add.path.clone());
             }
-            self.last_adds.push(self.files.len());
+            if add.data_change {
+                self.last_adds.push(self.files.len());
+            }
             self.add_file(Arc::new(FileEntry::from_add(add, version)));
         }
         if let Some(r) = &a.remove
@@ -732,7 +736,8 @@ impl Replay {
             .collect()
     }
 
-    /// The files the last applied commit added that are still live after it.
+    /// The files the last applied commit added as a data change (`dataChange` true; a
+    /// compaction's files, `dataChange` false, are not) that are still live after it.
     pub fn last_added(&self) -> Vec<FileEntry> {
         self.last_adds
             .iter()

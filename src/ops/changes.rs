@@ -841,7 +841,11 @@ pub fn print(
     if let (Some(n), Some(m)) = (from, to)
         && n > m
     {
-        return Err(Error::InvalidArgument(format!("--from-version {n} is after --to-version {m}")));
+        return Err(Error::InvalidArgument(format!(
+            "{} is after {}",
+            crate::util::spelling::with("from_version", n),
+            crate::util::spelling::with("to_version", m)
+        )));
     }
     if let Some(n) = from
         && n > latest

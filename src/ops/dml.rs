@@ -145,7 +145,8 @@ fn eval_error(path: &Path, n: u64, why: String) -> Error {
 pub fn read(table: &Table, snap: &Snapshot, opts: &ReadOptions, out: &mut dyn Write) -> Result<ReadReport> {
     if let Some(d) = opts.columns.as_deref().and_then(first_repeated) {
         return Err(Error::InvalidArgument(format!(
-            "--columns names {} twice (a row holds each key once)",
+            "{} names {} twice (a row holds each key once)",
+            crate::util::spelling::opt("columns"),
             crate::util::quote::quoted(d)
         )));
     }
@@ -162,7 +163,8 @@ pub fn read(table: &Table, snap: &Snapshot, opts: &ReadOptions, out: &mut dyn Wr
                         .ok_or_else(|| {
                             let names: Vec<&str> = snap.schema.columns.iter().map(|c| c.name.as_str()).collect();
                             Error::InvalidArgument(format!(
-                                "--columns: no column {} in the table (its columns: {})",
+                                "{} no column {} in the table (its columns: {})",
+                                crate::util::spelling::opt("columns"),
                                 crate::util::quote::quoted(c),
                                 names.join(", ")
                             ))
@@ -853,14 +855,18 @@ pub fn update(table: &Table, predicate: &str, sets: &[String], opts: &ChangeOpti
 /// Parse `--set` assignments; a column set twice is refused. Errors: [`Error::InvalidArgument`].
 pub fn parse_sets(schema: &Schema, sets: &[String]) -> Result<Vec<Assignment>> {
     if sets.is_empty() {
-        return Err(Error::InvalidArgument("update needs at least one --set 'COLUMN = EXPRESSION'".into()));
+        return Err(Error::InvalidArgument(format!(
+            "update needs at least one {} 'COLUMN = EXPRESSION'",
+            crate::util::spelling::opt("set")
+        )));
     }
     let mut out: Vec<Assignment> = Vec::new();
     for s in sets {
         let a = Assignment::parse(schema, s)?;
         if out.iter().any(|o| o.column == a.column) {
             return Err(Error::InvalidArgument(format!(
-                "--set: column {} is set twice",
+                "{} column {} is set twice",
+                crate::util::spelling::opt("set"),
                 crate::util::quote::quoted(&a.column)
             )));
         }
@@ -1009,7 +1015,10 @@ fn read_source(
                     Some(other) => {
                         return Err(bad(
                             &format!("\"{col}\""),
-                            format!("the --delete-when column must be true, false or null, not {other}"),
+                            format!(
+                                "the {} column must be true, false or null, not {other}",
+                                crate::util::spelling::opt("delete_when")
+                            ),
                         ));
                     }
                 };
@@ -1029,7 +1038,8 @@ fn read_source(
         bytes += canon.len() as u64;
         if bytes > max {
             return Err(Error::InvalidArgument(format!(
-                "{name}: the source's rows take more than {max} bytes in memory (--max-source-bytes)"
+                "{name}: the source's rows take more than {max} bytes in memory ({})",
+                crate::util::spelling::opt("max_source_bytes")
             )));
         }
         let canonical = String::from_utf8_lossy(canon.strip_suffix(b"\n").unwrap_or(&canon)).into_owned();
@@ -1057,18 +1067,23 @@ pub fn merge(table: &Table, source: &str, input: impl BufRead, opts: &MergeOptio
         Err(report) => return Ok(report),
     };
     if opts.on.is_empty() {
-        return Err(Error::InvalidArgument("merge needs --on KEY[,KEY...]".into()));
+        return Err(Error::InvalidArgument(format!(
+            "merge needs {} KEY[,KEY...]",
+            crate::util::spelling::opt("on")
+        )));
     }
     if let Some(d) = first_repeated(&opts.on) {
         return Err(Error::InvalidArgument(format!(
-            "--on names {} twice",
+            "{} names {} twice",
+            crate::util::spelling::opt("on"),
             crate::util::quote::quoted(d)
         )));
     }
     for k in &opts.on {
         if !snap.schema.columns.iter().any(|c| c.name == *k) {
             return Err(Error::InvalidArgument(format!(
-                "--on: no column {} in the table",
+                "{} no column {} in the table",
+                crate::util::spelling::opt("on"),
                 crate::util::quote::quoted(k)
             )));
         }
@@ -1077,7 +1092,8 @@ pub fn merge(table: &Table, source: &str, input: impl BufRead, opts: &MergeOptio
         && snap.schema.columns.iter().any(|c| c.name == *d)
     {
         return Err(Error::InvalidArgument(format!(
-            "--delete-when {}: a column of the table; the marker must be a column of the source only",
+            "{} {}: a column of the table; the marker must be a column of the source only",
+            crate::util::spelling::opt("delete_when"),
             crate::util::quote::quoted(d)
         )));
     }

@@ -273,7 +273,10 @@ pub fn optimize(table: &Table, opts: &OptimizeOptions) -> Result<OptimizeReport>
     } = opts;
     let (target_size, opts) = (*target_size, write);
     if target_size == 0 {
-        return Err(Error::InvalidArgument("--target-size must be more than 0 bytes".into()));
+        return Err(Error::InvalidArgument(format!(
+            "{} must be more than 0 bytes",
+            crate::util::spelling::opt("target_size")
+        )));
     }
     let read_version = table.latest_version()?;
     let snap = table.snapshot(read_version)?;

@@ -123,8 +123,13 @@ pub struct VacuumReport {
     pub deleted: Vec<(PathBuf, u64)>,
     /// Their total size, bytes.
     pub bytes: u64,
-    /// How many of `deleted` were data files some version named (retention vacuum).
+    /// How many of `deleted` were data files some version's `add` named (retention vacuum): the
+    /// files `check` counts as "deleted on purpose by a retention vacuum".
     pub expired: usize,
+    /// How many of `deleted` were change data files (`_change_data/`) some version's `cdc`
+    /// named, expired with their commit's time (Delta PROTOCOL "Change Data Files"; they are
+    /// never part of a version's data, so `check` does not count them).
+    pub expired_change_data: usize,
     /// The retention used for removed data files.
     pub retention: Duration,
     /// The `VACUUM START` and `VACUUM END` versions, when data files some version named were
@@ -364,11 +369,12 @@ pub fn vacuum(table: &Table, opts: &VacuumOptions) -> Result<VacuumReport> {
     let retention = opts.retain.unwrap_or(default_retention);
     if retention < default_retention && !opts.force {
         return Err(Error::InvalidArgument(format!(
-            "--retain {} is below the table's retention of removed files ({}, {RETENTION_PROPERTY}): \
+            "{} is below the table's retention of removed files ({}, {RETENTION_PROPERTY}): \
              versions older than it could no longer be read and a reader still reading one would fail; \
-             pass --force if that is what you want",
-            format_duration(retention),
-            format_duration(default_retention)
+             pass {} if that is what you want",
+            crate::util::spelling::with_text("retain", &format_duration(retention)),
+            format_duration(default_retention),
+            crate::util::spelling::switch("force")
         )));
     }
     let now = crate::util::time::now_ms();
@@ -489,7 +495,9 @@ pub fn vacuum(table: &Table, opts: &VacuumOptions) -> Result<VacuumReport> {
         } else {
             delete_expired(table, &inv, expired, retention, default_retention, &mut report)?
         };
-        report.expired = deleted.len();
+        let cdc_prefix = format!("{}/", crate::table::cdc::CHANGE_DATA_DIR);
+        report.expired_change_data = deleted.iter().filter(|(p, _)| p.starts_with(&cdc_prefix)).count();
+        report.expired = deleted.len() - report.expired_change_data;
         for (p, size) in deleted {
             report.bytes = report.bytes.saturating_add(size);
             report.deleted.push((table.root().join(p), size));

@@ -211,11 +211,21 @@ fn commit_loop_with(
                 if expect_version.is_some() {
                     return Err(conflict);
                 }
-                if conflicts(version)? {
-                    return Err(conflict);
+                // Retry at the newest version, found by one listing of the log (the segment),
+                // not one lost race per version: every version skipped gets Delta's conflict
+                // check (PROTOCOL "Optimistic Concurrency Control").
+                let newest = table.segment()?.end.max(version);
+                for v in version..=newest {
+                    if conflicts(v)? {
+                        return Err(Error::ConcurrentWrite {
+                            table: root.to_path_buf(),
+                            read_version,
+                            version: v,
+                        });
+                    }
                 }
-                prev_ts = table.commit_info(version)?.timestamp;
-                version += 1;
+                prev_ts = table.commit_info(newest)?.timestamp;
+                version = newest + 1;
             }
         }
     }
@@ -323,16 +333,18 @@ fn commit_sequenced(
             let version = match st.next {
                 Some(v) if v > read_version && v > lost => v,
                 stale => {
-                    // A new epoch: the version after the one this append read, or after the one
-                    // it lost (a ticket of the epoch before, if any is out, is void: its
-                    // version is on disk already). One version per attempt, as a writer without
-                    // tickets goes (docs/FORMAT.md "Concurrency").
+                    // A new epoch: the version after the one this append read, or after the
+                    // newest on disk once it lost a race (one listing of the log, the segment;
+                    // the versions skipped are checked for conflicts below, before anything is
+                    // written). A ticket of the epoch before, if any is out, is void: its
+                    // version is on disk already (docs/FORMAT.md "Concurrency").
                     if stale.is_some() {
                         st.epoch += 1;
                         st.next = None;
                         seq.linked.notify_all();
                     }
-                    let v = read_version.max(lost) + 1;
+                    let newest = if lost > 0 { table.segment()?.end } else { 0 };
+                    let v = read_version.max(lost).max(newest) + 1;
                     st.last_ts = table.commit_timestamp(v - 1)?;
                     st.first = v;
                     st.linked = v - 1;

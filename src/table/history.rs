@@ -107,10 +107,10 @@ impl Table {
     /// `time` in any form of [`crate::util::time::parse`], docs/CLI.md "Usage").
     ///
     /// Errors: [`Error::InvalidArgument`] when `time` does not parse; [`Error::NoVersionAsOf`]
-    /// when it is before version 0's commit; as [`Table::commit_times`].
+    /// when it is before the commit of the first version the log holds; as [`Table::commit_times`].
     pub fn version_at_time(&self, time: &str) -> Result<u64> {
         use crate::util::time::{now_ms, parse, shown_ms};
-        let ms = parse(time, now_ms()).map_err(|e| Error::InvalidArgument(format!("--as-of {e}")))?;
+        let ms = parse(time, now_ms()).map_err(|e| Error::InvalidArgument(format!("{} {e}", crate::util::spelling::opt("as_of"))))?;
         if let Some(v) = self.version_as_of(ms)? {
             return Ok(v);
         }
@@ -118,16 +118,12 @@ impl Table {
             r if r == time => time.to_string(),
             r => format!("{time} ({r})"),
         };
+        let first_version = self.segment()?.first;
         Err(Error::NoVersionAsOf {
             table: self.root().to_path_buf(),
             time: shown,
-            first: shown_ms(
-                self.commit_times(self.segment()?.first)?
-                    .1
-                    .first()
-                    .copied()
-                    .unwrap_or_default(),
-            ),
+            first_version,
+            first: shown_ms(self.commit_times(first_version)?.1.first().copied().unwrap_or_default()),
         })
     }
 }

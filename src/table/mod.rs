@@ -149,9 +149,11 @@ pub struct HistoryEntry {
     pub commit_info: CommitInfo,
     /// The time as the commit records it (resolved, not raised).
     pub recorded_timestamp: i64,
-    /// Rows the commit wrote: its `numOutputRows` (Delta) or `num_added_rows` (delta-rs)
-    /// metric, or for a commit that records neither, the rows of the files it added (stats,
-    /// else counted in the files); `None` when a file to count could not be read.
+    /// Rows the commit wrote as a data change: its `numOutputRows` (Delta) or `num_added_rows`
+    /// (delta-rs) metric, or for a commit that records neither, the rows of the files it added
+    /// with `dataChange` true (stats, else counted in the files; a compaction's files, which
+    /// only rearrange rows, count none: Delta PROTOCOL "Add File and Remove File"); `None` when
+    /// a file to count could not be read.
     pub rows: Option<u64>,
     /// Rows live after the commit: the live files' stats, plus the rows counted in the live
     /// files whose `add` has no row count (each such file read once per `history`). `None`
@@ -1226,7 +1228,7 @@ impl Table {
                     .actions
                     .iter()
                     .filter_map(|a| a.add.as_ref())
-                    .filter(|a| replay.is_live(&a.path))
+                    .filter(|a| a.data_change && replay.is_live(&a.path))
                     .map(|a| crate::log::snapshot::FileEntry::from_add(a, seg.first))
                     .collect();
                 out.push(entry(seg.first, &replay, info, recorded_timestamp, added));

@@ -3,5 +3,6 @@
 pub mod lru;
 pub mod pool;
 pub mod quote;
+pub mod spelling;
 pub mod sync;
 pub mod time;

@@ -89,8 +89,12 @@ fn racing_appends_each_get_a_version_and_no_row_is_lost_or_duplicated() {
         assert!(st.success(), "writer {i}: {st:?} {err}");
         let v = version_in(out);
         assert!(versions.insert(v), "version {v} reported twice");
-        // A writer that ended at version v tried 1, 2, ..., v in turn: one freeze per attempt.
-        assert_eq!(freezes(err) as u64, v, "writer {i} (version {v}) attempts: {err}");
+        // A writer that ended at version v tried version 1, then after each lost race the
+        // version after the newest on disk: at most v attempts (one freeze per attempt), fewer
+        // when others linked several versions while it was frozen (the jump itself is checked
+        // by a_lagging_append_retries_at_the_newest_version_not_one_version_per_attempt).
+        let attempts = freezes(err) as u64;
+        assert!((1..=v).contains(&attempts), "writer {i} (version {v}) attempts: {err}");
         // Its rows are exactly its version's add.
         let adds: Vec<_> = t.commit(v).into_iter().filter(|a| a.get("add").is_some()).collect();
         assert_eq!(adds.len(), 1);
@@ -614,4 +618,71 @@ fn racing_appends_with_auto_compaction_keep_every_row_once_and_in_order() {
         "a losing compaction left a data file"
     );
     t.td("check", &["--deep"]).ok();
+}
+
+/// An append whose snapshot is many versions behind (frozen after reading it while 20 others
+/// commit) retries at the newest version after its first lost race: it tries to link a commit
+/// twice (`linkat`, counted by strace), not once per version it is behind, and lands after the
+/// others with every row once.
+#[test]
+fn a_lagging_append_retries_at_the_newest_version_not_one_version_per_attempt() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(0, 1)); // 1
+    let trace = t.dir.path().join("strace.out");
+    let mut c = Command::new("strace");
+    c.args(["-f", "-qq", "-e", "trace=linkat,link", "-o"])
+        .arg(&trace)
+        .arg(BIN)
+        .args(t.args("append", &[]))
+        .env("TINYDELTA_FAILPOINT", "data-written=freeze")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().expect("spawn strace (the test needs strace)");
+    child.stdin.take().unwrap().write_all(&small_rows(100, 1)).unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let pid: i32 = loop {
+        let mut line = String::new();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "the append exited before freezing"
+        );
+        if let Some(p) = line.trim_end().strip_prefix("failpoint data-written: frozen pid ") {
+            break p.parse().unwrap();
+        }
+    };
+    wait_stopped(pid as u32, "data-written");
+    for i in 0..20 {
+        t.append(&small_rows(1 + i, 1)); // 2..=21
+    }
+    signal(pid as u32, libc::SIGCONT);
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert!(status.success(), "{rest}");
+    assert_eq!(t.latest(), 22, "{rest}");
+    let links = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("link(") || l.contains("linkat("))
+        .filter(|l| l.contains("_delta_log") || l.contains(".json"))
+        .count();
+    assert!(
+        (1..=2).contains(&links),
+        "{links} link attempts for an append 20 versions behind:\n{}",
+        std::fs::read_to_string(&trace).unwrap()
+    );
+    let mut ids: Vec<i64> = lines(&t.read())
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    ids.sort();
+    assert_eq!(ids, (0..=20).chain([100]).collect::<Vec<_>>());
+    assert_clean_log(&t, 22);
 }

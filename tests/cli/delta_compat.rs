@@ -789,6 +789,31 @@ fn deltalake_opens_the_delta_checkpoints_tinydelta_writes() {
 /// 0 that would make the log a hole.
 #[test]
 fn create_refuses_a_table_whose_early_commits_were_cleaned_up() {
+    let t = cleaned_up_before_5();
+    let out = crate::support::td(&["create", &t.p(), "id:int"]);
+    assert_ne!(out.code, 0, "create over a cleaned-up log: {}", out.text());
+    out.stderr_has(&["exists"]);
+    assert!(
+        !t.log_dir().join(format!("{:020}.json", 0)).exists(),
+        "no version 0 written"
+    );
+    crate::support::td(&["check", &t.p()]).ok();
+}
+
+/// `read --as-of` a time before the log's start (after log cleanup) names the first version
+/// the log holds and its time, never "version 0".
+#[test]
+fn as_of_before_a_cleaned_up_logs_start_names_its_first_version() {
+    let t = cleaned_up_before_5();
+    t.td("read", &["--as-of", "1970-01-01T00:00:00Z"]).code(4).stderr_has(&[
+        "(version 5 was committed at ",
+        "the commits of versions 0 to 4 were cleaned up from the log",
+    ]);
+}
+
+/// A table of versions 0-5 with a checkpoint at 5 whose commits 0-4 were removed, as another
+/// engine's log cleanup leaves it.
+fn cleaned_up_before_5() -> crate::support::TempTable {
     let t = crate::support::TempTable::new(&["id:int"]);
     crate::support::td(&["alter", &t.p(), "set-property", "delta.checkpointInterval=5"]).ok(); // version 1
     for i in 0..4 {
@@ -803,14 +828,7 @@ fn create_refuses_a_table_whose_early_commits_were_cleaned_up() {
     for v in 0..5u64 {
         std::fs::remove_file(t.log_dir().join(format!("{v:020}.json"))).expect("remove a commit");
     }
-    let out = crate::support::td(&["create", &t.p(), "id:int"]);
-    assert_ne!(out.code, 0, "create over a cleaned-up log: {}", out.text());
-    out.stderr_has(&["exists"]);
-    assert!(
-        !t.log_dir().join(format!("{:020}.json", 0)).exists(),
-        "no version 0 written"
-    );
-    crate::support::td(&["check", &t.p()]).ok();
+    t
 }
 
 /// A table past 1,000 versions whose private checkpoint was built from a Delta checkpoint

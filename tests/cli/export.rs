@@ -484,7 +484,7 @@ fn a_rerun_continues_and_refuses_a_dest_another_writer_changed() {
     src.append_file("delta_compat/types-a.jsonl");
     export(&src, &dest, &["--all-versions"]).code(1).stderr_has(&[
         "newest version 4 was not written by tinydelta export",
-        "another writer changed it",
+        "another writer committed after the export's version 3",
     ]);
     assert_eq!(dest_versions(&dest), vec![0, 1, 2, 3, 4]);
 }
@@ -897,4 +897,49 @@ fn the_docs_duckdb_lines_read_an_export_offline() {
         .expect("run unshare");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "3\n");
+}
+
+/// The summary's counts are the truth: rows this run wrote, and rows DEST now holds. Going back
+/// from the latest version to an older one writes no rows (it removes files) and holds the
+/// older version's rows, never "0 rows".
+#[test]
+fn an_export_of_an_older_version_says_the_rows_dest_holds() {
+    let src = TempTable::new(&["id:int"]);
+    td_in(&["append", &src.p()], b"{\"id\":1}\n{\"id\":2}\n").ok();
+    td_in(&["append", &src.p()], b"{\"id\":3}\n").ok();
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("dest");
+    let out = export(&src, &dest, &[]).ok().text();
+    assert!(
+        out.contains("(holding version 2 of the table, 3 rows)") && out.contains("3 rows written"),
+        "{out}"
+    );
+    let out = export(&src, &dest, &["--version", "1"]).ok().text();
+    assert!(
+        out.contains("as version 1 (holding version 1 of the table, 2 rows)") && out.contains("0 rows written"),
+        "{out}"
+    );
+    let out = export(&src, &dest, &["--version", "1"]).ok().text();
+    assert!(
+        out.contains("it holds version 1 of") && out.contains("(2 rows); nothing exported"),
+        "{out}"
+    );
+}
+
+/// A DEST that is a Delta table no export wrote (here a tinydelta JSONL table) is refused saying
+/// so, not as if another writer had changed an export.
+#[test]
+fn export_into_a_table_no_export_wrote_says_what_it_is() {
+    let src = TempTable::new(&["id:int"]);
+    td_in(&["append", &src.p()], b"{\"id\":1}\n").ok();
+    let other = TempTable::new(&["id:int"]);
+    td_in(&["append", &other.p()], b"{\"id\":2}\n").ok();
+    let dest = PathBuf::from(other.p());
+    let out = export(&src, &dest, &[]).code(1).stderr_has(&[
+        "is a Delta table that tinydelta export did not write (none of its versions 0-1 is an export; the newest: \
+         operation \"WRITE\"",
+        "export into a new folder; nothing was exported",
+    ]);
+    assert!(!out.stderr.contains("another writer"), "{}", out.stderr);
+    assert_eq!(other.latest(), 1);
 }

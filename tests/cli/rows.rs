@@ -582,9 +582,18 @@ fn the_change_feed_shows_update_images_and_deleted_rows_only() {
         assert_eq!(cdc[0]["dataChange"], false);
     }
     // A vacuum with no retention deletes them; the feed of those versions names the vacuum.
-    t.td("vacuum", &["--retain", "0s", "--force"]).ok();
+    // Its counts say what they count, and the data files it counts are the ones `check` counts.
+    let out = t.td("vacuum", &["--retain", "0s", "--force", "--json"]).ok().json();
+    assert_eq!(out["numExpiredChangeDataFiles"], 3, "{out}");
+    let data = out["numExpiredDataFiles"].as_u64().unwrap();
+    assert_eq!(out["numFiles"].as_u64().unwrap(), data + 3, "{out}");
     let left = std::fs::read_dir(t.path.join("_change_data")).unwrap().count();
     assert_eq!(left, 0, "change data files left after the vacuum");
+    let check = t.td("check", &[]).ok().text();
+    assert!(
+        check.contains(&format!("{data} data files named by versions up to")),
+        "{check}"
+    );
     t.td("changes", &["--from-version", "2"]).code(4).stderr_has(&[
         "version 2's changes need",
         "_change_data/cdc-",

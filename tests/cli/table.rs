@@ -2016,3 +2016,35 @@ fn auto_compaction_follows_the_table_property_after_appends() {
     let actions = t.commit(t.latest());
     assert_eq!(actions[0]["commitInfo"]["operation"], "UNSET TBLPROPERTIES");
 }
+
+/// A commit's ROWS are the rows it added as a data change: an OPTIMIZE that re-adds a file it
+/// keeps (`dataChange` false, to keep the row order) adds none, in `history` and in `describe`'s
+/// newest commit alike.
+#[test]
+fn an_optimize_that_re_adds_a_file_it_keeps_adds_no_rows() {
+    let t = TempTable::new(&["id:int!"]);
+    t.append(b"{\"id\":1}\n");
+    t.append(b"{\"id\":2}\n");
+    let big: String = (3..40).map(|i| format!("{{\"id\":{i}}}\n")).collect();
+    t.append(big.as_bytes()); // 3: larger than the target below, so kept
+    t.td("optimize", &["--target-size", "100"]).ok();
+    let v = t.latest();
+    let commit = t.commit(v);
+    let kept = commit
+        .iter()
+        .filter_map(|a| a.get("add"))
+        .filter(|a| a["dataChange"] == false)
+        .count();
+    assert_eq!(kept, 2, "the packed file and the kept one, re-added: {commit:?}");
+    let history = t.td("history", &["--json"]).ok().json();
+    let entry = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["version"] == v)
+        .unwrap()
+        .clone();
+    assert_eq!(entry["operation"], "OPTIMIZE", "{entry}");
+    assert_eq!(entry["rows"], 0, "{entry}");
+    assert_eq!(entry["tableRows"], 39, "{entry}");
+}

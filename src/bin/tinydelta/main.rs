@@ -1398,6 +1398,7 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
                     "numFiles": report.deleted.len(),
                     "sizeBytes": report.bytes,
                     "numExpiredDataFiles": report.expired,
+                    "numExpiredChangeDataFiles": report.expired_change_data,
                     "retentionMillis": report.retention.as_millis() as u64,
                     "dataKept": report.data_kept,
                     "stagingSkipped": report.staging_skipped,
@@ -1415,12 +1416,19 @@ fn run(cmd: Cmd, quiet: bool) -> Result<(), Fail> {
             }
             writeln!(
                 out,
-                "{verb} {} ({}) from {}; {} of them data files removed more than {} ago",
+                "{verb} {} ({}) from {}; {} of them data files removed more than {} ago{}",
                 count(report.deleted.len() as u64, "file", "files"),
                 count(report.bytes, "byte", "bytes"),
                 table.display(),
                 report.expired,
                 tinydelta::vacuum::format_duration(report.retention),
+                match report.expired_change_data {
+                    0 => String::new(),
+                    n => format!(
+                        " and {} written that long ago",
+                        count(n as u64, "change data file", "change data files")
+                    ),
+                },
             )
             .map_err(stdout_err)?;
             if let Some((start, end)) = report.commits {
@@ -1540,15 +1548,16 @@ fn export(
     match r.dest_versions {
         None => writeln!(
             out,
-            "{} is up to date: it holds version {} of {}; nothing exported",
+            "{} is up to date: it holds version {} of {} ({}); nothing exported",
             dest.display(),
             r.source_version,
-            table.display()
+            table.display(),
+            count(r.rows_held, "row", "rows")
         ),
         Some((a, b)) => writeln!(
             out,
-            "exported {} to {} as {} (holding version {} of the table): {} written, {} reused, \
-             {} rows, {} of JSONL -> {} of Parquet{}",
+            "exported {} to {} as {} (holding version {} of the table, {}): {} written, {} reused, \
+             {} written, {} of JSONL -> {} of Parquet{}",
             table.display(),
             dest.display(),
             if a == b {
@@ -1557,9 +1566,10 @@ fn export(
                 format!("versions {a}-{b}")
             },
             r.source_version,
+            count(r.rows_held, "row", "rows"),
             count(r.files_written as u64, "Parquet file", "Parquet files"),
             r.files_reused,
-            r.rows,
+            count(r.rows, "row", "rows"),
             mb(r.bytes_in),
             mb(r.bytes_out),
             match r.checkpoints.as_slice() {
@@ -1748,7 +1758,11 @@ fn outcome(t: &Table, table: &std::path::Path, v: u64) -> Result<serde_json::Val
         if let Some(add) = &a.add {
             files += 1;
             bytes = bytes.saturating_add(add.size);
-            rows = rows.zip(add.num_records()).map(|(a, b)| a.saturating_add(b));
+            // Rows added are the data change: a compaction's re-added file (dataChange false)
+            // adds none (Delta PROTOCOL "Add File and Remove File").
+            if add.data_change {
+                rows = rows.zip(add.num_records()).map(|(a, b)| a.saturating_add(b));
+            }
         }
         if a.remove.is_some() {
             removed += 1;

@@ -87,8 +87,12 @@ pub struct Report {
     pub files_written: u64,
     /// Files a version re-adds that an earlier DEST version already holds (a restore).
     pub files_reused: u64,
-    /// Rows written into Parquet files.
+    /// Rows written into Parquet files by this run (an export of an older version than DEST
+    /// holds writes none: it removes files).
     pub rows: u64,
+    /// Rows DEST's newest version holds (those of source version `source_version`), whether
+    /// this run wrote them or an earlier one did.
+    pub rows_held: u64,
     /// JSONL bytes read.
     pub bytes_in: u64,
     /// Parquet bytes written.
@@ -149,7 +153,8 @@ struct Dest {
 /// `progress` after each DEST version is published.
 ///
 /// Errors: [`Error::ExportRefused`] when DEST holds something other than an earlier export of
-/// the same table in the same mode, or another writer committed to it since;
+/// the same table in the same mode (a Delta table no export wrote; an export of another
+/// table or in the other mode), or another writer committed to it after the last export;
 /// [`Error::Corrupt`] naming a source commit or data file that is damaged or whose rows are
 /// not what its schema and `add` say; [`Error::Vacuumed`] when a version to export lost its
 /// data files to a vacuum; [`Error::ConcurrentWrite`] when another writer published a DEST
@@ -235,9 +240,9 @@ fn export_into(
                 "it holds an export in {} mode; run the export again {}",
                 m.mode,
                 if m.mode == "all-versions" {
-                    "with --all-versions"
+                    format!("with {}", crate::util::spelling::switch("all_versions"))
                 } else {
-                    "without --all-versions"
+                    format!("without {}", crate::util::spelling::switch("all_versions"))
                 }
             ));
         }
@@ -284,9 +289,11 @@ fn export_all(
     let first = source.segment()?.first;
     if first > 0 {
         return Err(Error::InvalidArgument(format!(
-            "{}: versions before {first} are not available (their commits were cleaned up), so --all-versions cannot \
-             export them; export one version with --version",
-            source.root().display()
+            "{}: versions before {first} are not available (their commits were cleaned up), so {} cannot \
+             export them; export one version with {}",
+            source.root().display(),
+            crate::util::spelling::switch("all_versions"),
+            crate::util::spelling::opt("version")
         )));
     }
     let mut base = match &d.marker {
@@ -380,6 +387,7 @@ fn export_all(
     }
     if let Some(b) = &base {
         d.check_matches(b)?;
+        report.rows_held = b.num_records();
     }
     Ok(())
 }
@@ -448,6 +456,7 @@ fn export_snapshot(
         let held = source.snapshot(m.source_version)?;
         d.check_matches(&held)?;
         report.source_version = m.source_version;
+        report.rows_held = held.num_records();
         if m.source_version == target {
             return Ok(());
         }
@@ -506,6 +515,7 @@ fn export_snapshot(
     let version = d.latest.map_or(0, |(v, _)| v + 1);
     d.commit(version, info, body, report)?;
     report.source_version = target;
+    report.rows_held = snap.num_records();
     d.check_matches(&snap)?;
     progress(&Progress {
         source_version: target,
@@ -736,22 +746,42 @@ impl Dest {
         let latest = t.latest_version()?;
         // From the first commit: an `--all-versions` DEST may start at a later version, whose
         // commit holds the whole state (`export_start`).
-        for v in t.segment()?.first..=latest {
-            for a in t.read_commit(v)?.actions {
+        // The newest version an export wrote, to say what DEST is when its newest is not one.
+        let mut last_export = None;
+        let first = t.segment()?.first;
+        for v in first..=latest {
+            let c = t.read_commit(v)?;
+            if c.info.as_ref().is_some_and(|i| i.is_tinydelta() && Marker::of(i).is_some()) {
+                last_export = Some(v);
+            }
+            for a in c.actions {
                 d.apply(a);
             }
         }
         let info = t.commit_info(latest)?;
         d.latest = Some((latest, info.timestamp));
         let foreign = || {
+            let newest = format!(
+                "operation {}, engine {}",
+                crate::util::quote::quoted(&info.operation),
+                crate::util::quote::quoted(info.engine_info.as_deref().unwrap_or("none"))
+            );
             refused(
                 path,
-                format!(
-                    "its newest version {latest} was not written by tinydelta export (operation {}, engine {}): \
-                     another writer changed it since the last export",
-                    crate::util::quote::quoted(&info.operation),
-                    crate::util::quote::quoted(info.engine_info.as_deref().unwrap_or("none"))
-                ),
+                match last_export {
+                    Some(e) if e < latest => format!(
+                        "its newest version {latest} was not written by tinydelta export ({newest}): another writer \
+                         committed after the export's version {e}"
+                    ),
+                    Some(_) => format!(
+                        "its newest version {latest} is an export, but its table's format is {}, not Parquet",
+                        crate::util::quote::quoted(d.metadata.as_ref().map_or("none", |m| m.format.provider.as_str()))
+                    ),
+                    None => format!(
+                        "it is a Delta table that tinydelta export did not write (none of its versions {first}-{latest} \
+                         is an export; the newest: {newest}); export into a new folder"
+                    ),
+                },
             )
         };
         if !info.is_tinydelta() {
