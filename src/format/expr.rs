@@ -424,7 +424,7 @@ impl Compiler<'_> {
                 && k != Kind::Null
             {
                 let Some(v) = coerce_str(s, k) else {
-                    return Err(self.err(format!("{lit_side} is not a {} value", k.name())));
+                    return Err(self.err(format!("{lit_side} is not a value of type {}", k.name())));
                 };
                 *n = Node::Lit(v);
                 return Ok(k);
@@ -709,7 +709,7 @@ impl Assignment {
             && !matches!(kind, Kind::Str | Kind::Other)
         {
             node = Node::Lit(
-                coerce_str(s, kind).ok_or_else(|| c.err(format!("{right} is not a {} value for {}", kind.name(), col.name)))?,
+                coerce_str(s, kind).ok_or_else(|| c.err(format!("{right} is not a value of type {} for {}", kind.name(), col.name)))?,
             );
             ek = kind;
         }
@@ -800,7 +800,7 @@ fn from_json(raw: &str, ty: &ColumnType) -> std::result::Result<Val, String> {
     if raw == "null" {
         return Ok(Val::Null);
     }
-    let bad = || format!("{raw} is not a {ty} value");
+    let bad = || format!("{raw} is not a value of type {ty}");
     let string = || serde_json::from_str::<String>(raw).map_err(|_| bad());
     Ok(match ty {
         ColumnType::Int => Val::Int(raw.parse().map_err(|_| bad())?),
@@ -1267,7 +1267,7 @@ mod tests {
     fn errors_name_the_column_or_token() {
         assert!(err("idd = 3").contains("no column \"idd\""), "{}", err("idd = 3"));
         assert!(err("name = 3").contains("cannot compare"));
-        assert!(err("d = 'yesterday'").contains("'yesterday' is not a date value"));
+        assert!(err("d = 'yesterday'").contains("'yesterday' is not a value of type date"));
         assert!(err("tags = 'a'").contains("IS NULL"));
         assert!(err("user.zip = 1").contains("no field \"zip\""));
         assert!(err("id = 3 extra").contains("unexpected"));

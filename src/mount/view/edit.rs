@@ -456,7 +456,7 @@ impl TableView {
     fn edit_failed(&self, v: u64, source: &str, err: crate::error::Error) -> FsError {
         let msg = match &err {
             crate::error::Error::ConcurrentWrite { .. } => format!(
-                "not committed: {err}; the edit read version {v}, which a later commit changed: read the newest version and edit again"
+                "not committed: {err}; read the newest version and edit again"
             ),
             _ => format!("not committed: {err}"),
         };
