@@ -310,11 +310,15 @@ fn a_conflicting_cli_delete_fails_the_close() {
     // An edit that only adds rows after the last one is an append (WRITE). On top of a
     // concurrent append it re-adds that append's file after its own rows (`dataChange: false`),
     // and the commit it wrote reads back: the CLI reads it and `check` finds it whole.
-    let r = edit_around(&e, &format!("{}\n{}\n{}\n", row(1, "only"), row(8, "appended"), row(9, "added")), || {
-        let file = e.f.dir.path().join("more2.jsonl");
-        fs::write(&file, format!("{}\n", row(10, "appended"))).expect("write");
-        e.f.td(&["append", &e.f.t(), "--file", &file.display().to_string()]);
-    });
+    let r = edit_around(
+        &e,
+        &format!("{}\n{}\n{}\n", row(1, "only"), row(8, "appended"), row(9, "added")),
+        || {
+            let file = e.f.dir.path().join("more2.jsonl");
+            fs::write(&file, format!("{}\n", row(10, "appended"))).expect("write");
+            e.f.td(&["append", &e.f.t(), "--file", &file.display().to_string()]);
+        },
+    );
     r.expect("an append does not conflict with an edit that only adds rows");
     let want = vec![row(1, "only"), row(8, "appended"), row(9, "added"), row(10, "appended")];
     assert_eq!(e.rows(), want);
