@@ -188,6 +188,20 @@ fn read_into_a_pipe_a_file_and_a_reader_that_stops() {
     assert_eq!(line.as_bytes(), &piped[..line.len()]);
     assert_eq!(done.status.code(), Some(0), "{}", String::from_utf8_lossy(&done.stderr));
     assert!(done.stderr.is_empty(), "{}", String::from_utf8_lossy(&done.stderr));
+    // A non-blocking pipe whose reader is slow: every byte, after waits for room.
+    let (mut r, w) = std::io::pipe().unwrap();
+    rustix::fs::fcntl_setfl(&w, rustix::fs::OFlags::NONBLOCK).unwrap();
+    let mut child = cmd(&t.args("read", &[]))
+        .stdout(w)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut got = Vec::new();
+    std::io::Read::read_to_end(&mut r, &mut got).unwrap();
+    let done = child.wait_with_output().unwrap();
+    assert_eq!(done.status.code(), Some(0), "{}", String::from_utf8_lossy(&done.stderr));
+    assert!(got == piped, "{} bytes of {}", got.len(), piped.len());
 }
 
 #[test]

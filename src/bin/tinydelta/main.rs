@@ -1803,8 +1803,8 @@ impl RowsAdded for Table {
 
 /// Copy `src` from its offset to its end into `out`, returning the bytes copied. Into a pipe
 /// the data file's pages are spliced (splice(2): handed to the pipe, never copied through
-/// user space; std::io::copy reads and writes 8 KiB at a time there); anything else, or a
-/// pipe that refuses splicing before the first byte, goes through std::io::copy
+/// user space; std::io::copy reads and writes 8 KiB at a time there), waiting for room in a
+/// non-blocking one; anything else, or a pipe that refuses splicing, goes through std::io::copy
 /// (copy_file_range into a file, sendfile into /dev/null or a socket). Errors: the I/O error
 /// of the read or write (EPIPE when the reader went away).
 fn copy_out(src: &mut File, out: &mut File, to_pipe: bool) -> io::Result<u64> {
@@ -1816,9 +1816,17 @@ fn copy_out(src: &mut File, out: &mut File, to_pipe: bool) -> io::Result<u64> {
                 Ok(0) => return Ok(n),
                 Ok(k) => n += k as u64,
                 Err(Errno::INTR) => {}
-                // Not spliceable (a file system without splice_read), or a non-blocking pipe
-                // that is full: the plain copy from the offset reached, as without splicing.
-                Err(Errno::INVAL | Errno::NOSYS | Errno::AGAIN) => break,
+                // A non-blocking pipe that is full: wait until its reader makes room (poll(2)).
+                Err(Errno::AGAIN) => {
+                    let mut fds = [rustix::event::PollFd::new(&*out, rustix::event::PollFlags::OUT)];
+                    match rustix::event::poll(&mut fds, None) {
+                        Ok(_) | Err(Errno::INTR) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                // Not spliceable (a file system without splice_read): the plain copy from the
+                // offset reached, as without splicing.
+                Err(Errno::INVAL | Errno::NOSYS) => break,
                 Err(e) => return Err(e.into()),
             }
         }
