@@ -191,7 +191,7 @@ fn read_into_a_pipe_a_file_and_a_reader_that_stops() {
     // A non-blocking pipe whose reader is slow: every byte, after waits for room.
     let (mut r, w) = std::io::pipe().unwrap();
     rustix::fs::fcntl_setfl(&w, rustix::fs::OFlags::NONBLOCK).unwrap();
-    let mut child = cmd(&t.args("read", &[]))
+    let child = cmd(&t.args("read", &[]))
         .stdout(w)
         .stderr(Stdio::piped())
         .spawn()
