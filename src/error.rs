@@ -189,6 +189,17 @@ pub enum Error {
         operation: String,
     },
 
+    /// A change of rows in a table whose `delta.appendOnly` property is `true`: Delta PROTOCOL
+    /// "Append-only Tables" lets new commits add rows and rearrange files (`dataChange: false`),
+    /// never remove or change rows. Nothing was committed.
+    #[error("table {} is append-only (its property delta.appendOnly is true): {operation} would remove or change rows, so it is refused and nothing was committed; `alter set-property delta.appendOnly=false` lifts it", table.display())]
+    AppendOnly {
+        /// Table root.
+        table: PathBuf,
+        /// The refused operation (`DELETE`, `UPDATE`, a `WRITE` that overwrites, ...).
+        operation: String,
+    },
+
     /// The file system cannot make hard links, so no commit can be published safely.
     #[error("cannot publish {}: the file system does not support hard links ({source}); nothing was committed", path.display())]
     LinkUnsupported {
@@ -335,6 +346,7 @@ impl Error {
             | Error::Unsupported { .. }
             | Error::NoSchema { .. }
             | Error::ReadOnlyTable { .. }
+            | Error::AppendOnly { .. }
             | Error::LinkUnsupported { .. }
             | Error::NotDurable { .. }
             | Error::ExportRefused { .. }

@@ -71,8 +71,9 @@ pub fn check_readable(root: &Path, protocol: &Protocol, metadata: Option<&Metada
 pub const WRITER_VERSION: i64 = 2;
 
 /// The Delta writer features tinydelta honours when it writes (PROTOCOL "Table Features"):
-/// `appendOnly` and `invariants` (implied by writer version 2; tinydelta sets neither
-/// `delta.appendOnly` nor column invariants, and refuses tables that do, below), `timestampNtz`
+/// `appendOnly` and `invariants` (implied by writer version 2; a table whose `delta.appendOnly`
+/// is true gets no commit that removes rows, `crate::table::commit`, whether or not the feature
+/// is listed; tinydelta writes no column invariants), `timestampNtz`
 /// and `variantType` (the types of its `timestamp_ntz` and `json` columns), and
 /// [`JSONL_FEATURE`]. A table at writer version 7 with any other writer feature is not written.
 pub const WRITER_FEATURES: [&str; 5] = ["appendOnly", "invariants", "timestampNtz", "variantType", JSONL_FEATURE];

@@ -140,6 +140,7 @@ fn table_errno(e: &crate::error::Error) -> i32 {
         | Error::Internal(_) => libc::EIO,
         // A table of Parquet data files (delta-rs, Spark): incoming/ takes no JSONL.
         Error::ReadOnlyTable { .. } => libc::EROFS,
+        Error::AppendOnly { .. } => libc::EPERM,
         Error::LinkUnsupported { .. } => libc::EOPNOTSUPP,
         Error::InvalidArgument(_) => libc::EINVAL,
         Error::ExportStopped { source, .. } => table_errno(source),

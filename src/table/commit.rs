@@ -164,6 +164,7 @@ fn commit_loop_with(
     }
     let mut version = read_version + 1;
     let mut prev_ts = table.commit_timestamp(read_version)?;
+    let append_only = table.append_only_at(read_version)?;
     // The data files and the table folder are fsynced by the first attempt only: a retry after
     // a lost race fsyncs just its new tmp.
     let mut data = Some(data);
@@ -192,7 +193,11 @@ fn commit_loop_with(
                 Linked::Lost
             } else {
                 let ts = next_timestamp(Some(prev_ts));
-                bytes = encode(&build(version, ts));
+                let actions = build(version, ts);
+                if append_only {
+                    refuse_data_removal(table, &actions)?;
+                }
+                bytes = encode(&actions);
                 table.check_log_in_place()?;
                 link_after(table.dir(), log, version, &bytes, data.take())?
             }
@@ -233,6 +238,24 @@ fn commit_loop_with(
         table: root.to_path_buf(),
         read_version,
         version,
+    })
+}
+
+/// Refuse `actions` that remove rows from an append-only table: a `remove` with `dataChange:
+/// true` (Delta PROTOCOL "Append-only Tables": new commits must not change or remove data;
+/// rearranging files, `dataChange: false`, is allowed). Errors: [`Error::AppendOnly`] naming the
+/// commit's operation.
+fn refuse_data_removal(table: &Table, actions: &[Action]) -> Result<()> {
+    if !actions.iter().any(|a| a.remove.as_ref().is_some_and(|r| r.data_change)) {
+        return Ok(());
+    }
+    let operation = actions
+        .iter()
+        .find_map(|a| a.commit_info.as_ref().map(|c| c.operation.clone()))
+        .unwrap_or_else(|| "this commit".into());
+    Err(Error::AppendOnly {
+        table: table.root().to_path_buf(),
+        operation,
     })
 }
 

@@ -1130,6 +1130,21 @@ impl Table {
         }
     }
 
+    /// Whether the table property `delta.appendOnly` is `true` at `version` (Delta PROTOCOL
+    /// "Append-only Tables"; the value compared without case, as Delta's boolean properties).
+    /// Errors: as [`Table::snapshot`].
+    pub(crate) fn append_only_at(&self, version: u64) -> Result<bool> {
+        let snap = match self.tip_if(|v| v == version) {
+            Some(s) => s,
+            None => self.snapshot_arc(version)?,
+        };
+        Ok(snap
+            .metadata
+            .configuration
+            .get("delta.appendOnly")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true")))
+    }
+
     /// The cached newest snapshot when `keep(its version)` and its commit file is still the
     /// one it was built from ([`CommitStamp`]).
     fn tip_if(&self, keep: impl Fn(u64) -> bool) -> Option<Arc<Snapshot>> {

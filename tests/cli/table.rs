@@ -204,6 +204,40 @@ fn read_into_a_pipe_a_file_and_a_reader_that_stops() {
     assert!(got == piped, "{} bytes of {}", got.len(), piped.len());
 }
 
+/// A table whose `delta.appendOnly` is true (Delta PROTOCOL "Append-only Tables") takes appends
+/// and rearrangements (`optimize`), and refuses every commit that would remove rows, committing
+/// nothing (docs/FORMAT.md "Table properties").
+#[test]
+fn an_append_only_table_refuses_changes_that_remove_rows() {
+    let t = TempTable::new(SMALL);
+    t.append(&small_rows(0, 3));
+    t.append(&small_rows(3, 3));
+    t.td("alter", &["set-property", "delta.appendOnly=true"]).ok();
+    let before = t.latest();
+    for (cmd, rest) in [
+        ("delete", vec!["--where", "id = 1"]),
+        ("update", vec!["--where", "id = 1", "--set", "x = 2.5"]),
+        ("restore", vec!["--version", "1"]),
+    ] {
+        t.td(cmd, &rest)
+            .code(1)
+            .stderr_has(&["append-only", "delta.appendOnly", "nothing was committed"]);
+        assert_eq!(t.latest(), before, "{cmd} committed nothing");
+    }
+    t.td_in("overwrite", &[], &small_rows(9, 1))
+        .code(1)
+        .stderr_has(&["append-only"]);
+    assert_eq!(t.latest(), before);
+    assert_eq!(ids(&t.read()), (0..6).collect::<Vec<i64>>());
+    // Appends and optimize (dataChange false) go on.
+    t.append(&small_rows(6, 1));
+    t.td("optimize", &[]).ok();
+    assert_eq!(ids(&t.read()), (0..7).collect::<Vec<i64>>());
+    t.td("alter", &["set-property", "delta.appendOnly=false"]).ok();
+    t.td("delete", &["--where", "id = 1"]).ok();
+    assert_eq!(ids(&t.read()), vec![0, 2, 3, 4, 5, 6]);
+}
+
 #[test]
 fn read_as_of_uses_commit_timestamps() {
     let t = TempTable::new(SMALL);
