@@ -65,20 +65,23 @@ pub enum Started {
     Unwatched(String),
 }
 
+/// The events of `_delta_log/` a watch asks for (inotify(7)): names created, removed or moved
+/// in or out (a commit's link, a checkpoint, a cleanup), and the folder itself removed or moved.
+const LOG_EVENTS: WatchFlags = WatchFlags::CREATE
+    .union(WatchFlags::DELETE)
+    .union(WatchFlags::MOVED_FROM)
+    .union(WatchFlags::MOVED_TO)
+    .union(WatchFlags::DELETE_SELF)
+    .union(WatchFlags::MOVE_SELF)
+    .union(WatchFlags::ONLYDIR);
+
 impl LogWatch {
     /// Watch `log` (the `_delta_log/` folder, through its open handle: `/proc/self/fd/N`, so the
     /// folder watched is the one held, whatever its path names now). Never an error: a folder
     /// that cannot be watched (another file system, no inotify instance or watch left, no
     /// `/proc`) is [`Started::Unwatched`] with the reason.
     pub fn start(log: &Dir) -> Started {
-        let mask = WatchFlags::CREATE
-            | WatchFlags::DELETE
-            | WatchFlags::MOVED_FROM
-            | WatchFlags::MOVED_TO
-            | WatchFlags::DELETE_SELF
-            | WatchFlags::MOVE_SELF
-            | WatchFlags::ONLYDIR;
-        match watch_fd(log, CreateFlags::NONBLOCK | CreateFlags::CLOEXEC, mask) {
+        match watch_fd(log, CreateFlags::NONBLOCK | CreateFlags::CLOEXEC, LOG_EVENTS) {
             Ok(fd) => Started::Watching(Box::new(LogWatch {
                 fd,
                 state: Mutex::new(State::default()),
@@ -188,14 +191,7 @@ impl LogWaiter {
     ///
     /// Errors: why the folder cannot be watched (for the daemon's log).
     pub fn start(log: &Dir) -> std::result::Result<LogWaiter, String> {
-        let mask = WatchFlags::CREATE
-            | WatchFlags::DELETE
-            | WatchFlags::MOVED_FROM
-            | WatchFlags::MOVED_TO
-            | WatchFlags::DELETE_SELF
-            | WatchFlags::MOVE_SELF
-            | WatchFlags::ONLYDIR;
-        watch_fd(log, CreateFlags::CLOEXEC, mask).map(|fd| LogWaiter { fd })
+        watch_fd(log, CreateFlags::CLOEXEC, LOG_EVENTS).map(|fd| LogWaiter { fd })
     }
 
     /// Block until the folder changed (every event queued by then is consumed). `false` once
