@@ -294,26 +294,7 @@ fn one_validation_thread_checks_large_writes_alone() {
         assert_eq!(check_threads(m.pid), 0, "TINYDELTA_THREADS=1 starts no helper");
         // A bad line where a piece would start on several threads (the second quarter of the
         // second 1 MiB write).
-        let at = (1 << 20) + (256 << 10);
-        let start = big[..at].iter().rposition(|&c| c == b'\n').unwrap() + 1;
-        let end = start + big[start..].iter().position(|&c| c == b'\n').unwrap();
-        let line = big[..start].iter().filter(|&&c| c == b'\n').count() + 1;
-        let mut bad = big[..start].to_vec();
-        bad.extend_from_slice(b"{\"year\":1.5}");
-        bad.extend(std::iter::repeat_n(b' ', end - start - 12));
-        bad.extend_from_slice(&big[end..]);
-        let mut w = fs::File::create(f.m("incoming/b.jsonl")).unwrap();
-        let mut chunks = bad.chunks(1 << 20);
-        w.write_all(chunks.next().unwrap()).unwrap();
-        let e = w.write_all(chunks.next().unwrap()).unwrap_err();
-        assert_eq!(errno(&e), libc::EINVAL, "{e}");
-        drop(w);
-        let note = fs::read_to_string(f.m("incoming/b.jsonl.error")).unwrap();
-        assert!(
-            note.contains(&format!("line {line}")) && note.contains("\"year\""),
-            "{note}"
-        );
-        assert_eq!(f.latest(), 2);
+        second_write_fails_at_a_bad_line(&f, &big, (1 << 20) + (256 << 10));
     }
     if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
         let m = f.mount_with_env(&[], &[]);
@@ -354,7 +335,13 @@ fn a_late_checking_thread_does_not_hold_writes_up() {
     assert_eq!(f.read_v(2), [&before[..], &big].concat());
 
     // A bad line in the last quarter of the second 1 MiB write (a piece a helper would check).
-    let at = (1 << 20) + 900_000;
+    second_write_fails_at_a_bad_line(&f, &big, (1 << 20) + 900_000);
+}
+
+/// Copy `big` into `incoming/b.jsonl` in 1 MiB writes with the line around byte `at` (in the
+/// second write) made bad, padded to its length: the second write fails with `EINVAL`, the note
+/// names that line, and nothing is committed (the table stays at version 2).
+fn second_write_fails_at_a_bad_line(f: &Fixture, big: &[u8], at: usize) {
     let start = big[..at].iter().rposition(|&c| c == b'\n').unwrap() + 1;
     let end = start + big[start..].iter().position(|&c| c == b'\n').unwrap();
     let line = big[..start].iter().filter(|&&c| c == b'\n').count() + 1;
